@@ -1,0 +1,48 @@
+#pragma once
+// The step cost model: a pure function from the shape of one iteration to its duration, FLOPs and
+// bytes. It sees no clock and no scheduler.
+
+#include <cstdint>
+
+#include "hwmodels/gpu_spec.h"
+#include "hwmodels/model_spec.h"
+#include "sim/core/params.h"
+
+namespace servesim::hwmodels {
+
+// One iteration of one replica, in aggregate. Prefill chunks: a chunk of c new tokens whose sequence
+// already has p tokens in the KV cache attends to p + c keys (causally among the c).
+struct BatchShape {
+  int64_t prefill_seqs = 0;             // sequences with a prefill chunk this iteration
+  int64_t prefill_tokens = 0;           // sum of c over chunks
+  int64_t prefill_logits = 0;           // chunks that complete their prompt (need the LM head)
+  int64_t prefill_context_tokens = 0;   // sum of p over chunks (KV already cached, read by attention)
+  int64_t prefill_attention_pairs = 0;  // sum over chunks of c*p + c*(c+1)/2 (query-key pairs)
+  int64_t decode_seqs = 0;              // decoding sequences, one new token each
+  int64_t decode_context_tokens = 0;    // sum over decodes of the keys attended (context incl. new token)
+
+  int64_t tokens() const { return prefill_tokens + decode_seqs; }
+  bool empty() const { return prefill_tokens == 0 && decode_seqs == 0; }
+};
+
+struct StepCost {
+  double seconds = 0;  // wall time of the iteration on one GPU of the TP group
+  double flops = 0;    // useful FLOPs, whole TP group
+  double bytes = 0;    // HBM bytes moved, whole TP group
+};
+
+class StepCostModel {
+ public:
+  virtual ~StepCostModel() = default;
+  virtual StepCost step(const BatchShape& shape) const = 0;
+  virtual const ModelSpec& model() const = 0;
+  virtual const GpuSpec& gpu() const = 0;
+  virtual int64_t tensor_parallel() const = 0;
+};
+
+// Family "cost_models". Factory arguments: model, GPU, tensor-parallel degree (already validated to
+// divide the model's heads).
+using CostModelRegistry = core::Registry<StepCostModel, const ModelSpec&, const GpuSpec&, int64_t>;
+CostModelRegistry& cost_model_registry();
+
+}  // namespace servesim::hwmodels

@@ -1,0 +1,275 @@
+#include "sim/core/params.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/core/format.h"
+
+namespace servesim::core {
+
+// ---- ParamSpec ---------------------------------------------------------------------------------
+
+ParamSpec ParamSpec::integer(std::string name, int64_t def, std::string unit, std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kInt;
+  p.default_value = def;
+  p.unit = std::move(unit);
+  p.description = std::move(description);
+  return p;
+}
+
+ParamSpec ParamSpec::real(std::string name, double def, std::string unit, std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kFloat;
+  p.default_value = def;
+  p.unit = std::move(unit);
+  p.description = std::move(description);
+  return p;
+}
+
+ParamSpec ParamSpec::boolean(std::string name, bool def, std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kBool;
+  p.default_value = def;
+  p.description = std::move(description);
+  return p;
+}
+
+ParamSpec ParamSpec::string(std::string name, std::string def, std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kString;
+  p.default_value = std::move(def);
+  p.description = std::move(description);
+  return p;
+}
+
+ParamSpec ParamSpec::path(std::string name, std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kPath;
+  p.description = std::move(description);
+  return p;
+}
+
+ParamSpec ParamSpec::section(std::string name, std::string family, std::string default_kind,
+                             std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kSection;
+  p.family = std::move(family);
+  p.default_kind = std::move(default_kind);
+  p.description = std::move(description);
+  return p;
+}
+
+ParamSpec ParamSpec::table(std::string name, std::vector<ParamSpec> fields, std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kTable;
+  p.fields = std::move(fields);
+  p.description = std::move(description);
+  return p;
+}
+
+bool ParamSpec::is_required() const {
+  switch (type) {
+    case ParamType::kSection: return default_kind.empty();
+    case ParamType::kTable: return false;
+    default: return !optional_ && std::holds_alternative<std::monostate>(default_value);
+  }
+}
+
+std::string ParamSpec::type_name() const {
+  switch (type) {
+    case ParamType::kInt: return "integer";
+    case ParamType::kFloat: return "float";
+    case ParamType::kBool: return "bool";
+    case ParamType::kString: return "string";
+    case ParamType::kPath: return "path";
+    case ParamType::kSection: return "section";
+    case ParamType::kTable: return "table";
+  }
+  return "?";
+}
+
+static std::string scalar_str(const Scalar& v) {
+  struct {
+    std::string operator()(std::monostate) const { return ""; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const { return format_double(d); }
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(const std::string& s) const { return toml_quote(s); }
+  } visitor;
+  return std::visit(visitor, v);
+}
+
+std::string ParamSpec::default_str() const {
+  if (type == ParamType::kSection)
+    return default_kind.empty() ? "(required)" : "kind = " + toml_quote(default_kind);
+  if (type == ParamType::kTable) return "";
+  if (optional_) return "(unset)";
+  if (std::holds_alternative<std::monostate>(default_value)) return "(required)";
+  return scalar_str(default_value);
+}
+
+std::string ParamSpec::range_str() const {
+  if (!choices.empty()) {
+    std::string out = "one of: ";
+    for (size_t i = 0; i < choices.size(); ++i) out += (i ? ", " : "") + choices[i];
+    return out;
+  }
+  if (type != ParamType::kInt && type != ParamType::kFloat) return "";
+  const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
+  if (has_min && has_max) return (min_exclusive ? "(" : "[") + format_double(min) + ", " + format_double(max) + "]";
+  if (has_min) return (min_exclusive ? "> " : ">= ") + format_double(min);
+  if (has_max) return "<= " + format_double(max);
+  return "";
+}
+
+// ---- Params ------------------------------------------------------------------------------------
+
+const Params::Entry& Params::entry(std::string_view name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return e;
+  // Reading an undeclared parameter is a programming error in the kind that reads it.
+  throw Error("internal: parameter '" + key_path(name) + "' is not declared");
+}
+
+bool Params::has(std::string_view name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return !std::holds_alternative<std::monostate>(e.value) || !e.section.empty();
+  return false;
+}
+
+bool Params::given(std::string_view name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return e.given;
+  return false;
+}
+
+template <class V>
+static const V& get_as(const Scalar& v, const std::string& key, const char* what) {
+  if (auto* p = std::get_if<V>(&v)) return *p;
+  throw Error("internal: parameter '" + key + "' is not set or is not " + what);
+}
+
+int64_t Params::get_int(std::string_view name) const {
+  return get_as<int64_t>(entry(name).value, key_path(name), "an integer");
+}
+
+double Params::get_float(std::string_view name) const {
+  const auto& v = entry(name).value;
+  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  return get_as<double>(v, key_path(name), "a float");
+}
+
+bool Params::get_bool(std::string_view name) const {
+  return get_as<bool>(entry(name).value, key_path(name), "a bool");
+}
+
+const std::string& Params::get_string(std::string_view name) const {
+  return get_as<std::string>(entry(name).value, key_path(name), "a string");
+}
+
+const Params& Params::section(std::string_view name) const {
+  const auto& e = entry(name);
+  if (e.section.empty()) throw Error("internal: '" + key_path(name) + "' is not a section");
+  return e.section.front();
+}
+
+const SourceLocation& Params::where(std::string_view name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return e.given || !e.section.empty() ? e.where : where_;
+  return where_;
+}
+
+std::string Params::key_path(std::string_view name) const {
+  return path_.empty() ? std::string(name) : path_ + "." + std::string(name);
+}
+
+void Params::fail(std::string_view name, const std::string& message) const {
+  throw ConfigError(where(name), key_path(name), message);
+}
+
+void Params::set(std::string name, Scalar value, SourceLocation where, bool given) {
+  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}});
+}
+
+Params& Params::add_section(std::string name, Params section) {
+  SourceLocation where = section.where();
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}});
+  entries_.back().section.push_back(std::move(section));
+  return entries_.back().section.front();
+}
+
+std::string Params::to_toml() const {
+  std::string out;
+  emit_toml(out);
+  return out;
+}
+
+void Params::emit_toml(std::string& out) const {
+  if (!path_.empty()) {
+    if (!out.empty()) out += "\n";
+    out += "[" + path_ + "]\n";
+    if (!kind_.empty()) out += "kind = " + toml_quote(kind_) + "\n";
+  }
+  for (const auto& e : entries_) {
+    if (!e.section.empty() || std::holds_alternative<std::monostate>(e.value)) continue;
+    out += e.name + " = " + scalar_str(e.value) + "\n";
+  }
+  for (const auto& e : entries_)
+    if (!e.section.empty()) e.section.front().emit_toml(out);
+}
+
+// ---- Families ----------------------------------------------------------------------------------
+
+static std::map<std::string, KindFamily*>& family_index() {
+  static std::map<std::string, KindFamily*> index;
+  return index;
+}
+
+KindFamily::KindFamily(std::string name, std::string description)
+    : name_(std::move(name)), description_(std::move(description)) {
+  family_index()[name_] = this;
+}
+
+void KindFamily::add_info(KindInfo info) {
+  std::string key = to_lower(info.name);
+  kinds_[key] = std::move(info);
+}
+
+std::vector<const KindInfo*> KindFamily::kinds() const {
+  std::vector<const KindInfo*> out;
+  for (const auto& [key, info] : kinds_) out.push_back(&info);
+  return out;
+}
+
+const KindInfo* KindFamily::find(std::string_view kind) const {
+  auto it = kinds_.find(to_lower(kind));
+  return it == kinds_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> KindFamily::kind_names() const {
+  std::vector<std::string> out;
+  for (const auto& [key, info] : kinds_) out.push_back(info.name);
+  return out;
+}
+
+KindFamily* find_family(std::string_view name) {
+  auto& index = family_index();
+  auto it = index.find(std::string(name));
+  return it == index.end() ? nullptr : it->second;
+}
+
+std::vector<KindFamily*> all_families() {
+  std::vector<KindFamily*> out;
+  for (const auto& [name, family] : family_index()) out.push_back(family);
+  return out;
+}
+
+}  // namespace servesim::core

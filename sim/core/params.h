@@ -1,0 +1,187 @@
+#pragma once
+// Declared parameters, resolved values and registries of pluggable kinds.
+//
+// Every configurable key is declared exactly once, as a ParamSpec beside the code that reads it, with
+// type, default, unit and description. A configuration section names a registered kind
+// (`kind = "round_robin"`) and its other keys are that kind's parameters; config.h validates a TOML
+// document against these declarations and produces a Params tree that factories read.
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sim/core/error.h"
+
+namespace servesim::core {
+
+enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable };
+
+// monostate = no value (an optional parameter that was not given).
+using Scalar = std::variant<std::monostate, int64_t, double, bool, std::string>;
+
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::kInt;
+  Scalar default_value;        // monostate: required, or optional() with no default
+  bool optional_ = false;      // absent is allowed and means "not set" (has() == false)
+  std::string unit;            // "ms", "tokens", "req/s", ... empty when dimensionless
+  std::string description;
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;
+  std::vector<std::string> choices;  // allowed values of a string parameter; empty = any
+  std::string family;                // kSection: the kind family its `kind` is looked up in
+  std::string default_kind;          // kSection: kind used when the section or its `kind` is absent
+  std::vector<ParamSpec> fields;     // kTable: the fixed keys of the table
+
+  static ParamSpec integer(std::string name, int64_t def, std::string unit, std::string description);
+  static ParamSpec real(std::string name, double def, std::string unit, std::string description);
+  static ParamSpec boolean(std::string name, bool def, std::string description);
+  static ParamSpec string(std::string name, std::string def, std::string description);
+  // A file path; relative paths resolve against the directory of the config file that holds them.
+  static ParamSpec path(std::string name, std::string description);
+  // A sub-section whose `kind` selects an entry of `family`; its other keys are that kind's params.
+  static ParamSpec section(std::string name, std::string family, std::string default_kind,
+                           std::string description);
+  // A sub-section with a fixed set of keys.
+  static ParamSpec table(std::string name, std::vector<ParamSpec> fields, std::string description);
+
+  ParamSpec& range(double lo, double hi) { min = lo; max = hi; return *this; }
+  ParamSpec& at_least(double lo) { min = lo; return *this; }
+  ParamSpec& above(double lo) { min = lo; min_exclusive = true; return *this; }
+  ParamSpec& one_of(std::vector<std::string> values) { choices = std::move(values); return *this; }
+  ParamSpec& optional() { optional_ = true; default_value = std::monostate{}; return *this; }
+  // Makes a parameter that has a default required (no default) instead.
+  ParamSpec& required() { default_value = std::monostate{}; optional_ = false; return *this; }
+
+  bool is_required() const;
+  std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table"
+  std::string default_str() const;   // "256", "\"fcfs\"", "(required)", "(unset)"
+  std::string range_str() const;     // "[1, 1024]", "> 0", "one of: a, b", or ""
+};
+
+// The resolved, validated values of one section (or of the whole document, at the root).
+class Params {
+ public:
+  Params() = default;
+  Params(std::string path, std::string kind, SourceLocation where)
+      : path_(std::move(path)), kind_(std::move(kind)), where_(std::move(where)) {}
+
+  const std::string& path() const { return path_; }   // dotted section path; "" at the root
+  const std::string& kind() const { return kind_; }   // "" for fixed tables
+  const SourceLocation& where() const { return where_; }  // the section header, or the file
+
+  bool has(std::string_view name) const;  // false only for an unset optional parameter
+  bool given(std::string_view name) const;  // true when the user wrote the key (not a default)
+  int64_t get_int(std::string_view name) const;
+  double get_float(std::string_view name) const;
+  bool get_bool(std::string_view name) const;
+  const std::string& get_string(std::string_view name) const;  // strings and paths
+  const Params& section(std::string_view name) const;
+  const SourceLocation& where(std::string_view name) const;
+  std::string key_path(std::string_view name) const;  // "scheduler.max_num_seqs"
+
+  // Throws a ConfigError located at the key (for checks that involve several keys).
+  [[noreturn]] void fail(std::string_view name, const std::string& message) const;
+
+  // Canonical TOML of the resolved values, defaults included, in declaration order. Two configs
+  // that mean the same thing print the same text (comments, order and spelling of numbers aside).
+  std::string to_toml() const;
+
+  // Used by the validator to fill the tree.
+  void set(std::string name, Scalar value, SourceLocation where, bool given);
+  Params& add_section(std::string name, Params section);
+
+ private:
+  struct Entry {
+    std::string name;
+    Scalar value;
+    SourceLocation where;
+    bool given = false;
+    std::vector<Params> section;  // exactly one element for a section entry
+  };
+  const Entry& entry(std::string_view name) const;
+  void emit_toml(std::string& out) const;
+
+  std::string path_;
+  std::string kind_;
+  SourceLocation where_;
+  std::vector<Entry> entries_;
+};
+
+// What one registered kind is: its name, a description and its parameters.
+struct KindInfo {
+  std::string name;
+  std::string description;
+  std::vector<ParamSpec> params;
+};
+
+// The type-erased view of a registry, used by the config validator and by `servesim list`.
+class KindFamily {
+ public:
+  explicit KindFamily(std::string name, std::string description);
+  virtual ~KindFamily() = default;
+  KindFamily(const KindFamily&) = delete;
+  KindFamily& operator=(const KindFamily&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& description() const { return description_; }
+  // Kinds sorted by name.
+  std::vector<const KindInfo*> kinds() const;
+  // Lookup ignores ASCII case; nullptr when absent.
+  const KindInfo* find(std::string_view kind) const;
+  std::vector<std::string> kind_names() const;
+
+ protected:
+  void add_info(KindInfo info);
+
+ private:
+  std::string name_;
+  std::string description_;
+  std::map<std::string, KindInfo> kinds_;  // key: lower-case name
+};
+
+// All families, by name. Families register themselves when first constructed.
+KindFamily* find_family(std::string_view name);
+std::vector<KindFamily*> all_families();
+
+// A registry of one pluggable kind. Each implementation registers with one line in its .cc:
+//   static const bool kRegistered = router_registry().add({"round_robin", "...", {params}}, factory);
+// Registries live in function-local statics, so registration order does not matter.
+template <class T, class... Args>
+class Registry : public KindFamily {
+ public:
+  using Factory = std::function<std::unique_ptr<T>(const Params&, Args...)>;
+  using KindFamily::KindFamily;
+
+  bool add(KindInfo info, Factory factory) {
+    std::string key = lower(info.name);
+    factories_[key] = std::move(factory);
+    add_info(std::move(info));
+    return true;
+  }
+
+  // Builds the kind named by `params.kind()`; the validator has already checked it exists.
+  std::unique_ptr<T> make(const Params& params, Args... args) const {
+    auto it = factories_.find(lower(params.kind()));
+    if (it == factories_.end())
+      throw ConfigError(params.where(), params.path() + ".kind",
+                        "unknown " + name() + " kind '" + params.kind() + "'");
+    return it->second(params, args...);
+  }
+
+ private:
+  static std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>((c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c);
+    return s;
+  }
+  std::map<std::string, Factory> factories_;
+};
+
+}  // namespace servesim::core
