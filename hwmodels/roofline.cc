@@ -1,0 +1,118 @@
+#include "hwmodels/roofline.h"
+
+#include <algorithm>
+
+namespace servesim::hwmodels {
+
+namespace {
+constexpr double kSecondsPerHour = 3600.0;
+constexpr double kTokensPerMillion = 1e6;
+}  // namespace
+
+double kv_cache_bytes(const ModelSpec& model, int64_t tokens, int64_t batch) {
+  return model.kv_bytes_per_token() * static_cast<double>(tokens) * static_cast<double>(batch);
+}
+
+double kv_tokens_that_fit(const ModelSpec& model, double bytes, int64_t batch) {
+  return bytes / (model.kv_bytes_per_token() * static_cast<double>(batch));
+}
+
+std::string tp_problem(const ModelSpec& m, int64_t tp) {
+  const std::string t = std::to_string(tp);
+  if (tp < 1) return "tensor parallelism must be at least 1, got " + t;
+  if (m.num_heads % tp != 0)
+    return "tensor parallelism " + t + " does not divide the " + std::to_string(m.num_heads) +
+           " attention heads of " + m.name + ": each GPU must hold whole heads";
+  if (m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0)
+    return "tensor parallelism " + t + " and the " + std::to_string(m.num_kv_heads) + " KV heads of " +
+           m.name + " do not divide one another: KV heads must split evenly or be replicated whole";
+  if (m.intermediate_size % tp != 0)
+    return "tensor parallelism " + t + " does not divide the MLP width " +
+           std::to_string(m.intermediate_size) + " of " + m.name;
+  return "";
+}
+
+int64_t kv_heads_per_gpu(const ModelSpec& m, int64_t tp) {
+  return m.num_kv_heads >= tp ? m.num_kv_heads / tp : 1;
+}
+
+double kv_bytes_per_token_per_gpu(const ModelSpec& m, int64_t tp) {
+  return 2.0 * static_cast<double>(m.num_layers) * static_cast<double>(kv_heads_per_gpu(m, tp)) *
+         static_cast<double>(m.head_dim) * m.kv_bytes;
+}
+
+double weight_bytes_per_gpu(const ModelSpec& m, int64_t tp) {
+  const double t = static_cast<double>(tp);
+  const double h = static_cast<double>(m.hidden_size);
+  const double q_cols = static_cast<double>(m.num_heads * m.head_dim) / t;
+  const double kv_cols = static_cast<double>(kv_heads_per_gpu(m, tp) * m.head_dim);
+  const double inter = static_cast<double>(m.intermediate_size) / t;
+  const double layer = h * (q_cols + 2.0 * kv_cols) + q_cols * h +
+                       (m.gated_mlp ? 3.0 : 2.0) * h * inter + 2.0 * h;
+  const double vocab_rows = (m.embedding_params() + m.lm_head_params()) / t;
+  return (static_cast<double>(m.num_layers) * layer + vocab_rows + h) * m.weight_bytes;
+}
+
+double arithmetic_intensity(double flops, double bytes) { return flops / bytes; }
+
+double attainable_flops(double peak_flops, double bandwidth_bytes_per_s, double intensity) {
+  return std::min(peak_flops, bandwidth_bytes_per_s * intensity);
+}
+
+double decode_intensity(double params, int64_t batch, int64_t context, double kv_bytes_per_token) {
+  const double b = static_cast<double>(batch);
+  return 2.0 * params * b / (2.0 * params + b * static_cast<double>(context) * kv_bytes_per_token);
+}
+
+double saturated_decode_intensity(double params, int64_t context, double kv_bytes_per_token) {
+  return 2.0 * params / (static_cast<double>(context) * kv_bytes_per_token);
+}
+
+double decode_crossover_batch(double params, int64_t context, double kv_bytes_per_token) {
+  return 2.0 * params / (static_cast<double>(context) * kv_bytes_per_token);
+}
+
+double weight_read_seconds(double weight_bytes, double bandwidth_bytes_per_s) {
+  return weight_bytes / bandwidth_bytes_per_s;
+}
+
+double decode_ceiling_tokens_per_s(double weight_bytes, double bandwidth_bytes_per_s) {
+  return bandwidth_bytes_per_s / weight_bytes;
+}
+
+double full_attention_flops(const ModelSpec& m, int64_t seq) {
+  const double s = static_cast<double>(seq);
+  return 4.0 * s * s * static_cast<double>(m.num_heads * m.head_dim) *
+         static_cast<double>(m.num_layers);
+}
+
+double prefill_flops(double params, int64_t tokens, double prefix_hit_rate) {
+  return (1.0 - prefix_hit_rate) * 2.0 * params * static_cast<double>(tokens);
+}
+
+double usd_per_million_tokens(double price_usd_per_hour, double tokens_per_s) {
+  return price_usd_per_hour / (tokens_per_s * kSecondsPerHour) * kTokensPerMillion;
+}
+
+double mfu(double achieved_flops_per_s, double peak_flops) { return achieved_flops_per_s / peak_flops; }
+
+double training_mfu(double tokens_per_s, double params, double peak_flops) {
+  constexpr double kTrainingFlopsPerParamToken = 6.0;  // forward 2N + backward 4N
+  return tokens_per_s * kTrainingFlopsPerParamToken * params / peak_flops;
+}
+
+double mbu(double achieved_bytes_per_s, double bandwidth_bytes_per_s) {
+  return achieved_bytes_per_s / bandwidth_bytes_per_s;
+}
+
+double step_mfu(const StepCost& cost, const GpuSpec& gpu, int64_t tp) {
+  if (cost.seconds <= 0) return 0.0;
+  return cost.flops / (cost.seconds * gpu.peak_flops * static_cast<double>(tp));
+}
+
+double step_mbu(const StepCost& cost, const GpuSpec& gpu, int64_t tp) {
+  if (cost.seconds <= 0) return 0.0;
+  return cost.bytes / (cost.seconds * gpu.hbm_bandwidth * static_cast<double>(tp));
+}
+
+}  // namespace servesim::hwmodels

@@ -1,0 +1,74 @@
+#include "hwmodels/gpu_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/hwmodels/hw_test_util.h"
+
+namespace servesim::hwmodels {
+namespace {
+
+using hwtest::parse_hw;
+
+GpuSpec parse_gpu(const std::string& text) {
+  const core::Params root = parse_hw("[model]\nkind = \"llama-3-8b\"\n" + text);
+  return *gpu_registry().make(root.section("gpu"));
+}
+
+TEST(GpuSpecTest, RegistryListsEveryPreset) {
+  const auto names = gpu_registry().kind_names();
+  for (const char* want : {"a100-80gb-sxm", "h100-sxm", "h200", "reference"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  EXPECT_EQ(gpu_registry().name(), "gpus");
+  EXPECT_NE(find_gpu_preset("H100-SXM"), nullptr);
+  EXPECT_EQ(find_gpu_preset("tpu-v5"), nullptr);
+}
+
+TEST(GpuSpecTest, PresetsAreInSiUnits) {
+  const GpuSpec h100 = parse_gpu("[gpu]\nkind = \"H100-SXM\"\n");
+  EXPECT_EQ(h100.name, "h100-sxm");
+  EXPECT_DOUBLE_EQ(h100.peak_flops, 989e12);
+  EXPECT_DOUBLE_EQ(h100.hbm_bandwidth, 3350e9);
+  EXPECT_DOUBLE_EQ(h100.memory_bytes, 80.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(h100.interconnect_bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(h100.sram_bytes, 83.0 * 1024 * 1024);
+  EXPECT_GT(h100.price_usd_per_hour, 0);
+
+  const GpuSpec a100 = parse_gpu("[gpu]\nkind = \"a100-80gb-sxm\"\n");
+  EXPECT_DOUBLE_EQ(a100.peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(a100.hbm_bandwidth, 2039e9);
+  EXPECT_DOUBLE_EQ(a100.interconnect_bandwidth, 300e9);
+
+  const GpuSpec h200 = parse_gpu("[gpu]\nkind = \"h200\"\n");
+  EXPECT_NEAR(h200.memory_bytes, 141e9, 1.0);  // 141 GB = 131.3 GiB
+  EXPECT_DOUBLE_EQ(h200.hbm_bandwidth, 4800e9);
+
+  const GpuSpec ref = parse_gpu("[gpu]\nkind = \"reference\"\n");
+  EXPECT_DOUBLE_EQ(ref.peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(ref.hbm_bandwidth, 2e12);
+  EXPECT_NEAR(ref.sram_bytes, 20e6, 1e-3);
+  EXPECT_DOUBLE_EQ(ref.price_usd_per_hour, 2.0);
+}
+
+TEST(GpuSpecTest, FieldsOverrideInDatasheetUnits) {
+  const GpuSpec g = parse_gpu("[gpu]\nkind = \"h100-sxm\"\nprice_usd_per_hour = 4\n"
+                              "hbm_bandwidth_gb_s = 1000\nmemory_gib = 94\nnvlink_gb_s = 50\n");
+  EXPECT_DOUBLE_EQ(g.price_usd_per_hour, 4.0);
+  EXPECT_DOUBLE_EQ(g.hbm_bandwidth, 1e12);
+  EXPECT_DOUBLE_EQ(g.memory_bytes, 94.0 * kBytesPerGib);
+  EXPECT_DOUBLE_EQ(g.interconnect_bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(g.peak_flops, 989e12);
+}
+
+TEST(GpuSpecTest, RejectsNonPositiveRates) {
+  try {
+    parse_gpu("[gpu]\nkind = \"h100-sxm\"\npeak_tflops = 0\n");
+    FAIL() << "peak_tflops = 0 accepted";
+  } catch (const core::ConfigError& e) {
+    EXPECT_EQ(e.key(), "gpu.peak_tflops");
+  }
+}
+
+}  // namespace
+}  // namespace servesim::hwmodels

@@ -1,0 +1,46 @@
+#pragma once
+// Builds models, GPUs and cost models from inline TOML, the way the simulator's config does.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hwmodels/cost_model.h"
+#include "hwmodels/gpu_spec.h"
+#include "hwmodels/model_spec.h"
+#include "sim/core/config.h"
+
+namespace servesim::hwmodels::hwtest {
+
+inline std::vector<core::ParamSpec> hw_schema() {
+  using core::ParamSpec;
+  return {ParamSpec::section("model", "models", "", "m"), ParamSpec::section("gpu", "gpus", "", "g"),
+          ParamSpec::section("cost_model", "cost_models", "roofline", "c")};
+}
+
+inline core::Params parse_hw(const std::string& text) {
+  return core::parse_config(text, "t.toml", hw_schema());
+}
+
+struct Hw {
+  std::unique_ptr<ModelSpec> model;
+  std::unique_ptr<GpuSpec> gpu;
+  std::unique_ptr<StepCostModel> cost;
+};
+
+// `text` holds [model], [gpu] and optionally [cost_model].
+inline Hw build_hw(const std::string& text, int64_t tp = 1) {
+  const core::Params root = parse_hw(text);
+  Hw hw;
+  hw.model = model_registry().make(root.section("model"));
+  hw.gpu = gpu_registry().make(root.section("gpu"));
+  hw.cost = cost_model_registry().make(root.section("cost_model"), *hw.model, *hw.gpu, tp);
+  return hw;
+}
+
+inline std::string hw_config(const std::string& model, const std::string& gpu,
+                             const std::string& extra_model_keys = "") {
+  return "[model]\nkind = \"" + model + "\"\n" + extra_model_keys + "\n[gpu]\nkind = \"" + gpu + "\"\n";
+}
+
+}  // namespace servesim::hwmodels::hwtest
