@@ -1,0 +1,142 @@
+#include "traces/arrival_source.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "sim/core/error.h"
+#include "sim/core/format.h"
+#include "traces/workload_common.h"
+
+namespace servesim::traces {
+
+using core::ParamSpec;
+
+WorkloadRegistry& workload_registry() {
+  static WorkloadRegistry registry("workloads", "arrival sources: trace readers and generators");
+  return registry;
+}
+
+std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
+  own.push_back(ParamSpec::real("rate_scale", 1.0, "",
+                                "replay this many times faster: arrival offsets are divided by it "
+                                "(after the window is cut)")
+                    .above(0));
+  own.push_back(
+      ParamSpec::integer("max_requests", 0, "requests", "stop after this many requests (unset: no limit)")
+          .at_least(1)
+          .optional());
+  own.push_back(ParamSpec::real("window_start_s", 0.0, "s",
+                                "keep arrivals at or after this offset (in the source's own time, "
+                                "before rate_scale); it becomes time 0")
+                    .at_least(0));
+  own.push_back(ParamSpec::real("window_end_s", 0.0, "s",
+                                "keep arrivals before this offset (source time, before rate_scale; "
+                                "unset: to the end)")
+                    .above(0)
+                    .optional());
+  own.push_back(ParamSpec::integer("seed", 0, "",
+                                   "random seed of this workload (unset: the run's seed); trace "
+                                   "readers draw nothing and ignore it")
+                    .at_least(0)
+                    .optional());
+  return own;
+}
+
+uint64_t workload_seed(const core::Params& p, uint64_t run_seed) {
+  return p.has("seed") ? static_cast<uint64_t>(p.get_int("seed")) : run_seed;
+}
+
+std::string readable_file(const core::Params& p, std::string_view key) {
+  const std::string& path = p.get_string(key);
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) p.fail(key, "no such file: " + path);
+  if (std::filesystem::is_directory(status)) p.fail(key, path + " is a directory, expected a file");
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    p.fail(key, "cannot open " + path + ": " +
+                    (errno ? std::string(std::strerror(errno)) : std::string("unknown error")));
+  std::fclose(f);
+  return path;
+}
+
+namespace {
+// Seconds to raw nanoseconds; the validator keeps the values finite and non-negative.
+int64_t window_ns(const core::Params& p, std::string_view key, double seconds) {
+  if (seconds >= 9.2e9) p.fail(key, "more than 292 years; time is int64 nanoseconds");
+  return core::Duration::from_seconds(seconds).ns();
+}
+}  // namespace
+
+ShapedSource::ShapedSource(const core::Params& p) {
+  rate_scale_ = p.get_float("rate_scale");
+  max_requests_ = p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max();
+  const double start_s = p.get_float("window_start_s");
+  window_start_ns_ = window_ns(p, "window_start_s", start_s);
+  window_end_ns_ = std::numeric_limits<int64_t>::max();
+  if (p.has("window_end_s")) {
+    const double end_s = p.get_float("window_end_s");
+    if (end_s <= start_s)
+      p.fail("window_end_s", "window_end_s (" + core::format_double(end_s) +
+                                 ") must be greater than window_start_s (" + core::format_double(start_s) +
+                                 ")");
+    window_end_ns_ = window_ns(p, "window_end_s", end_s);
+  }
+}
+
+bool ShapedSource::next(RequestSpec& out) {
+  if (done_) return false;
+  if (emitted_ >= max_requests_) {
+    done_ = true;
+    return false;
+  }
+  bool any_raw = false;
+  bool past_end = false;
+  int64_t last_raw = 0;  // for the empty-window message
+  while (next_raw(out)) {
+    any_raw = true;
+    int64_t t = out.arrival.ns();
+    last_raw = t;
+    if (t < window_start_ns_) continue;
+    if (t >= window_end_ns_) {
+      past_end = true;
+      break;
+    }
+    t -= window_start_ns_;
+    if (rate_scale_ != 1.0) {
+      const double scaled = static_cast<double>(t) / rate_scale_;
+      if (!(scaled < 9.2e18))
+        throw core::Error(describe() + ": arrival at " + core::format_double(static_cast<double>(t) * 1e-9) +
+                          " s divided by rate_scale " + core::format_double(rate_scale_) +
+                          " is beyond the int64 nanosecond clock (292 years)");
+      t = std::llround(scaled);
+    }
+    out.arrival = core::Time::from_ns(t);
+    ++emitted_;
+    return true;
+  }
+  done_ = true;
+  if (emitted_ == 0) {
+    std::string window = "[";
+    window += core::format_double(static_cast<double>(window_start_ns_) * 1e-9);
+    window += ", ";
+    window += window_end_ns_ == std::numeric_limits<int64_t>::max()
+                  ? std::string("end")
+                  : core::format_double(static_cast<double>(window_end_ns_) * 1e-9);
+    window += ") s";
+    const std::string where = core::format_double(static_cast<double>(last_raw) * 1e-9) + " s";
+    const std::string seen = !any_raw   ? ""
+                             : past_end ? "; its first arrival after the window is at " + where
+                                        : "; its last arrival is at " + where;
+    throw core::Error(describe() + ": no requests in the window " + window + seen +
+                      " (an empty workload would be a silent zero-request run)");
+  }
+  return false;
+}
+
+}  // namespace servesim::traces

@@ -1,0 +1,53 @@
+#pragma once
+// What every workload kind shares: the common parameters (time window, rate scaling, request limit,
+// seed) and ShapedSource, which applies them to a kind's raw stream of arrivals.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/params.h"
+#include "traces/arrival_source.h"
+
+namespace servesim::traces {
+
+// `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
+// seed. Every workload kind declares its list through this.
+std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
+
+// The workload's seed: its own `seed` when set, else the run's.
+uint64_t workload_seed(const core::Params& p, uint64_t run_seed);
+
+// The path under `key`, checked to be a readable regular file: a ConfigError at the key otherwise,
+// so that a wrong path is reported at the line of the config that gave it, before anything runs.
+std::string readable_file(const core::Params& p, std::string_view key);
+
+// A kind produces raw arrivals (offsets in its own time, never decreasing); this base keeps those in
+// [window_start_s, window_end_s), shifts them so the window starts at 0, divides by rate_scale and
+// stops after max_requests. A workload that yields no request at all is an error, never a silent
+// empty run.
+class ShapedSource : public ArrivalSource {
+ public:
+  bool next(RequestSpec& out) final;
+
+ protected:
+  explicit ShapedSource(const core::Params& p);
+  // The next raw arrival; false at the end of the stream.
+  virtual bool next_raw(RequestSpec& out) = 0;
+  // Names the source in errors ("trace file x.csv", "poisson generator").
+  virtual std::string describe() const = 0;
+
+  // The end of the window in raw nanoseconds; INT64_MAX when open.
+  int64_t window_end_ns() const { return window_end_ns_; }
+
+ private:
+  int64_t window_start_ns_ = 0;
+  int64_t window_end_ns_ = 0;
+  double rate_scale_ = 1.0;
+  int64_t max_requests_ = 0;
+  int64_t emitted_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace servesim::traces
