@@ -13,9 +13,8 @@ namespace {
 
 constexpr std::string_view kSetPrefix = "--set ";
 
-SourceLocation location_of(const toml::node& node, const std::string& fallback_file) {
+SourceLocation location_of(const toml::source_region& src, const std::string& fallback_file) {
   SourceLocation loc;
-  const auto& src = node.source();
   const std::string path = src.path ? std::string(*src.path) : fallback_file;
   if (path.rfind(kSetPrefix, 0) == 0) {
     loc.file = path;  // "--set a.b=c": the override itself is the location
@@ -25,6 +24,15 @@ SourceLocation location_of(const toml::node& node, const std::string& fallback_f
   loc.line = src.begin.line;
   loc.column = src.begin.column;
   return loc;
+}
+
+SourceLocation location_of(const toml::node& node, const std::string& fallback_file) {
+  return location_of(node.source(), fallback_file);
+}
+
+// A key's own position when it has one (keys inserted by --set have none: use the value's).
+SourceLocation location_of(const toml::key& key, const toml::node& node, const std::string& fallback_file) {
+  return key.source().path ? location_of(key.source(), fallback_file) : location_of(node, fallback_file);
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -71,7 +79,7 @@ class Validator {
           for (const auto& s : specs) valid.push_back(s.name);
           std::string msg = "unknown key" + hint(name, valid) + "; valid keys";
           if (!out.kind().empty()) msg += " for kind '" + out.kind() + "'";
-          throw ConfigError(location_of(node, file_), out.key_path(name), msg + ": " + join(valid));
+          throw ConfigError(location_of(key, node, file_), out.key_path(name), msg + ": " + join(valid));
         }
       }
     }

@@ -124,10 +124,15 @@ std::string ParamSpec::range_str() const {
   }
   if (type != ParamType::kInt && type != ParamType::kFloat) return "";
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
-  if (has_min && has_max) return (min_exclusive ? "(" : "[") + format_double(min) + ", " + format_double(max) + "]";
-  if (has_min) return (min_exclusive ? "> " : ">= ") + format_double(min);
-  if (has_max) return "<= " + format_double(max);
-  return "";
+  std::string out;
+  if (has_min && has_max) {
+    out.append(min_exclusive ? "(" : "[").append(format_double(min)).append(", ").append(format_double(max)).append("]");
+  } else if (has_min) {
+    out.append(min_exclusive ? "> " : ">= ").append(format_double(min));
+  } else if (has_max) {
+    out.append("<= ").append(format_double(max));
+  }
+  return out;
 }
 
 // ---- Params ------------------------------------------------------------------------------------

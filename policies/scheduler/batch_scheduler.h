@@ -1,0 +1,22 @@
+#pragma once
+// Batch schedulers: the per-replica policy that forms each iteration. The interface is
+// sim::BatchScheduler (sim/cluster/replica.h); implementations sit beside this header and register
+// in scheduler_registry().
+
+#include <cstdint>
+
+#include "sim/cluster/replica.h"
+#include "sim/core/params.h"
+
+namespace servesim::policies {
+
+// What a scheduler may need to know of the deployment when it is built.
+struct SchedulerContext {
+  int64_t max_context = 0;  // the model's context window, tokens
+};
+
+// Family "schedulers".
+using SchedulerRegistry = core::Registry<sim::BatchScheduler, const SchedulerContext&>;
+SchedulerRegistry& scheduler_registry();
+
+}  // namespace servesim::policies

@@ -1,0 +1,108 @@
+// continuous: vLLM's v0 default scheduler (continuous batching that prioritises prefills).
+//
+// An iteration is either all prefills or all decodes. Waiting requests are admitted in FCFS order
+// while the running set stays within max_num_seqs, the summed prompt tokens within
+// max_num_batched_tokens and the free KV blocks above the watermark; the first request that does
+// not fit stops admission (head-of-line, as vLLM). If none is admitted, every running sequence
+// decodes one token, oldest first, each taking a new block when it crosses a block boundary; when
+// no block is free the newest running sequence is preempted by recompute (its blocks freed, back to
+// the front of the waiting queue), and a sequence that is itself the newest preempts itself.
+#include <algorithm>
+#include <cmath>
+
+#include "policies/scheduler/batch_scheduler.h"
+
+namespace servesim::policies {
+namespace {
+
+class ContinuousScheduler final : public sim::BatchScheduler {
+ public:
+  ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark)
+      : max_num_seqs_(max_num_seqs), max_num_batched_tokens_(max_num_batched_tokens), watermark_(watermark) {}
+
+  int64_t reserved_blocks(const sim::KvBlockManager& kv) const override {
+    return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
+  }
+
+  void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
+    if (!replica.waiting().empty()) {
+      admit_prefills(replica, plan);
+      if (!plan.prefills.empty()) return;
+    }
+    decode_running(replica, plan);
+  }
+
+ private:
+  void admit_prefills(sim::Replica& replica, sim::IterationPlan& plan) {
+    const sim::KvBlockManager& kv = replica.kv();
+    const int64_t reserved = reserved_blocks(kv);
+    int64_t tokens = 0;
+    while (!replica.waiting().empty()) {
+      const sim::RequestId id = replica.waiting().front();
+      const int64_t n = replica.request(id).prefill_target();
+      if (static_cast<int64_t>(replica.running().size()) >= max_num_seqs_) break;
+      if (tokens + n > max_num_batched_tokens_) break;
+      if (kv.free() - kv.blocks_for(n) < reserved) break;
+      if (!replica.admit_front(n)) break;
+      plan.prefills.push_back({id, n});
+      tokens += n;
+    }
+  }
+
+  static void decode_running(sim::Replica& replica, sim::IterationPlan& plan) {
+    size_t i = 0;
+    while (i < replica.running().size()) {
+      const sim::RequestId id = replica.running()[i];
+      const int64_t need = replica.request(id).kv_tokens + 1;
+      bool self_preempted = false;
+      while (!replica.reserve(id, need)) {
+        if (replica.running().size() - 1 > i) {
+          replica.preempt(replica.running().back());
+        } else {
+          replica.preempt(id);
+          self_preempted = true;
+          break;
+        }
+      }
+      if (self_preempted) break;
+      plan.decodes.push_back(id);
+      ++i;
+    }
+  }
+
+  int64_t max_num_seqs_;
+  int64_t max_num_batched_tokens_;
+  double watermark_;
+};
+
+const bool kRegistered = scheduler_registry().add(
+    {"continuous",
+     "vLLM v0 continuous batching: prefill-prioritising, whole prompts, FCFS, preemption by recompute",
+     {
+         core::ParamSpec::integer("max_num_seqs", 256, "sequences", "most sequences running at once")
+             .range(1, 1 << 20),
+         core::ParamSpec::integer("max_num_batched_tokens", 0, "tokens",
+                                  "most prompt tokens in one prefill iteration; unset = max(model "
+                                  "max_context, 2048) as vLLM; must be >= the model's max_context")
+             .range(1, int64_t{1} << 40)
+             .optional(),
+         core::ParamSpec::real("watermark", 0.01, "fraction of KV blocks",
+                               "blocks kept free when admitting prefills, so running sequences can grow")
+             .range(0, 0.5),
+     }},
+    [](const core::Params& p, const SchedulerContext& ctx) {
+      int64_t budget = std::max<int64_t>(ctx.max_context, 2048);
+      if (p.has("max_num_batched_tokens")) {
+        budget = p.get_int("max_num_batched_tokens");
+        if (budget < ctx.max_context)
+          p.fail("max_num_batched_tokens",
+                 "value " + std::to_string(budget) + " is below the model's max_context (" +
+                     std::to_string(ctx.max_context) +
+                     " tokens): a whole prompt must fit one prefill iteration with this scheduler; "
+                     "raise it, lower [model] max_context, or use a chunked-prefill scheduler");
+      }
+      return std::make_unique<ContinuousScheduler>(p.get_int("max_num_seqs"), budget, p.get_float("watermark"));
+    });
+
+}  // namespace
+}  // namespace servesim::policies

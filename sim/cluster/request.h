@@ -1,0 +1,77 @@
+#pragma once
+// Requests in flight, stored in a table indexed by a strong id. A slot is recycled when its request
+// leaves, so memory is O(requests in flight), not O(requests in the trace).
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/time.h"
+
+namespace servesim::sim {
+
+// Index into the RequestTable; valid while the request is in flight.
+struct RequestId {
+  uint32_t slot = 0;
+  friend bool operator==(RequestId, RequestId) = default;
+};
+
+enum class RequestState : uint8_t { kWaiting, kRunning, kDone };
+
+struct Request {
+  uint64_t id = 0;              // arrival order from 0; also the scheduling priority (FCFS)
+  core::Time arrival;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;    // tokens to generate, >= 1
+  int64_t generated = 0;        // output tokens emitted so far
+  int64_t kv_tokens = 0;        // tokens whose K/V are in the replica's cache
+  int64_t kv_blocks = 0;        // KV blocks held
+  core::Time first_token;
+  core::Time last_token;
+  uint32_t replica = 0;
+  uint32_t preemptions = 0;
+  RequestState state = RequestState::kWaiting;
+  uint64_t session = 0;
+  std::vector<uint64_t> block_hashes;  // prefix block ids from the workload, if any
+
+  // Tokens a (re)prefill must process: the prompt plus everything generated before a preemption.
+  int64_t prefill_target() const { return prompt_tokens + generated; }
+  // The largest KV footprint over the request's life: the last decode step caches P + N - 1 tokens.
+  int64_t peak_kv_tokens() const { return prompt_tokens + output_tokens - 1; }
+  // Work still to do, in tokens: prompt (or recompute) tokens not yet cached + outputs not emitted.
+  int64_t outstanding_tokens() const {
+    const int64_t pending_prefill = kv_tokens == 0 ? prefill_target() : 0;
+    return pending_prefill + (output_tokens - generated);
+  }
+};
+
+class RequestTable {
+ public:
+  RequestId insert(Request r) {
+    ++live_;
+    if (!free_.empty()) {
+      RequestId id{free_.back()};
+      free_.pop_back();
+      slots_[id.slot] = std::move(r);
+      return id;
+    }
+    slots_.push_back(std::move(r));
+    return RequestId{static_cast<uint32_t>(slots_.size() - 1)};
+  }
+  void erase(RequestId id) {
+    slots_[id.slot].state = RequestState::kDone;
+    slots_[id.slot].block_hashes = {};
+    free_.push_back(id.slot);
+    --live_;
+  }
+  Request& operator[](RequestId id) { return slots_[id.slot]; }
+  const Request& operator[](RequestId id) const { return slots_[id.slot]; }
+  size_t live() const { return live_; }
+  size_t capacity() const { return slots_.size(); }
+
+ private:
+  std::vector<Request> slots_;
+  std::vector<uint32_t> free_;
+  size_t live_ = 0;
+};
+
+}  // namespace servesim::sim

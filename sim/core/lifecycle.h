@@ -1,0 +1,68 @@
+#pragma once
+// Lifecycle signals: what the cluster tells observers (metrics collectors, result sinks, checkers).
+// Observers watch and never steer; the records are plain values so observers need nothing from
+// the cluster's headers.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "sim/core/time.h"
+
+namespace servesim::core {
+
+enum class RequestOutcome : uint8_t {
+  kCompleted,
+  kRejectedContext,     // prompt + output longer than the model's context
+  kRejectedKvCapacity,  // the request could never fit in the replica's KV cache
+};
+std::string_view outcome_name(RequestOutcome outcome);  // "completed", "rejected_context", ...
+
+// A request that has left the system, completed or rejected.
+struct RequestRecord {
+  uint64_t id = 0;            // arrival order, from 0
+  uint32_t replica = 0;       // the replica it was routed to
+  RequestOutcome outcome = RequestOutcome::kCompleted;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;  // requested (and, when completed, produced)
+  Time arrival;
+  Time first_token;           // == arrival when rejected
+  Time finish;                // == arrival when rejected
+  uint32_t preemptions = 0;
+};
+
+// One iteration (forward pass) of one replica.
+struct IterationRecord {
+  uint32_t replica = 0;
+  Time start;
+  Duration duration;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t batch_size = 0;        // sequences in the iteration
+  double flops = 0;              // whole TP group
+  double bytes = 0;              // whole TP group
+};
+
+// A replica's state after something changed it.
+struct ReplicaState {
+  uint32_t replica = 0;
+  Time time;
+  int64_t queued = 0;            // waiting requests
+  int64_t running = 0;           // requests holding KV blocks
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+};
+
+class LifecycleObserver {
+ public:
+  virtual ~LifecycleObserver() = default;
+  virtual void on_arrival(uint64_t /*id*/, Time /*t*/) {}
+  virtual void on_request_done(const RequestRecord& /*record*/) {}
+  virtual void on_preempt(uint64_t /*id*/, uint32_t /*replica*/, Time /*t*/) {}
+  virtual void on_iteration(const IterationRecord& /*it*/) {}
+  // Inter-token gaps of the tokens one iteration emitted after each request's first token.
+  virtual void on_token_gaps(std::span<const int64_t> /*gaps_ns*/) {}
+  virtual void on_replica_state(const ReplicaState& /*state*/) {}
+};
+
+}  // namespace servesim::core

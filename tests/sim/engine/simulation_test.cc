@@ -1,0 +1,78 @@
+#include "sim/engine/simulation.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sim/core/error.h"
+
+namespace servesim::sim {
+namespace {
+
+struct Recorder : EventHandler {
+  Simulation* sim = nullptr;
+  std::vector<std::pair<int64_t, uint64_t>> seen;
+  void on_event(uint64_t payload) override { seen.emplace_back(sim->now().ns(), payload); }
+};
+
+TEST(SimulationTest, OrdersByTimeThenSchedulingOrder) {
+  Simulation sim;
+  Recorder r;
+  r.sim = &sim;
+  sim.schedule_at(core::Time::from_ns(30), &r, 1);
+  sim.schedule_at(core::Time::from_ns(10), &r, 2);
+  sim.schedule_at(core::Time::from_ns(30), &r, 3);
+  sim.schedule_at(core::Time::from_ns(10), &r, 4);
+  sim.schedule_at(core::Time::from_ns(20), &r, 5);
+  sim.run();
+  const std::vector<std::pair<int64_t, uint64_t>> expected = {{10, 2}, {10, 4}, {20, 5}, {30, 1}, {30, 3}};
+  EXPECT_EQ(r.seen, expected);
+  EXPECT_EQ(sim.events_processed(), 5u);
+  EXPECT_EQ(sim.now().ns(), 30);
+}
+
+TEST(SimulationTest, ManyTiesKeepInsertionOrder) {
+  Simulation sim;
+  Recorder r;
+  r.sim = &sim;
+  for (uint64_t i = 0; i < 1000; ++i) sim.schedule_at(core::Time::from_ns(static_cast<int64_t>(i % 7)), &r, i);
+  sim.run();
+  ASSERT_EQ(r.seen.size(), 1000u);
+  for (size_t i = 1; i < r.seen.size(); ++i) {
+    ASSERT_LE(r.seen[i - 1].first, r.seen[i].first);
+    if (r.seen[i - 1].first == r.seen[i].first) {
+      ASSERT_LT(r.seen[i - 1].second, r.seen[i].second);
+    }
+  }
+}
+
+struct Chain : EventHandler {
+  Simulation* sim = nullptr;
+  int left = 0;
+  void on_event(uint64_t) override {
+    if (--left > 0) sim->schedule_after(core::Duration::from_ns(5), this);
+  }
+};
+
+TEST(SimulationTest, HandlersScheduleFollowUps) {
+  Simulation sim;
+  Chain c;
+  c.sim = &sim;
+  c.left = 4;
+  sim.schedule_at(core::Time::from_ns(1), &c);
+  sim.run();
+  EXPECT_EQ(sim.now().ns(), 16);
+  EXPECT_EQ(sim.events_processed(), 4u);
+}
+
+TEST(SimulationTest, SchedulingInThePastThrows) {
+  Simulation sim;
+  Recorder r;
+  r.sim = &sim;
+  sim.schedule_at(core::Time::from_ns(100), &r);
+  sim.run();
+  EXPECT_THROW(sim.schedule_at(core::Time::from_ns(99), &r), core::Error);
+}
+
+}  // namespace
+}  // namespace servesim::sim
