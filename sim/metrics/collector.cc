@@ -1,0 +1,117 @@
+#include "sim/metrics/collector.h"
+
+#include <algorithm>
+
+namespace servesim::metrics {
+
+MetricsCollector::MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks)
+    : config_(std::move(config)), sinks_(std::move(sinks)) {
+  state_.resize(config_.replicas.size());
+  for (size_t i = 0; i < state_.size(); ++i) state_[i].replica = static_cast<uint32_t>(i);
+  kv_block_ns_.assign(config_.replicas.size(), 0);
+}
+
+void MetricsCollector::on_request_done(const core::RequestRecord& r) {
+  const RequestMetrics m = request_metrics(r, config_.slo);
+  ++s_.requests_total;
+  switch (r.outcome) {
+    case core::RequestOutcome::kCompleted:
+      ++s_.requests_completed;
+      ttft_ms_.push_back(m.ttft_ms);
+      e2e_ms_.push_back(m.e2e_ms);
+      if (m.tpot_ms) tpot_ms_.push_back(*m.tpot_ms);
+      s_.prompt_tokens += r.prompt_tokens;
+      s_.output_tokens += r.output_tokens;
+      if (m.meets_slo) ++s_.requests_meeting_slo;
+      break;
+    case core::RequestOutcome::kRejectedContext:
+      ++s_.requests_rejected;
+      ++s_.rejected_context;
+      break;
+    case core::RequestOutcome::kRejectedKvCapacity:
+      ++s_.requests_rejected;
+      ++s_.rejected_kv_capacity;
+      break;
+  }
+  for (ResultSink* sink : sinks_) sink->add_request(r, m);
+}
+
+void MetricsCollector::on_preempt(uint64_t, uint32_t, core::Time) { ++s_.preemptions; }
+
+void MetricsCollector::on_iteration(const core::IterationRecord& it) {
+  const ReplicaHardware& hw = config_.replicas[it.replica];
+  const double d = it.duration.seconds();
+  ++s_.iterations;
+  busy_seconds_ += d;
+  busy_peak_flop_ += d * hw.peak_flops;
+  busy_peak_bytes_ += d * hw.hbm_bandwidth;
+  flops_ += it.flops;
+  bytes_ += it.bytes;
+  batch_seconds_ += d * static_cast<double>(it.batch_size);
+}
+
+void MetricsCollector::on_token_gaps(std::span<const int64_t> gaps_ns) {
+  for (int64_t g : gaps_ns) itl_ns_.add(g);
+}
+
+void MetricsCollector::flush_samples_until(int64_t t_exclusive) {
+  if (config_.sample_interval_ns <= 0) return;
+  while (next_sample_ns_ < t_exclusive) {
+    for (const auto& st : state_) {
+      ReplicaSample row{st.replica, next_sample_ns_, st.queued, st.running, st.kv_blocks_used, st.kv_blocks_total};
+      for (ResultSink* sink : sinks_) sink->add_sample(row);
+    }
+    next_sample_ns_ += config_.sample_interval_ns;
+  }
+}
+
+void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
+  // Signals arrive in time order; a sample at time T shows the state after every signal at <= T.
+  flush_samples_until(s.time.ns());
+  core::ReplicaState& prev = state_[s.replica];
+  kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
+  prev = s;
+}
+
+RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall_seconds) {
+  flush_samples_until(end.ns() + 1);
+  long double kv_used_ns = 0, kv_capacity_ns = 0;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    kv_block_ns_[i] += static_cast<long double>(state_[i].kv_blocks_used) * (end - state_[i].time).ns();
+    state_[i].time = end;
+    kv_used_ns += kv_block_ns_[i];
+    kv_capacity_ns += static_cast<long double>(state_[i].kv_blocks_total) * end.ns();
+  }
+
+  RunSummary s = s_;
+  s.sim_seconds = end.seconds();
+  s.wall_seconds = wall_seconds;
+  s.events = events;
+  s.ttft_ms = summarize(ttft_ms_);
+  s.tpot_ms = summarize(tpot_ms_);
+  s.e2e_ms = summarize(e2e_ms_);
+  s.itl_ms = itl_ns_.summarize(1e6);
+  const double t = s.sim_seconds;
+  if (t > 0) {
+    s.throughput_req_s = static_cast<double>(s.requests_completed) / t;
+    s.throughput_output_tok_s = static_cast<double>(s.output_tokens) / t;
+    s.goodput_req_s = static_cast<double>(s.requests_meeting_slo) / t;
+  }
+  if (s.requests_total > 0)
+    s.slo_attainment = static_cast<double>(s.requests_meeting_slo) / static_cast<double>(s.requests_total);
+  double usd_per_hour = 0, gpus = 0;
+  for (const auto& hw : config_.replicas) {
+    usd_per_hour += hw.usd_per_hour;
+    gpus += hw.gpus;
+  }
+  s.gpu_hours = gpus * t / 3600.0;
+  s.cost_usd = usd_per_hour * t / 3600.0;
+  if (s.output_tokens > 0) s.cost_usd_per_mtok_output = s.cost_usd / static_cast<double>(s.output_tokens) * 1e6;
+  if (busy_peak_flop_ > 0) s.mfu_mean = flops_ / busy_peak_flop_;
+  if (busy_peak_bytes_ > 0) s.mbu_mean = bytes_ / busy_peak_bytes_;
+  if (busy_seconds_ > 0) s.mean_batch_size = batch_seconds_ / busy_seconds_;
+  if (kv_capacity_ns > 0) s.kv_util_mean = static_cast<double>(kv_used_ns / kv_capacity_ns);
+  return s;
+}
+
+}  // namespace servesim::metrics

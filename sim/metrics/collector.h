@@ -1,0 +1,59 @@
+#pragma once
+// The metrics collector: observes a run's lifecycle signals, keeps the per-run aggregates, samples
+// replica state on a fixed period, and forwards rows to result sinks.
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/lifecycle.h"
+#include "sim/metrics/sink.h"
+#include "sim/metrics/stats.h"
+#include "sim/metrics/summary.h"
+
+namespace servesim::metrics {
+
+// What the collector needs to know of one replica's hardware (a whole TP group).
+struct ReplicaHardware {
+  double peak_flops = 0;       // FLOP/s of the group
+  double hbm_bandwidth = 0;    // bytes/s of the group
+  double gpus = 1;             // GPUs in the group
+  double usd_per_hour = 0;     // price of the group
+};
+
+struct CollectorConfig {
+  Slo slo;
+  int64_t sample_interval_ns = 0;  // replica_timeseries period; 0 = no time series
+  std::vector<ReplicaHardware> replicas;
+};
+
+class MetricsCollector final : public core::LifecycleObserver {
+ public:
+  MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks);
+
+  void on_request_done(const core::RequestRecord& r) override;
+  void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
+  void on_iteration(const core::IterationRecord& it) override;
+  void on_token_gaps(std::span<const int64_t> gaps_ns) override;
+  void on_replica_state(const core::ReplicaState& s) override;
+
+  // Closes the time series at `end` and computes the summary (sinks are not told; the caller
+  // commits them with end_run once everything else has succeeded).
+  RunSummary finish(core::Time end, uint64_t events, double wall_seconds);
+
+ private:
+  void flush_samples_until(int64_t t_exclusive);
+
+  CollectorConfig config_;
+  std::vector<ResultSink*> sinks_;
+  std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_;
+  LogHistogram itl_ns_;
+  RunSummary s_;
+  double busy_seconds_ = 0, busy_peak_flop_ = 0, busy_peak_bytes_ = 0;
+  double flops_ = 0, bytes_ = 0, batch_seconds_ = 0;
+  // Replica state, for sampling and the time-weighted KV use.
+  std::vector<core::ReplicaState> state_;
+  std::vector<long double> kv_block_ns_;  // integral of blocks used over time, per replica
+  int64_t next_sample_ns_ = 0;
+};
+
+}  // namespace servesim::metrics

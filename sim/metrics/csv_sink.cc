@@ -1,0 +1,156 @@
+#include "sim/metrics/csv_sink.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/core/format.h"
+
+namespace servesim::metrics {
+namespace fs = std::filesystem;
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+static std::string number(double v, bool integer) {
+  return integer ? std::to_string(static_cast<int64_t>(v)) : core::format_double(v);
+}
+
+CsvSink::CsvSink(std::string dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    throw core::Error(dir_ + ": exists and is not a directory (--csv expects a directory)");
+  fs::create_directories(dir_, ec);
+  if (ec) throw core::Error(dir_ + ": cannot create the CSV directory: " + ec.message());
+}
+
+CsvSink::~CsvSink() {
+  // An unfinished run leaves nothing: drop the staged rows.
+  std::error_code ec;
+  for (Table* t : {&requests_, &samples_}) {
+    if (t->out.is_open()) t->out.close();
+    if (!t->staged.empty()) fs::remove(t->staged, ec);
+  }
+}
+
+void CsvSink::open_table(Table& t, const std::string& name, const std::string& header) {
+  t.name = name;
+  t.header = header;
+  t.staged = (fs::path(dir_) / ("." + name + ".staged")).string();
+  t.out.open(t.staged, std::ios::binary | std::ios::trunc);
+  if (!t.out) throw core::Error(t.staged + ": cannot write (is the directory writable?)");
+}
+
+void CsvSink::begin_run(RunInfo& info) {
+  if (info.run_id == 0) {
+    // Number after the runs already in runs.csv (records may span lines inside quoted fields).
+    const fs::path runs = fs::path(dir_) / "runs.csv";
+    std::ifstream in(runs, std::ios::binary);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string text = buf.str();
+    int64_t max_id = 0;
+    bool header = true, quoted = false, at_start = true;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      if (at_start && !header) {
+        size_t end = i;
+        while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+        if (end == i || end >= text.size() || text[end] != ',')
+          throw core::Error(runs.string() + ": a record does not start with a run_id; use another --csv directory");
+        max_id = std::max<int64_t>(max_id, std::stoll(text.substr(i, end - i)));
+      }
+      at_start = false;
+      if (c == '"') quoted = !quoted;
+      if (c == '\n' && !quoted) {
+        header = false;
+        at_start = true;
+      }
+    }
+    info.run_id = max_id + 1;
+  }
+  info_ = info;
+  open_table(requests_, "requests.csv",
+             "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,"
+             "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo");
+  open_table(samples_, "replica_timeseries.csv",
+             "run_id,replica,time_ns,queued,running,kv_blocks_used,kv_blocks_total");
+  open_ = true;
+}
+
+void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m) {
+  auto& o = requests_.out;
+  const bool completed = r.outcome == core::RequestOutcome::kCompleted;
+  o << info_.run_id << ',' << r.id << ',' << r.replica << ',' << core::outcome_name(r.outcome) << ','
+    << r.prompt_tokens << ',' << r.output_tokens << ',' << r.arrival.ns() << ',';
+  if (completed) {
+    o << r.first_token.ns() << ',' << r.finish.ns() << ',' << core::format_double(m.ttft_ms) << ','
+      << (m.tpot_ms ? core::format_double(*m.tpot_ms) : std::string()) << ',' << core::format_double(m.e2e_ms);
+  } else {
+    o << ",,,,";
+  }
+  o << ',' << r.preemptions << ',' << (m.meets_slo ? 1 : 0) << '\n';
+}
+
+void CsvSink::add_sample(const ReplicaSample& s) {
+  samples_.out << info_.run_id << ',' << s.replica << ',' << s.time_ns << ',' << s.queued << ',' << s.running
+               << ',' << s.kv_blocks_used << ',' << s.kv_blocks_total << '\n';
+}
+
+void CsvSink::publish(Table& t, const std::string& extra_rows) {
+  const fs::path target = fs::path(dir_) / t.name;
+  const fs::path tmp = fs::path(dir_) / ("." + t.name + ".tmp");
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw core::Error(tmp.string() + ": cannot write");
+  std::ifstream old(target, std::ios::binary);
+  if (old) {
+    std::string first;
+    std::getline(old, first);
+    if (first != t.header)
+      throw core::Error(target.string() + ": has other columns than this version writes; use another --csv directory");
+    out << first << '\n';
+    // Inserting an empty stream buffer sets failbit: copy only when rows follow the header.
+    if (old.peek() != std::ifstream::traits_type::eof()) out << old.rdbuf();
+  } else {
+    out << t.header << '\n';
+  }
+  if (t.out.is_open()) {
+    t.out.close();
+    std::ifstream staged(t.staged, std::ios::binary);
+    if (staged.peek() != std::ifstream::traits_type::eof()) out << staged.rdbuf();
+  }
+  out << extra_rows;
+  out.close();
+  if (!out) throw core::Error(tmp.string() + ": write failed (disk full?)");
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) throw core::Error(target.string() + ": cannot replace: " + ec.message());
+  if (!t.staged.empty()) fs::remove(t.staged, ec);
+  t.staged.clear();
+}
+
+void CsvSink::end_run(const RunSummary& summary) {
+  if (!open_) throw core::Error("internal: CSV run ended before it began");
+  const auto values = flatten(summary);
+  std::string header = "run_id,config_hash,seed,version,config";
+  for (const auto& v : values) header += "," + v.name;
+  std::ostringstream row;
+  row << info_.run_id << ',' << info_.config_hash << ',' << info_.seed << ',' << csv_field(info_.version) << ','
+      << csv_field(info_.config_toml);
+  for (const auto& v : values) row << ',' << number(v.value, v.integer);
+  row << '\n';
+  Table runs;
+  runs.name = "runs.csv";
+  runs.header = header;
+  // The run becomes visible when runs.csv names it: publish its rows first.
+  publish(requests_, "");
+  publish(samples_, "");
+  publish(runs, row.str());
+  open_ = false;
+}
+
+}  // namespace servesim::metrics

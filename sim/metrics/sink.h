@@ -1,0 +1,32 @@
+#pragma once
+// Where results go. A sink receives one run's rows and makes them visible all at once in end_run;
+// a sink destroyed before end_run leaves nothing of the run behind.
+
+#include <cstdint>
+
+#include "sim/core/lifecycle.h"
+#include "sim/metrics/summary.h"
+
+namespace servesim::metrics {
+
+struct ReplicaSample {
+  uint32_t replica = 0;
+  int64_t time_ns = 0;
+  int64_t queued = 0;
+  int64_t running = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+};
+
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // Starts the run. A sink that numbers runs sets info.run_id when it is 0, and otherwise uses the
+  // number already chosen (sinks are begun in order, so the database numbers the CSV rows too).
+  virtual void begin_run(RunInfo& info) = 0;
+  virtual void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) = 0;
+  virtual void add_sample(const ReplicaSample& sample) = 0;
+  virtual void end_run(const RunSummary& summary) = 0;
+};
+
+}  // namespace servesim::metrics

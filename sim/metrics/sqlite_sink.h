@@ -1,0 +1,45 @@
+#pragma once
+// Results in SQLite: tables `runs` (one row per run), `requests` (one row per request) and
+// `replica_timeseries` (sampled replica state). Each run is written inside one transaction, so a
+// run's rows appear whole or not at all, whatever happens to the process.
+
+#include <memory>
+#include <string>
+
+#include "sim/metrics/sink.h"
+
+namespace SQLite {
+class Database;
+class Statement;
+class Transaction;
+}  // namespace SQLite
+
+namespace servesim::metrics {
+
+class SqliteSink final : public ResultSink {
+ public:
+  // Opens or creates `path` and its tables; throws core::Error naming the path when it cannot, or
+  // when the file holds tables of an incompatible layout.
+  explicit SqliteSink(const std::string& path);
+  ~SqliteSink() override;
+
+  void begin_run(RunInfo& info) override;
+  void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
+  void add_sample(const ReplicaSample& sample) override;
+  void end_run(const RunSummary& summary) override;
+
+ private:
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
+
+  std::string path_;
+  std::unique_ptr<SQLite::Database> db_;
+  std::unique_ptr<SQLite::Transaction> tx_;
+  std::unique_ptr<SQLite::Statement> insert_request_;
+  std::unique_ptr<SQLite::Statement> insert_sample_;
+  int64_t run_id_ = 0;
+};
+
+// The CREATE statements of the three tables (also used by tests and docs).
+std::string sqlite_schema();
+
+}  // namespace servesim::metrics

@@ -1,0 +1,60 @@
+#include "sim/metrics/summary.h"
+
+namespace servesim::metrics {
+
+RequestMetrics request_metrics(const core::RequestRecord& r, const Slo& slo) {
+  RequestMetrics m;
+  m.ttft_ms = (r.first_token - r.arrival).ms();
+  m.e2e_ms = (r.finish - r.arrival).ms();
+  if (r.output_tokens > 1) m.tpot_ms = (m.e2e_ms - m.ttft_ms) / static_cast<double>(r.output_tokens - 1);
+  if (r.outcome != core::RequestOutcome::kCompleted) return m;
+  m.meets_slo = (!slo.ttft_ms || m.ttft_ms <= *slo.ttft_ms) &&
+                (!slo.tpot_ms || !m.tpot_ms || *m.tpot_ms <= *slo.tpot_ms) &&
+                (!slo.e2e_ms || m.e2e_ms <= *slo.e2e_ms);
+  return m;
+}
+
+std::vector<NamedValue> flatten(const RunSummary& s) {
+  auto i = [](const char* n, uint64_t v) { return NamedValue{n, static_cast<double>(v), true}; };
+  auto f = [](const char* n, double v) { return NamedValue{n, v, false}; };
+  std::vector<NamedValue> out = {
+      i("requests_total", s.requests_total),
+      i("requests_completed", s.requests_completed),
+      i("requests_rejected", s.requests_rejected),
+      i("rejected_context", s.rejected_context),
+      i("rejected_kv_capacity", s.rejected_kv_capacity),
+      f("sim_seconds", s.sim_seconds),
+      i("events", s.events),
+      i("iterations", s.iterations),
+  };
+  auto latency = [&](const std::string& name, const LatencyStats& l) {
+    out.push_back({name + "_mean", l.mean, false});
+    out.push_back({name + "_p50", l.p50, false});
+    out.push_back({name + "_p90", l.p90, false});
+    out.push_back({name + "_p99", l.p99, false});
+  };
+  latency("ttft_ms", s.ttft_ms);
+  latency("tpot_ms", s.tpot_ms);
+  latency("itl_ms", s.itl_ms);
+  latency("e2e_ms", s.e2e_ms);
+  out.insert(out.end(), {
+                            i("prompt_tokens", static_cast<uint64_t>(s.prompt_tokens)),
+                            i("output_tokens", static_cast<uint64_t>(s.output_tokens)),
+                            f("throughput_req_s", s.throughput_req_s),
+                            f("throughput_output_tok_s", s.throughput_output_tok_s),
+                            i("requests_meeting_slo", s.requests_meeting_slo),
+                            f("goodput_req_s", s.goodput_req_s),
+                            f("slo_attainment", s.slo_attainment),
+                            f("gpu_hours", s.gpu_hours),
+                            f("cost_usd", s.cost_usd),
+                            f("cost_usd_per_mtok_output", s.cost_usd_per_mtok_output),
+                            f("mfu_mean", s.mfu_mean),
+                            f("mbu_mean", s.mbu_mean),
+                            f("kv_util_mean", s.kv_util_mean),
+                            f("mean_batch_size", s.mean_batch_size),
+                            i("preemptions", s.preemptions),
+                        });
+  return out;
+}
+
+}  // namespace servesim::metrics

@@ -1,0 +1,78 @@
+#pragma once
+// Per-request and per-run metrics, defined as the seeds and the serving benchmarks define them.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/core/lifecycle.h"
+#include "sim/metrics/stats.h"
+
+namespace servesim::metrics {
+
+// Latency limits a request must meet to count towards goodput. Unset limits do not apply.
+struct Slo {
+  std::optional<double> ttft_ms;
+  std::optional<double> tpot_ms;
+  std::optional<double> e2e_ms;
+};
+
+// TTFT = first token - arrival; TPOT = (E2E - TTFT) / (N_out - 1), undefined for one output token;
+// E2E = finish - arrival.
+struct RequestMetrics {
+  double ttft_ms = 0;
+  std::optional<double> tpot_ms;
+  double e2e_ms = 0;
+  bool meets_slo = false;  // completed and within every set limit
+};
+RequestMetrics request_metrics(const core::RequestRecord& r, const Slo& slo);
+
+// Identifies a run in the results.
+struct RunInfo {
+  std::string config_toml;   // the resolved configuration, canonical form
+  std::string config_hash;   // 16 hex digits of FNV-1a 64 over config_toml
+  uint64_t seed = 0;
+  std::string version;
+  int64_t run_id = 0;        // assigned by the first sink that numbers runs
+};
+
+struct RunSummary {
+  uint64_t requests_total = 0;
+  uint64_t requests_completed = 0;
+  uint64_t requests_rejected = 0;
+  uint64_t rejected_context = 0;
+  uint64_t rejected_kv_capacity = 0;
+  double sim_seconds = 0;       // from 0 to the last event
+  double wall_seconds = 0;      // host time of the simulation (not stored in the database)
+  uint64_t events = 0;
+  uint64_t iterations = 0;
+  LatencyStats ttft_ms, tpot_ms, itl_ms, e2e_ms;
+  int64_t prompt_tokens = 0;    // of completed requests
+  int64_t output_tokens = 0;    // of completed requests
+  double throughput_req_s = 0;
+  double throughput_output_tok_s = 0;
+  uint64_t requests_meeting_slo = 0;
+  double goodput_req_s = 0;     // completed requests meeting every SLO limit, per simulated second
+  double slo_attainment = 0;    // requests meeting the SLO / all requests (rejected ones miss it)
+  double gpu_hours = 0;         // replicas x TP x sim_seconds / 3600
+  double cost_usd = 0;
+  double cost_usd_per_mtok_output = 0;
+  double mfu_mean = 0;          // iteration-time-weighted model FLOPs utilisation
+  double mbu_mean = 0;          // iteration-time-weighted memory bandwidth utilisation
+  double kv_util_mean = 0;      // time-weighted KV blocks used / capacity, whole cluster
+  double mean_batch_size = 0;   // iteration-time-weighted sequences per iteration
+  uint64_t preemptions = 0;
+};
+
+// The summary as named numbers, in a fixed order: the columns of the `runs` table and of runs.csv.
+// Latency statistics appear as ttft_ms_mean, ttft_ms_p50, ...
+struct NamedValue {
+  std::string name;
+  double value;
+  bool integer;
+};
+std::vector<NamedValue> flatten(const RunSummary& s);
+
+}  // namespace servesim::metrics

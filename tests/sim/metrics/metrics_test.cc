@@ -1,0 +1,276 @@
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/metrics/collector.h"
+#include "sim/metrics/csv_sink.h"
+#include "sim/metrics/sqlite_sink.h"
+#include "sim/metrics/stats.h"
+#include "sim/metrics/summary.h"
+#include "tests/test_paths.h"
+
+namespace servesim::metrics {
+namespace {
+
+core::Time sec(double s) { return core::Time::from_ns(static_cast<int64_t>(s * 1e9)); }
+
+TEST(StatsTest, PercentilesInterpolateLikeNumpy) {
+  std::vector<double> v = {4, 1, 3, 2};
+  LatencyStats s = summarize(v);
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.p50, 2.5);
+  EXPECT_DOUBLE_EQ(s.p90, 3.7);   // numpy.percentile([1,2,3,4], 90)
+  EXPECT_DOUBLE_EQ(s.p99, 3.97);
+  std::vector<double> one = {7};
+  EXPECT_DOUBLE_EQ(summarize(one).p99, 7);
+  std::vector<double> none;
+  EXPECT_EQ(summarize(none).count, 0u);
+}
+
+TEST(StatsTest, HistogramIsExactForSmallValuesAndWithinATenthOfAPercent) {
+  LogHistogram h;
+  for (int64_t v = 0; v < 2048; ++v) h.add(v);
+  EXPECT_DOUBLE_EQ(h.percentile(0), 0);
+  EXPECT_DOUBLE_EQ(h.percentile(100), 2047);
+  EXPECT_DOUBLE_EQ(h.percentile(50), 1023.5);
+  for (int64_t v : {2048LL, 5000LL, 123456789LL, 7000000000LL, 4611686018427387904LL}) {
+    LogHistogram one;
+    one.add(v, 3);
+    EXPECT_NEAR(one.percentile(50), static_cast<double>(v), static_cast<double>(v) * 1e-3) << v;
+    EXPECT_DOUBLE_EQ(one.mean(), static_cast<double>(v));
+  }
+  // Weighted counts act like repeated samples.
+  LogHistogram w;
+  w.add(10, 99);
+  w.add(1000, 1);
+  EXPECT_DOUBLE_EQ(w.percentile(50), 10);
+  EXPECT_DOUBLE_EQ(w.mean(), (10.0 * 99 + 1000) / 100);
+}
+
+core::RequestRecord completed(uint64_t id, double arrival, double first, double finish, int64_t out) {
+  core::RequestRecord r;
+  r.id = id;
+  r.arrival = sec(arrival);
+  r.first_token = sec(first);
+  r.finish = sec(finish);
+  r.prompt_tokens = 100;
+  r.output_tokens = out;
+  return r;
+}
+
+TEST(RequestMetricsTest, SeedDefinitions) {
+  Slo slo;
+  slo.ttft_ms = 600;
+  slo.tpot_ms = 400;
+  const RequestMetrics m = request_metrics(completed(0, 1.0, 1.5, 3.5, 5), slo);
+  EXPECT_DOUBLE_EQ(m.ttft_ms, 500);
+  EXPECT_DOUBLE_EQ(m.e2e_ms, 2500);
+  ASSERT_TRUE(m.tpot_ms);
+  EXPECT_DOUBLE_EQ(*m.tpot_ms, 500);  // (E2E - TTFT) / (N_out - 1)
+  EXPECT_FALSE(m.meets_slo);          // TPOT over the limit
+  slo.tpot_ms = 500;
+  EXPECT_TRUE(request_metrics(completed(0, 1.0, 1.5, 3.5, 5), slo).meets_slo);
+  // One output token: no TPOT, and the TPOT limit does not apply.
+  const RequestMetrics single = request_metrics(completed(0, 1.0, 1.2, 1.2, 1), slo);
+  EXPECT_FALSE(single.tpot_ms);
+  EXPECT_TRUE(single.meets_slo);
+  core::RequestRecord rejected = completed(0, 1, 1, 1, 5);
+  rejected.outcome = core::RequestOutcome::kRejectedContext;
+  EXPECT_FALSE(request_metrics(rejected, Slo{}).meets_slo);
+}
+
+struct MemorySink : ResultSink {
+  std::vector<ReplicaSample> samples;
+  std::vector<uint64_t> requests;
+  bool ended = false;
+  void begin_run(RunInfo& info) override { info.run_id = info.run_id ? info.run_id : 1; }
+  void add_request(const core::RequestRecord& r, const RequestMetrics&) override { requests.push_back(r.id); }
+  void add_sample(const ReplicaSample& s) override { samples.push_back(s); }
+  void end_run(const RunSummary&) override { ended = true; }
+};
+
+TEST(CollectorTest, SeedCostPerMillionTokens) {
+  // An H100 at $2/h sustaining 3,000 output tok/s: $0.19 per 1M output tokens.
+  CollectorConfig cfg;
+  cfg.replicas = {ReplicaHardware{1e15, 3e12, 1, 2.0}};
+  MetricsCollector c(cfg, {});
+  c.on_request_done(completed(0, 0, 1, 3600, 3000 * 3600));
+  RunSummary s = c.finish(sec(3600), 1, 0);
+  EXPECT_NEAR(s.cost_usd_per_mtok_output, 0.19, 0.005);
+  EXPECT_NEAR(s.cost_usd_per_mtok_output, 2.0 / (3000.0 * 3600.0) * 1e6, 1e-12);
+  EXPECT_DOUBLE_EQ(s.gpu_hours, 1.0);
+  EXPECT_DOUBLE_EQ(s.throughput_output_tok_s, 3000);
+}
+
+TEST(CollectorTest, GoodputAttainmentAndRejections) {
+  CollectorConfig cfg;
+  cfg.slo.ttft_ms = 1000;
+  cfg.replicas = {ReplicaHardware{}};
+  MetricsCollector c(cfg, {});
+  c.on_request_done(completed(0, 0, 0.5, 2, 3));    // meets
+  c.on_request_done(completed(1, 0, 1.5, 3, 3));    // TTFT too long
+  core::RequestRecord rej = completed(2, 1, 1, 1, 3);
+  rej.outcome = core::RequestOutcome::kRejectedKvCapacity;
+  c.on_request_done(rej);
+  RunSummary s = c.finish(sec(4), 1, 0);
+  EXPECT_EQ(s.requests_total, 3u);
+  EXPECT_EQ(s.requests_completed, 2u);
+  EXPECT_EQ(s.requests_rejected, 1u);
+  EXPECT_EQ(s.rejected_kv_capacity, 1u);
+  EXPECT_EQ(s.requests_meeting_slo, 1u);
+  EXPECT_DOUBLE_EQ(s.goodput_req_s, 0.25);
+  EXPECT_DOUBLE_EQ(s.throughput_req_s, 0.5);
+  EXPECT_DOUBLE_EQ(s.slo_attainment, 1.0 / 3.0);  // a rejected request misses the SLO
+  EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 1000);
+}
+
+TEST(CollectorTest, UtilisationIsTimeWeighted) {
+  CollectorConfig cfg;
+  cfg.replicas = {ReplicaHardware{100.0, 10.0, 1, 0}};
+  MetricsCollector c(cfg, {});
+  core::IterationRecord a;
+  a.duration = core::Duration::from_seconds(1);
+  a.flops = 50;  // 50% MFU for 1 s
+  a.bytes = 10;  // 100% MBU
+  a.batch_size = 4;
+  core::IterationRecord b = a;
+  b.duration = core::Duration::from_seconds(3);
+  b.flops = 30;  // 10% for 3 s
+  b.bytes = 15;
+  b.batch_size = 8;
+  c.on_iteration(a);
+  c.on_iteration(b);
+  RunSummary s = c.finish(sec(4), 2, 0);
+  EXPECT_DOUBLE_EQ(s.mfu_mean, 80.0 / 400.0);
+  EXPECT_DOUBLE_EQ(s.mbu_mean, 25.0 / 40.0);
+  EXPECT_DOUBLE_EQ(s.mean_batch_size, (4.0 + 24.0) / 4.0);
+  EXPECT_EQ(s.iterations, 2u);
+}
+
+TEST(CollectorTest, SamplesAndKvUseOverTime) {
+  CollectorConfig cfg;
+  cfg.sample_interval_ns = 5;
+  cfg.replicas = {ReplicaHardware{}};
+  MemorySink sink;
+  MetricsCollector c(cfg, {&sink});
+  core::ReplicaState st;
+  st.kv_blocks_total = 100;
+  c.on_replica_state(st);
+  st.time = core::Time::from_ns(10);
+  st.kv_blocks_used = 50;
+  st.running = 3;
+  c.on_replica_state(st);
+  RunSummary s = c.finish(core::Time::from_ns(20), 1, 0);
+  ASSERT_EQ(sink.samples.size(), 5u);  // t = 0, 5, 10, 15, 20
+  EXPECT_EQ(sink.samples[1].kv_blocks_used, 0);
+  EXPECT_EQ(sink.samples[2].kv_blocks_used, 50);  // the state at t=10 includes the change at 10
+  EXPECT_EQ(sink.samples[2].running, 3);
+  EXPECT_EQ(sink.samples[4].time_ns, 20);
+  EXPECT_DOUBLE_EQ(s.kv_util_mean, 0.25);
+}
+
+RunInfo info() {
+  RunInfo i;
+  i.config_toml = "seed = 1\n";
+  i.config_hash = "0123456789abcdef";
+  i.seed = 1;
+  i.version = "test";
+  return i;
+}
+
+int64_t count(SQLite::Database& db, const std::string& table) {
+  return db.execAndGet("SELECT COUNT(*) FROM " + table).getInt64();
+}
+
+TEST(SqliteSinkTest, WritesARunAtomically) {
+  testing::TempDir dir;
+  const std::string path = dir.file("r.db");
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    EXPECT_EQ(i.run_id, 1);
+    sink.add_request(completed(0, 0, 1, 2, 3), RequestMetrics{1000, 500.0, 2000, true});
+    sink.add_sample(ReplicaSample{0, 0, 1, 2, 3, 4});
+    RunSummary s;
+    s.requests_total = 1;
+    s.ttft_ms.p99 = 12.5;
+    sink.end_run(s);
+  }
+  {
+    SqliteSink sink(path);  // a second run, abandoned before end_run
+    RunInfo i = info();
+    sink.begin_run(i);
+    EXPECT_EQ(i.run_id, 2);
+    sink.add_request(completed(0, 0, 1, 2, 3), RequestMetrics{});
+  }
+  SQLite::Database db(path);
+  EXPECT_EQ(count(db, "runs"), 1);
+  EXPECT_EQ(count(db, "requests"), 1);
+  EXPECT_EQ(count(db, "replica_timeseries"), 1);
+  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT ttft_ms_p99 FROM runs").getDouble(), 12.5);
+  EXPECT_EQ(db.execAndGet("SELECT outcome FROM requests").getString(), "completed");
+  EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
+}
+
+TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
+  testing::TempDir dir;
+  const std::string path = dir.file("old.db");
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("CREATE TABLE runs (x INTEGER); PRAGMA user_version = 99;");
+  }
+  try {
+    SqliteSink sink(path);
+    FAIL();
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("layout"), std::string::npos);
+  }
+  EXPECT_THROW(SqliteSink{dir.path()}, core::Error);
+  EXPECT_THROW(SqliteSink{dir.file("missing-dir/r.db")}, core::Error);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CsvSinkTest, AppendsRunsAndDropsUnfinishedOnes) {
+  testing::TempDir dir;
+  for (int run = 0; run < 2; ++run) {
+    CsvSink sink(dir.path());
+    RunInfo i = info();
+    i.config_toml = "seed = 1\n[x]\nname = \"a,b\"\n";
+    sink.begin_run(i);
+    EXPECT_EQ(i.run_id, run + 1);
+    sink.add_request(completed(7, 0, 1, 2, 3), RequestMetrics{1000, 500.0, 2000, true});
+    sink.end_run(RunSummary{});
+  }
+  {
+    CsvSink sink(dir.path());
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.add_request(completed(8, 0, 1, 2, 3), RequestMetrics{});
+  }
+  const std::string requests = slurp(dir.file("requests.csv"));
+  EXPECT_EQ(requests.find("run_id,request_id"), 0u);
+  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1\n"), std::string::npos)
+      << requests;
+  EXPECT_NE(requests.find("\n2,7,"), std::string::npos);
+  EXPECT_EQ(requests.find(",8,"), std::string::npos);  // the abandoned run left nothing
+  const std::string runs = slurp(dir.file("runs.csv"));
+  EXPECT_NE(runs.find("\"seed = 1\n[x]\nname = \"\"a,b\"\"\n\""), std::string::npos) << runs;
+  EXPECT_FALSE(std::filesystem::exists(dir.file(".requests.csv.staged")));
+}
+
+}  // namespace
+}  // namespace servesim::metrics
