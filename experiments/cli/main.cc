@@ -1,2 +1,5 @@
-// placeholder, replaced by the CLI
-int main() { return 0; }
+#include <iostream>
+
+#include "experiments/cli/cli.h"
+
+int main(int argc, char** argv) { return servesim::experiments::run_cli(argc, argv, std::cout, std::cerr); }

@@ -1,0 +1,44 @@
+// Every plugin registers itself from a static initialiser in a library linked whole; a kind the
+// linker dropped would vanish silently, so the expected names are pinned here.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sim/core/params.h"
+
+namespace servesim {
+namespace {
+
+void expect_kinds(const std::string& family, const std::set<std::string>& expected) {
+  const core::KindFamily* f = core::find_family(family);
+  ASSERT_NE(f, nullptr) << "family '" << family << "' is not registered";
+  const auto names = f->kind_names();
+  const std::set<std::string> have(names.begin(), names.end());
+  for (const auto& name : expected) EXPECT_TRUE(have.count(name)) << family << ": missing kind '" << name << "'";
+  for (const auto* kind : f->kinds()) {
+    EXPECT_FALSE(kind->description.empty()) << family << "/" << kind->name << " has no description";
+    for (const auto& p : kind->params)
+      EXPECT_FALSE(p.description.empty()) << family << "/" << kind->name << "." << p.name << " has no description";
+  }
+}
+
+TEST(RegistryTest, EveryExpectedKindIsRegistered) {
+  expect_kinds("routers", {"round_robin", "random", "least_outstanding"});
+  expect_kinds("schedulers", {"continuous"});
+  expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma"});
+  expect_kinds("length_distributions", {"fixed", "uniform", "lognormal", "empirical"});
+  expect_kinds("models", {"llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "teaching-7b"});
+  expect_kinds("gpus", {"a100-80gb-sxm", "h100-sxm", "h200", "reference"});
+  expect_kinds("cost_models", {"roofline"});
+}
+
+TEST(RegistryTest, LookupIgnoresCase) {
+  const core::KindFamily* gpus = core::find_family("gpus");
+  ASSERT_NE(gpus, nullptr);
+  ASSERT_NE(gpus->find("H100-SXM"), nullptr);
+  EXPECT_EQ(gpus->find("H100-SXM")->name, "h100-sxm");
+  EXPECT_EQ(gpus->find("h100"), nullptr);
+}
+
+}  // namespace
+}  // namespace servesim
