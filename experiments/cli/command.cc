@@ -1,0 +1,44 @@
+#include "experiments/cli/command.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+namespace servesim::experiments {
+
+static std::map<std::string, Command>& command_table() {
+  static std::map<std::string, Command> table;
+  return table;
+}
+
+bool register_command(Command command) {
+  std::string name = command.name;
+  command_table()[name] = std::move(command);
+  return true;
+}
+
+std::vector<const Command*> commands() {
+  std::vector<const Command*> out;
+  for (const auto& [name, c] : command_table()) out.push_back(&c);
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+std::string grouped(uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + "%"; }
+
+}  // namespace servesim::experiments

@@ -1,0 +1,38 @@
+#pragma once
+// Sub-commands of the servesim command line. Each lives in its own .cc and registers itself:
+//   const bool kRegistered = register_command({"run", "CONFIG.toml [options]", "simulate ...", run});
+// so that commands added by different work do not meet in one file.
+
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+
+namespace servesim::experiments {
+
+// A usage problem (unknown flag, missing argument): exit code 2, like a configuration error.
+class UsageError : public core::Error {
+ public:
+  using core::Error::Error;
+};
+
+struct Command {
+  std::string name;      // "run"
+  std::string synopsis;  // "CONFIG.toml [--set k=v ...] [--db FILE] ..."
+  std::string summary;   // one or two lines for servesim --help
+  // Arguments after the command name; returns the exit code.
+  std::function<int(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)> run;
+};
+
+bool register_command(Command command);
+// Registered commands, sorted by name.
+std::vector<const Command*> commands();
+
+// Formatting shared by commands' human-readable output.
+std::string fixed(double v, int digits);       // fixed-point, `digits` decimals
+std::string grouped(uint64_t v);               // 1,234,567
+std::string percent(double fraction);          // 0.123 -> "12.3%"
+
+}  // namespace servesim::experiments

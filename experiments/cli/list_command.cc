@@ -1,0 +1,88 @@
+// servesim list: registered kinds and their parameters.
+#include <iomanip>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "experiments/cli/command.h"
+#include "experiments/run.h"
+#include "sim/core/params.h"
+
+namespace servesim::experiments {
+namespace {
+
+
+void print_params(std::ostream& out, const std::vector<core::ParamSpec>& params, const std::string& indent) {
+  if (params.empty()) {
+    out << indent << "(no parameters)\n";
+    return;
+  }
+  size_t w_name = 4, w_type = 4, w_def = 7, w_unit = 4;
+  for (const auto& p : params) {
+    w_name = std::max(w_name, p.name.size());
+    w_type = std::max(w_type, p.type_name().size());
+    w_def = std::max(w_def, p.default_str().size());
+    w_unit = std::max(w_unit, p.unit.size());
+  }
+  auto row = [&](const std::string& a, const std::string& b, const std::string& c, const std::string& d,
+                 const std::string& e) {
+    out << indent << std::left << std::setw(static_cast<int>(w_name)) << a << "  " << std::setw(static_cast<int>(w_type))
+        << b << "  " << std::setw(static_cast<int>(w_def)) << c << "  " << std::setw(static_cast<int>(w_unit)) << d
+        << "  " << e << "\n";
+  };
+  row("name", "type", "default", "unit", "description");
+  for (const auto& p : params) {
+    std::string desc = p.description;
+    if (p.type == core::ParamType::kSection) desc += " [" + p.family + "]";
+    const std::string range = p.range_str();
+    if (!range.empty()) desc += " (" + range + ")";
+    row(p.name, p.type_name(), p.default_str(), p.unit, desc);
+  }
+}
+
+const core::KindFamily* family_named(const std::string& name) {
+  if (const auto* f = core::find_family(name)) return f;
+  if (const auto* f = core::find_family(name + "s")) return f;  // "router" -> "routers"
+  return nullptr;
+}
+
+int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
+  if (args.size() > 1) throw UsageError("list takes at most one argument, the kind family to show");
+  if (args.empty()) {
+    out << "kind families (servesim list FAMILY shows each kind's parameters):\n";
+    for (const auto* f : core::all_families()) {
+      out << "  " << std::left << std::setw(22) << f->name() << f->description() << "\n      ";
+      const auto names = f->kind_names();
+      for (size_t i = 0; i < names.size(); ++i) out << (i ? ", " : "") << names[i];
+      out << "\n";
+    }
+    out << "\nrun configuration sections (top level of CONFIG.toml):\n";
+    print_params(out, run_schema(), "  ");
+    for (const auto& p : run_schema()) {
+      if (p.type != core::ParamType::kTable) continue;
+      out << "\n[" << p.name << "] " << p.description << "\n";
+      print_params(out, p.fields, "  ");
+    }
+    return 0;
+  }
+  const core::KindFamily* family = family_named(args[0]);
+  if (!family) {
+    std::string valid;
+    for (const auto* f : core::all_families()) valid += (valid.empty() ? "" : ", ") + f->name();
+    throw UsageError("unknown kind family '" + args[0] + "'; valid: " + valid);
+  }
+  out << family->name() << ": " << family->description() << "\n";
+  for (const auto* kind : family->kinds()) {
+    out << "\n" << kind->name << "\n  " << kind->description << "\n";
+    print_params(out, kind->params, "  ");
+  }
+  return 0;
+}
+
+
+const bool kRegistered = register_command(
+    {"list", "[routers|schedulers|workloads|models|gpus|cost_models|length_distributions]",
+     "registered kinds and every parameter: type, default, unit, range, description", cmd_list});
+
+}  // namespace
+}  // namespace servesim::experiments

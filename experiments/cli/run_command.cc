@@ -1,0 +1,130 @@
+// servesim run: one simulation from a configuration file.
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include <iomanip>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "experiments/cli/command.h"
+#include "experiments/run.h"
+#include "sim/core/format.h"
+
+namespace servesim::experiments {
+namespace po = boost::program_options;
+namespace {
+
+
+void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
+                   const std::string& csv) {
+  const auto& s = r.summary;
+  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (config " << r.info.config_hash << ", seed "
+      << r.info.seed << ")\n";
+  out << "cluster      " << r.replicas << " x " << r.model_kind << " on " << r.gpu_kind << " (TP " << r.tensor_parallel
+      << ", " << grouped(static_cast<uint64_t>(r.kv_blocks_per_replica)) << " KV blocks of " << r.block_size
+      << " tokens each), router " << r.router_kind << ", scheduler " << r.scheduler_kind << "\n";
+  out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
+      << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
+      << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
+      << grouped(s.preemptions) << " preemptions\n";
+  const double eps = s.wall_seconds > 0 ? static_cast<double>(s.events) / s.wall_seconds : 0;
+  out << "simulated    " << fixed(s.sim_seconds, 1) << " s in " << fixed(s.wall_seconds, 3) << " s wall ("
+      << grouped(s.events) << " events, " << grouped(static_cast<uint64_t>(eps)) << " events/s, "
+      << grouped(s.iterations) << " iterations)\n";
+  out << "\nlatency (ms)      mean        p50        p90        p99\n";
+  auto lat = [&](const char* name, const metrics::LatencyStats& l) {
+    out << "  " << std::left << std::setw(8) << name << std::right;
+    for (double v : {l.mean, l.p50, l.p90, l.p99}) out << std::setw(11) << fixed(v, 2);
+    out << "\n";
+  };
+  lat("TTFT", s.ttft_ms);
+  lat("TPOT", s.tpot_ms);
+  lat("ITL", s.itl_ms);
+  lat("E2E", s.e2e_ms);
+  out << "\nthroughput   " << fixed(s.throughput_req_s, 3) << " req/s, " << fixed(s.throughput_output_tok_s, 1)
+      << " output tok/s\n";
+  std::string limits;
+  if (r.slo.ttft_ms) limits += "TTFT <= " + core::format_double(*r.slo.ttft_ms) + " ms";
+  if (r.slo.tpot_ms) limits += std::string(limits.empty() ? "" : ", ") + "TPOT <= " + core::format_double(*r.slo.tpot_ms) + " ms";
+  if (r.slo.e2e_ms) limits += std::string(limits.empty() ? "" : ", ") + "E2E <= " + core::format_double(*r.slo.e2e_ms) + " ms";
+  out << "goodput      " << fixed(s.goodput_req_s, 3) << " req/s under " << (limits.empty() ? "no SLO" : limits)
+      << " (SLO attainment " << percent(s.slo_attainment) << ")\n";
+  out << "cost         $" << fixed(s.cost_usd_per_mtok_output, 4) << " per 1M output tokens ("
+      << fixed(s.gpu_hours, 3) << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $" << fixed(s.cost_usd, 2)
+      << ")\n";
+  out << "utilisation  MFU " << percent(s.mfu_mean) << ", MBU " << percent(s.mbu_mean) << ", KV cache "
+      << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << "\n";
+  if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
+  if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
+}
+
+nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
+  const auto& s = r.summary;
+  nlohmann::ordered_json j;
+  j["run_id"] = r.info.run_id;
+  j["config_hash"] = r.info.config_hash;
+  j["seed"] = r.info.seed;
+  j["version"] = r.info.version;
+  j["db"] = db.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(db);
+  j["wall_seconds"] = s.wall_seconds;
+  const std::pair<const char*, const metrics::LatencyStats*> latencies[] = {
+      {"ttft_ms", &s.ttft_ms}, {"tpot_ms", &s.tpot_ms}, {"itl_ms", &s.itl_ms}, {"e2e_ms", &s.e2e_ms}};
+  // Everything the database stores, with each latency's statistics as one nested object.
+  for (const auto& v : metrics::flatten(s)) {
+    bool is_latency = false;
+    for (const auto& [prefix, stats] : latencies) {
+      if (v.name.rfind(prefix, 0) != 0) continue;
+      is_latency = true;
+      if (!j.contains(prefix))
+        j[prefix] = {{"mean", stats->mean}, {"p50", stats->p50}, {"p90", stats->p90}, {"p99", stats->p99}};
+    }
+    if (is_latency) continue;
+    if (v.integer) j[v.name] = static_cast<int64_t>(v.value); else j[v.name] = v.value;
+  }
+  return j;
+}
+
+int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
+  po::options_description opts("servesim run options");
+  std::vector<std::string> sets;
+  std::string db = "results.db", csv, config;
+  opts.add_options()
+      ("help,h", "this help")
+      ("config", po::value<std::string>(&config), "the run configuration (TOML)")
+      ("set", po::value<std::vector<std::string>>(&sets)->composing(),
+       "override one key, section.key=value (repeatable; TOML value syntax, bare words are strings)")
+      ("db", po::value<std::string>(&db)->default_value("results.db"), "SQLite results database (created if missing)")
+      ("no-db", "do not write a results database")
+      ("csv", po::value<std::string>(&csv), "also write runs.csv, requests.csv, replica_timeseries.csv to this directory")
+      ("json", "print the summary as one JSON object on stdout instead of the table");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    out << "usage: servesim run CONFIG.toml [options]\n\n" << opts << "\n";
+    return 0;
+  }
+  if (config.empty()) throw UsageError("run needs a configuration file: servesim run CONFIG.toml");
+  if (vm.count("no-db")) db.clear();
+  core::Params params = load_run_config(config, sets);
+  RunResult result = run_simulation(params, RunOutputs{db, csv});
+  if (vm.count("json")) {
+    out << summary_json(result, db).dump() << "\n";
+  } else {
+    print_summary(out, result, config, db, csv);
+  }
+  return 0;
+}
+
+
+const bool kRegistered = register_command(
+    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json]",
+     "simulate the serving cluster a configuration describes; print a summary and write the results\n"
+     "(runs, requests, replica_timeseries) to the SQLite database",
+     cmd_run});
+
+}  // namespace
+}  // namespace servesim::experiments
