@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "sim/core/error.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -19,10 +20,12 @@ struct GpuPreset {
 };
 
 GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory_gib, double sram_mib,
-            double nvlink_gb_s, double price_usd_per_hour) {
+            double nvlink_gb_s, double price_usd_per_hour, double fp8_tflops = 0, double int8_tops = 0) {
   GpuSpec g;
   g.name = std::move(name);
   g.peak_flops = peak_tflops * kFlopsPerTflop;
+  g.fp8_peak_flops = fp8_tflops * kFlopsPerTflop;
+  g.int8_peak_ops = int8_tops * kFlopsPerTflop;
   g.hbm_bandwidth = hbm_gb_s * kBytesPerGb;
   g.memory_bytes = memory_gib * kBytesPerGib;
   g.sram_bytes = sram_mib * kBytesPerMib;
@@ -36,6 +39,8 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
 // bidirectional total, 600 and 900 GB/s, halved here to one direction). On-chip SRAM: L2 plus the
 // combined L1/shared memory of all SMs, from the Ampere and Hopper architecture whitepapers:
 // A100 40 MiB L2 + 108 SMs x 192 KiB = 60.25 MiB; H100/H200 50 MiB L2 + 132 SMs x 256 KiB = 83 MiB.
+// fp8 and int8 rates are the datasheets' dense tensor figures (A100: int8 624 TOPS, no fp8; H100
+// SXM and H200: 1979 for both).
 // Prices: per-GPU on-demand rates as surveyed in early-to-mid 2026. mercatus-ai.com "Cloud GPU
 // pricing" (May 2026), specialist clouds / hyperscalers: A100 80GB $1.10-1.50 / $1.50-3.00,
 // H100 SXM $2.50-3.50 / $3.50-5.00, H200 $3.50-4.50 / $4.50-7.00; pricegpu.pages.dev (early 2026):
@@ -43,15 +48,40 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
 // A100 $1.80, H100 $2.50, H200 $3.50: the low end of the common range. Reservations run 30-50%
 // lower and hyperscalers up to 2x higher; every $/token result scales with this one number, so
 // set it to the deal being costed.
+//
+// Added presets, same conventions:
+// - A100 40GB SXM: NVIDIA A100 datasheet, 312 TFLOP/s bf16, 624 TOPS int8, 1555 GB/s HBM2, NVLink 3
+//   600 GB/s bidirectional; same die (60.25 MiB SRAM). $1.30/h: below the 80GB part, as clouds list it.
+// - H100 PCIe: NVIDIA H100 datasheet (PCIe column), 756 TFLOP/s bf16, 1513 fp8/int8, 2000 GB/s
+//   HBM2e, 80 GB, NVLink bridge 600 GB/s bidirectional (pairs); 114 SMs x 256 KiB + 50 MiB L2 =
+//   78.5 MiB. $2.00/h.
+// - B200 (HGX, 1000 W): NVIDIA HGX/DGX B200 datasheets, 2250 TFLOP/s bf16 dense, 4500 fp8 and int8
+//   dense, 180 GB HBM3e per GPU (DGX B200: 1440 GB over 8), 8000 GB/s (64 TB/s over 8), NVLink 5
+//   1800 GB/s bidirectional. SRAM: 148 SMs x 256 KiB + the ~96 MB L2 third-party die analyses
+//   report (NVIDIA publishes no L2 figure) = 133 MiB, approximate. $5.00/h (2026 specialist-cloud
+//   listings run $4-6).
+// - L40S: NVIDIA L40S datasheet, 362.05 TFLOP/s bf16 dense, 733 fp8 and int8 dense, 864 GB/s GDDR6,
+//   48 GB, no NVLink: PCIe Gen4 x16 64 GB/s bidirectional, so 32 GB/s one way is the TP link. SRAM:
+//   AD102's 96 MiB L2 + 142 SMs x 128 KiB = 113.75 MiB. $0.87/h (aihardwareindex.com, Dec 2025).
 const std::vector<GpuPreset>& gpu_presets() {
   static const std::vector<GpuPreset> presets = {
-      {gpu("a100-80gb-sxm", 312, 2039, 80, 60.25, 300, 1.80),
+      {gpu("a100-80gb-sxm", 312, 2039, 80, 60.25, 300, 1.80, 0, 624),
        "NVIDIA A100 80GB SXM: 312 TFLOP/s bf16, 2039 GB/s HBM2e, NVLink 3"},
-      {gpu("h100-sxm", 989, 3350, 80, 83, 450, 2.50),
-       "NVIDIA H100 80GB SXM5: 989 TFLOP/s dense bf16, 3350 GB/s HBM3, NVLink 4"},
+      {gpu("a100-40gb-sxm", 312, 1555, 40, 60.25, 300, 1.30, 0, 624),
+       "NVIDIA A100 40GB SXM: 312 TFLOP/s bf16, 1555 GB/s HBM2, NVLink 3"},
+      {gpu("h100-sxm", 989, 3350, 80, 83, 450, 2.50, 1979, 1979),
+       "NVIDIA H100 80GB SXM5: 989 TFLOP/s dense bf16 (1979 fp8), 3350 GB/s HBM3, NVLink 4"},
+      {gpu("h100-pcie", 756, 2000, 80, 78.5, 300, 2.00, 1513, 1513),
+       "NVIDIA H100 80GB PCIe: 756 TFLOP/s dense bf16 (1513 fp8), 2000 GB/s HBM2e, NVLink bridge"},
       // 141 GB (decimal) of HBM3e = 131.3 GiB.
-      {gpu("h200", 989, 4800, 141e9 / kBytesPerGib, 83, 450, 3.50),
+      {gpu("h200", 989, 4800, 141e9 / kBytesPerGib, 83, 450, 3.50, 1979, 1979),
        "NVIDIA H200 SXM: H100 compute with 141 GB HBM3e at 4800 GB/s"},
+      // 180 GB (decimal) = 167.6 GiB.
+      {gpu("b200", 2250, 8000, 180e9 / kBytesPerGib, 133, 900, 5.00, 4500, 4500),
+       "NVIDIA B200 (HGX): 2250 TFLOP/s dense bf16 (4500 fp8), 180 GB HBM3e at 8000 GB/s, NVLink 5"},
+      // 48 GB (decimal) of GDDR6 = 44.7 GiB.
+      {gpu("l40s", 362.05, 864, 48e9 / kBytesPerGib, 113.75, 32, 0.87, 733, 733),
+       "NVIDIA L40S: 362 TFLOP/s dense bf16 (733 fp8), 48 GB GDDR6 at 864 GB/s, PCIe Gen4 (no NVLink)"},
       // The lecture notes' reference accelerator: 312 TFLOP/s, 2 TB/s, "about 20 MB" of on-chip
       // memory (20e6 bytes); capacity, NVLink and price are not given there, so A100-like values.
       {gpu("reference", 312, 2000, 80, 20e6 / kBytesPerMib, 300, 2.00),
@@ -68,6 +98,12 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
       ParamSpec::real("peak_tflops", d.peak_flops / kFlopsPerTflop, "TFLOP/s",
                       "dense fp16/bf16 tensor-core peak (no sparsity)")
           .above(0),
+      ParamSpec::real("fp8_peak_tflops", d.fp8_peak_flops / kFlopsPerTflop, "TFLOP/s",
+                      "dense fp8 tensor-core peak; 0 = no fp8 units (fp8 weights then run weight-only)")
+          .at_least(0),
+      ParamSpec::real("int8_peak_tops", d.int8_peak_ops / kFlopsPerTflop, "TOP/s",
+                      "dense int8 tensor-core peak; 0 = no int8 units")
+          .at_least(0),
       ParamSpec::real("hbm_bandwidth_gb_s", d.hbm_bandwidth / kBytesPerGb, "GB/s",
                       "HBM bandwidth (decimal GB)")
           .above(0),
@@ -76,7 +112,8 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
                       "on-chip SRAM: L2 plus all SMs' L1/shared memory")
           .at_least(0),
       ParamSpec::real("nvlink_gb_s", d.interconnect_bandwidth / kBytesPerGb, "GB/s",
-                      "NVLink bandwidth per GPU, one direction (half the bidirectional datasheet figure)")
+                      "GPU-to-GPU link bandwidth per GPU, one direction (half the bidirectional datasheet "
+                      "figure): NVLink, or PCIe where a GPU has no NVLink")
           .above(0),
       ParamSpec::real("price_usd_per_hour", d.price_usd_per_hour, "USD/h",
                       "rental price of one GPU (on-demand cloud rate)")
@@ -87,7 +124,16 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
 GpuSpec gpu_from_params(const core::Params& p, const std::string& name) {
   return gpu(name, p.get_float("peak_tflops"), p.get_float("hbm_bandwidth_gb_s"),
              p.get_float("memory_gib"), p.get_float("sram_mib"), p.get_float("nvlink_gb_s"),
-             p.get_float("price_usd_per_hour"));
+             p.get_float("price_usd_per_hour"), p.get_float("fp8_peak_tflops"), p.get_float("int8_peak_tops"));
+}
+
+double GpuSpec::gemm_peak(DType weights) const {
+  switch (weights) {
+    case DType::kFp8: return fp8_peak_flops > 0 ? fp8_peak_flops : peak_flops;
+    case DType::kInt8: return int8_peak_ops > 0 ? int8_peak_ops : peak_flops;
+    case DType::kFp32: return peak_flops / 2.0;  // TF32 tensor cores run at half the 16-bit rate
+    default: return peak_flops;
+  }
 }
 
 const GpuSpec* find_gpu_preset(std::string_view name) {
@@ -95,6 +141,14 @@ const GpuSpec* find_gpu_preset(std::string_view name) {
   for (const auto& p : gpu_presets())
     if (p.spec.name == key) return &p.spec;
   return nullptr;
+}
+
+const GpuSpec& gpu_preset(std::string_view name, const std::string& option) {
+  if (const GpuSpec* g = find_gpu_preset(name)) return *g;
+  std::string valid;
+  for (const auto& p : gpu_presets()) valid += (valid.empty() ? "" : ", ") + p.spec.name;
+  throw core::ConfigError({option, 0, 0}, option.substr(option.find_first_not_of('-')),
+                          "unknown GPU '" + std::string(name) + "'; valid: " + valid);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hwmodels/dtype.h"
 #include "sim/core/params.h"
 
 namespace servesim::hwmodels {
@@ -18,6 +19,8 @@ inline constexpr double kBytesPerMib = 1024.0 * 1024.0;
 struct GpuSpec {
   std::string name;
   double peak_flops = 0;           // dense fp16/bf16 FLOP/s
+  double fp8_peak_flops = 0;       // dense fp8 FLOP/s; 0 = no fp8 tensor cores
+  double int8_peak_ops = 0;        // dense int8 OP/s; 0 = no int8 tensor cores
   double hbm_bandwidth = 0;        // bytes/s
   double memory_bytes = 0;         // HBM capacity, bytes
   double sram_bytes = 0;           // on-chip SRAM (L2 + shared), bytes
@@ -25,6 +28,10 @@ struct GpuSpec {
   double price_usd_per_hour = 0;   // per GPU
 
   double ridge_point() const { return peak_flops / hbm_bandwidth; }  // FLOP/byte
+  // The tensor-core rate a GEMM with weights stored as `weights` runs at: fp8 and int8 weights run
+  // W8A8 on the matching tensor cores where the GPU has them; everything else (fp16/bf16, int4
+  // weight-only, fp8 or int8 on a GPU without those units) computes at the 16-bit rate.
+  double gemm_peak(DType weights) const;
 };
 
 // The [gpu] parameters of a preset (datasheet units: TFLOP/s, GB/s, GiB, MiB), preset values as
@@ -34,6 +41,9 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& defaults);
 GpuSpec gpu_from_params(const core::Params& params, const std::string& name);
 // A built-in preset by name (case ignored), nullptr when there is none.
 const GpuSpec* find_gpu_preset(std::string_view name);
+// The same for a command-line argument: core::ConfigError naming `option` and listing the presets
+// when there is none.
+const GpuSpec& gpu_preset(std::string_view name, const std::string& option = "--gpu");
 
 // Family "gpus": presets whose parameters default to the datasheet figures.
 using GpuRegistry = core::Registry<GpuSpec>;

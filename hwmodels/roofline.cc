@@ -23,12 +23,15 @@ std::string tp_problem(const ModelSpec& m, int64_t tp) {
   if (m.num_heads % tp != 0)
     return "tensor parallelism " + t + " does not divide the " + std::to_string(m.num_heads) +
            " attention heads of " + m.name + ": each GPU must hold whole heads";
-  if (m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0)
+  if (!m.is_mla() && m.num_kv_heads % tp != 0 && tp % m.num_kv_heads != 0)
     return "tensor parallelism " + t + " and the " + std::to_string(m.num_kv_heads) + " KV heads of " +
            m.name + " do not divide one another: KV heads must split evenly or be replicated whole";
-  if (m.intermediate_size % tp != 0)
+  if (m.dense_mlp_layers() > 0 && m.intermediate_size % tp != 0)
     return "tensor parallelism " + t + " does not divide the MLP width " +
            std::to_string(m.intermediate_size) + " of " + m.name;
+  if (m.is_moe() && m.moe_intermediate_size % tp != 0)
+    return "tensor parallelism " + t + " does not divide the expert MLP width " +
+           std::to_string(m.moe_intermediate_size) + " of " + m.name + " (experts are split tensor-parallel)";
   return "";
 }
 
@@ -37,6 +40,8 @@ int64_t kv_heads_per_gpu(const ModelSpec& m, int64_t tp) {
 }
 
 double kv_bytes_per_token_per_gpu(const ModelSpec& m, int64_t tp) {
+  // MLA's latent is shared by all heads, so every GPU of the group keeps the whole of it.
+  if (m.is_mla()) return m.kv_bytes_per_token();
   return 2.0 * static_cast<double>(m.num_layers) * static_cast<double>(kv_heads_per_gpu(m, tp)) *
          static_cast<double>(m.head_dim) * m.kv_bytes;
 }
@@ -44,13 +49,35 @@ double kv_bytes_per_token_per_gpu(const ModelSpec& m, int64_t tp) {
 double weight_bytes_per_gpu(const ModelSpec& m, int64_t tp) {
   const double t = static_cast<double>(tp);
   const double h = static_cast<double>(m.hidden_size);
-  const double q_cols = static_cast<double>(m.num_heads * m.head_dim) / t;
-  const double kv_cols = static_cast<double>(kv_heads_per_gpu(m, tp) * m.head_dim);
-  const double inter = static_cast<double>(m.intermediate_size) / t;
-  const double layer = h * (q_cols + 2.0 * kv_cols) + q_cols * h +
-                       (m.gated_mlp ? 3.0 : 2.0) * h * inter + 2.0 * h;
+  const double heads = static_cast<double>(m.num_heads) / t;
+  // Linear-layer weights (stored at weight_bytes) and the rest (at activation_bytes), per block.
+  double attention = 0, attention_other = 0;
+  if (m.is_mla()) {
+    const double qk = static_cast<double>(m.qk_head_dim());
+    const double q_lora = static_cast<double>(m.q_lora_rank);
+    const double kv_lora = static_cast<double>(m.kv_lora_rank);
+    // The low-rank down projections are replicated on every GPU; the up projections and the output
+    // projection split by heads.
+    attention = (m.q_lora_rank > 0 ? h * q_lora + q_lora * heads * qk : h * heads * qk) +
+                h * (kv_lora + static_cast<double>(m.qk_rope_head_dim)) +
+                kv_lora * heads * static_cast<double>(m.head_dim + m.v_head_dim) +
+                heads * static_cast<double>(m.v_head_dim) * h;
+    attention_other = kv_lora + q_lora;
+  } else {
+    const double q_cols = static_cast<double>(m.num_heads * m.head_dim) / t;
+    const double kv_cols = static_cast<double>(kv_heads_per_gpu(m, tp) * m.head_dim);
+    attention = h * (q_cols + 2.0 * kv_cols) + q_cols * h;
+    attention_other = m.qkv_bias ? q_cols + 2.0 * kv_cols : 0.0;
+  }
+  const double layers = static_cast<double>(m.num_layers);
+  const double dense_mlp = (m.gated_mlp ? 3.0 : 2.0) * h * static_cast<double>(m.intermediate_size) / t;
+  const double experts = static_cast<double>(m.num_experts + m.num_shared_experts) * m.expert_params() / t;
+  const double linear = layers * attention + static_cast<double>(m.dense_mlp_layers()) * dense_mlp +
+                        static_cast<double>(m.moe_layers()) * experts;
   const double vocab_rows = (m.embedding_params() + m.lm_head_params()) / t;
-  return (static_cast<double>(m.num_layers) * layer + vocab_rows + h) * m.weight_bytes;
+  const double other = layers * (attention_other + 2.0 * h) +
+                       static_cast<double>(m.moe_layers()) * m.router_params() + vocab_rows + h;
+  return linear * m.weight_bytes + other * m.activation_bytes;
 }
 
 double arithmetic_intensity(double flops, double bytes) { return flops / bytes; }

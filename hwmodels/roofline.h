@@ -24,15 +24,18 @@ double kv_tokens_that_fit(const ModelSpec& model, double bytes, int64_t batch);
 
 // ---- Tensor parallelism ------------------------------------------------------------------------
 
-// "" when the model can be split `tp` ways (tp divides the query heads and the MLP width, and the KV
-// heads either split evenly or are replicated whole); otherwise a sentence saying why not.
+// "" when the model can be split `tp` ways (tp divides the query heads and the MLP and expert widths,
+// and the KV heads either split evenly or are replicated whole); otherwise a sentence saying why not.
 std::string tp_problem(const ModelSpec& model, int64_t tp);
 // KV heads each GPU of a TP group holds: num_kv_heads / tp, or 1 (replicated) when tp exceeds them.
 int64_t kv_heads_per_gpu(const ModelSpec& model, int64_t tp);
-// KV-cache bytes one token occupies on each GPU of the group (all layers).
+// KV-cache bytes one token occupies on each GPU of the group (all layers). MLA's latent is shared by
+// all heads, so each GPU keeps all of it.
 double kv_bytes_per_token_per_gpu(const ModelSpec& model, int64_t tp);
 // Weight bytes resident on each GPU: column/row-parallel projections split tp ways, replicated KV
-// heads and norms whole, embedding and LM head vocab-parallel.
+// heads, MLA's low-rank down projections, router gates and norms whole, experts split
+// tensor-parallel (each expert's MLP width tp ways; expert parallelism is not modelled), embedding
+// and LM head vocab-parallel. Linear layers at weight_bytes, the rest at activation_bytes.
 double weight_bytes_per_gpu(const ModelSpec& model, int64_t tp);
 
 // ---- Roofline and the decode speed limit --------------------------------------------------------

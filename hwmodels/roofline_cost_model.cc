@@ -1,10 +1,12 @@
 #include "hwmodels/roofline_cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "hwmodels/roofline.h"
 #include "sim/core/error.h"
+#include "sim/core/format.h"
 
 namespace servesim::hwmodels {
 
@@ -59,6 +61,12 @@ std::vector<core::ParamSpec> roofline_param_specs() {
       ParamSpec::real("kernel_overhead_us", d.kernel_overhead_us, "us",
                       "fixed time each kernel adds (ramp-up, tail, residual launch gap)")
           .at_least(0),
+      // cuBLAS kernels' prologue and epilogue: Vidur's 1-8-token GEMMs extrapolate to 3-6 us at zero
+      // bytes where elementwise kernels take 1-2 us.
+      ParamSpec::real("gemm_kernel_overhead_us", 0, "us",
+                      "kernel_overhead_us for GEMMs; unset: kernel_overhead_us")
+          .at_least(0)
+          .optional(),
       // Host work the GPU waits for once per iteration: scheduling, building the input tensors,
       // sampling, detokenising. Engines that overlap it with GPU work (SGLang, vLLM's async
       // scheduling) hide most of it; synchronous Python schedulers spend 1-several ms at large
@@ -77,6 +85,38 @@ std::vector<core::ParamSpec> roofline_param_specs() {
                       "fraction of per-direction NVLink bandwidth an all-reduce reaches (bus bandwidth)")
           .range(0, 1)
           .above(0),
+      // Engines pay per layer on the host (Python module calls, eager launches) in iterations that do
+      // not replay a graph; 0 until servesim fit --from-step-latencies measures an engine.
+      ParamSpec::real("layer_overhead_us", d.layer_overhead_us, "us",
+                      "host time per layer per iteration not overlapped with the GPU")
+          .range(0, 1e6),
+      ParamSpec::real("decode_iteration_overhead_ms", 0, "ms",
+                      "iteration_overhead_ms for decode-only iterations; unset: iteration_overhead_ms")
+          .range(0, 1e6)
+          .optional(),
+      ParamSpec::real("decode_layer_overhead_us", 0, "us",
+                      "layer_overhead_us for decode-only iterations; unset: layer_overhead_us")
+          .range(0, 1e6)
+          .optional(),
+      // A PyTorch eager launch costs the host 4-10 us; kernels shorter than that leave the GPU idle
+      // between them. 0 by default: kernel_overhead_us already stands for the launch gap.
+      ParamSpec::real("eager_launch_us", d.eager_launch_us, "us",
+                      "CPU time to launch one kernel without CUDA graphs: a shorter kernel takes this long")
+          .range(0, 1e6),
+      ParamSpec::boolean("cuda_graphs", d.cuda_graphs,
+                         "decode-only iterations replay a CUDA graph (vLLM's default): no per-kernel launch "
+                         "floor, one graph launch, the batch padded to the captured size"),
+      // cudaGraphLaunch of a few hundred kernel nodes: ~10 us of host time and GPU scheduling.
+      ParamSpec::real("graph_launch_us", d.graph_launch_us, "us", "time of one CUDA graph replay launch")
+          .range(0, 1e6),
+      ParamSpec::integer("cuda_graph_max_batch", d.cuda_graph_max_batch, "sequences",
+                         "largest decode batch with a captured CUDA graph (vLLM: 512); larger ones run eagerly")
+          .range(1, 1 << 20),
+      ParamSpec::path("calibration",
+                      "calibration profile (servesim fit / calibrate; calibration/profiles/*.toml): efficiency "
+                      "tables, launch costs, all-reduce and overheads measured on this GPU type; keys written "
+                      "here override it")
+          .optional(),
   };
 }
 
@@ -88,16 +128,61 @@ RooflineParams roofline_params_from(const core::Params& p) {
   r.attention_compute_efficiency = p.get_float("attention_compute_efficiency");
   r.attention_memory_efficiency = p.get_float("attention_memory_efficiency");
   r.kernel_overhead_us = p.get_float("kernel_overhead_us");
+  if (p.has("gemm_kernel_overhead_us")) r.gemm_kernel_overhead_us = p.get_float("gemm_kernel_overhead_us");
   r.iteration_overhead_ms = p.get_float("iteration_overhead_ms");
   r.allreduce_latency_us = p.get_float("allreduce_latency_us");
   r.interconnect_efficiency = p.get_float("interconnect_efficiency");
+  r.layer_overhead_us = p.get_float("layer_overhead_us");
+  if (p.has("decode_iteration_overhead_ms")) r.decode_iteration_overhead_ms = p.get_float("decode_iteration_overhead_ms");
+  if (p.has("decode_layer_overhead_us")) r.decode_layer_overhead_us = p.get_float("decode_layer_overhead_us");
+  r.eager_launch_us = p.get_float("eager_launch_us");
+  r.cuda_graphs = p.get_bool("cuda_graphs");
+  r.graph_launch_us = p.get_float("graph_launch_us");
+  r.cuda_graph_max_batch = p.get_int("cuda_graph_max_batch");
   return r;
 }
 
-RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tensor_parallel,
-                                     RooflineParams params)
-    : model_(std::move(model)), gpu_(std::move(gpu)), tp_(tensor_parallel), params_(params) {
+int64_t cuda_graph_batch(int64_t b) {
+  if (b <= 1) return 1;
+  if (b <= 2) return 2;
+  if (b <= 4) return 4;
+  return (b + 7) / 8 * 8;
+}
+
+namespace {
+
+// log2 of an all-reduce's GPU count, for interpolating between the counts a profile measured.
+AlphaBeta all_reduce_for(const std::map<int64_t, AlphaBeta>& table, int64_t gpus) {
+  if (const auto it = table.find(gpus); it != table.end()) return it->second;
+  const auto hi = table.lower_bound(gpus);
+  if (hi == table.begin()) return hi->second;
+  if (hi == table.end()) return std::prev(hi)->second;
+  const auto lo = std::prev(hi);
+  const double f = (std::log2(static_cast<double>(gpus)) - std::log2(static_cast<double>(lo->first))) /
+                   (std::log2(static_cast<double>(hi->first)) - std::log2(static_cast<double>(lo->first)));
+  return {lo->second.latency_s + f * (hi->second.latency_s - lo->second.latency_s),
+          lo->second.bandwidth + f * (hi->second.bandwidth - lo->second.bandwidth)};
+}
+
+}  // namespace
+
+void RooflineCostModel::apply_profile(LinearOp& op, const GemmTables* gemm) const {
+  if (!profile_) return;
+  if (op.gemm) {
+    if (use_.gemm_compute && gemm && !gemm->compute_efficiency.empty())
+      op.compute_curve = gemm->compute_efficiency.at_y(op.weight_elements);
+    if (use_.gemm_memory && gemm && !gemm->memory_efficiency.empty()) op.memory_curve = gemm->memory_efficiency;
+  } else if (use_.elementwise) {
+    if (const Curve* c = profile_->elementwise_curve(op.family)) op.memory_curve = *c;
+  }
+}
+
+RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tensor_parallel, RooflineParams params,
+                                     const CalibrationProfile* profile, ProfileUse use)
+    : model_(std::move(model)), gpu_(std::move(gpu)), tp_(tensor_parallel), params_(params), use_(use) {
   if (const std::string problem = tp_problem(model_, tp_); !problem.empty()) throw core::Error(problem);
+  profile_ = profile;
+  calibrated_ = profile != nullptr;
 
   const ModelSpec& m = model_;
   const double t = static_cast<double>(tp_);
@@ -113,78 +198,240 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   const double w = m.weight_bytes;
   const double a = m.activation_bytes;
 
-  const double compute_rate = gpu_.peak_flops * params_.compute_efficiency;
-  const double gemm_rate = gpu_.hbm_bandwidth * params_.memory_efficiency;
-  const double elementwise_rate = gpu_.hbm_bandwidth * params_.elementwise_efficiency;
+  // The profile's GEMM tables for this weight type (fp8 W8A8 has its own when measured).
+  const bool w8a8_fp8 = m.weight_dtype == DType::kFp8 && gpu_.fp8_peak_flops > 0;
+  const GemmTables* gemm_tables = nullptr;
+  if (profile) gemm_tables = w8a8_fp8 && !profile->gemm_fp8.empty() ? &profile->gemm_fp8 : &profile->gemm;
+  const bool gemm_compute_table = gemm_tables && use_.gemm_compute && !gemm_tables->compute_efficiency.empty();
+  const bool gemm_memory_table = gemm_tables && use_.gemm_memory && !gemm_tables->memory_efficiency.empty();
+
+  // A table replaces the constant efficiency: rates at efficiency 1 then, divided by the table's value.
+  const double gemm_peak = gpu_.gemm_peak(m.weight_dtype);
+  const double unquantised_peak = gpu_.peak_flops;
+  const double compute_rate = gemm_peak * (gemm_compute_table ? 1.0 : params_.compute_efficiency);
+  const double lm_head_rate = unquantised_peak * (gemm_compute_table ? 1.0 : params_.compute_efficiency);
+  const double gemm_rate = gpu_.hbm_bandwidth * (gemm_memory_table ? 1.0 : params_.memory_efficiency);
+  hbm_ = gpu_.hbm_bandwidth;
 
   // in_cols x out_cols weights per GPU; useful FLOPs of the unsplit GEMM given separately because
-  // replicated KV heads compute the same K and V on several GPUs.
-  auto gemm = [&](std::string_view name, double in_cols, double out_cols, double group_flops_per_row) {
-    LinearOp op;
-    op.name = name;
-    op.count = m.num_layers;
-    op.weight_bytes = in_cols * out_cols * w;
-    op.bytes_per_row = (in_cols + out_cols) * a;
-    op.weight_s = op.weight_bytes / gemm_rate;
-    op.memory_s_per_row = op.bytes_per_row / gemm_rate;
-    op.compute_s_per_row = 2.0 * in_cols * out_cols / compute_rate;
-    op.group_flops_per_row = group_flops_per_row;
-    return op;
-  };
-  // Memory-bound kernels; their few FLOPs are not "useful" model FLOPs (MFU counts matmuls).
-  auto elementwise = [&](std::string_view name, int64_t count, double weight_bytes, double bytes_per_row) {
+  // replicated work (KV heads, MLA's down projections) is done on several GPUs.
+  // Unquantised GEMMs (LM head, router) store activation_bytes weights and run at the 16-bit rate.
+  auto gemm = [&](std::string_view name, int64_t count, double in_cols, double out_cols, double group_flops_per_row,
+                  bool unquantised = false, double extra_weight_bytes = 0.0) {
+    const double weight_bytes_per_element = unquantised ? a : w;
+    const double rate = unquantised ? lm_head_rate : compute_rate;
     LinearOp op;
     op.name = name;
     op.count = count;
+    op.gemm = true;
+    op.weight_bytes = in_cols * out_cols * weight_bytes_per_element + extra_weight_bytes;
+    op.bytes_per_row = (in_cols + out_cols) * a;
+    op.weight_s = op.weight_bytes / gemm_rate;
+    op.memory_s_per_row = op.bytes_per_row / gemm_rate;
+    op.compute_s_per_row = 2.0 * in_cols * out_cols / rate;
+    op.group_flops_per_row = group_flops_per_row;
+    op.weight_elements = in_cols * out_cols;
+    op.flops_per_row = 2.0 * in_cols * out_cols;
+    op.peak = unquantised ? unquantised_peak : gemm_peak;
+    op.fixed_s = params_.gemm_kernel_overhead_us.value_or(params_.kernel_overhead_us) * kSecondsPerUs;
+    apply_profile(op, gemm_tables);
+    return op;
+  };
+  // Memory-bound kernels; their few FLOPs are not "useful" model FLOPs (MFU counts matmuls).
+  auto elementwise = [&](std::string_view name, std::string_view family, int64_t count, double weight_bytes,
+                         double bytes_per_row) {
+    LinearOp op;
+    op.name = name;
+    op.family = family;
+    op.count = count;
     op.weight_bytes = weight_bytes;
     op.bytes_per_row = bytes_per_row;
-    op.weight_s = weight_bytes / elementwise_rate;
-    op.memory_s_per_row = bytes_per_row / elementwise_rate;
+    op.fixed_s = params_.kernel_overhead_us * kSecondsPerUs;
+    apply_profile(op, nullptr);
+    const double rate = gpu_.hbm_bandwidth * (op.memory_curve.empty() ? params_.elementwise_efficiency : 1.0);
+    op.weight_s = weight_bytes / rate;
+    op.memory_s_per_row = bytes_per_row / rate;
     return op;
   };
 
   const int64_t layers = m.num_layers;
   const double norm_bytes_per_row = 2.0 * h * a;  // read x, write normalised x
-  layer_ops_ = {
-      elementwise("input_layernorm", layers, h * w, norm_bytes_per_row),
-      gemm("attn_pre_proj", h, q_cols + 2.0 * kv_cols, 2.0 * h * (heads + 2.0 * kv_heads) * d),
-      elementwise("attn_rope", layers, 0, 2.0 * (q_cols + kv_cols) * a),  // rotate Q and K in place
-      gemm("attn_post_proj", q_cols, h, 2.0 * heads * d * h),
-      elementwise("post_attention_layernorm", layers, h * w, norm_bytes_per_row),
-      gemm("mlp_up_proj", h, up_factor * inter, 2.0 * h * up_factor * static_cast<double>(m.intermediate_size)),
-      // SiLU(gate) x up reads both halves, writes one; without a gate, read and write.
-      elementwise("mlp_act", layers, 0, (up_factor + 1.0) * inter * a),
-      gemm("mlp_down_proj", inter, h, 2.0 * static_cast<double>(m.intermediate_size) * h),
-      elementwise("add", 2 * layers, 0, 3.0 * h * a),  // two residual adds: read two, write one
-  };
-  // Vocab-parallel lookup: each GPU reads the rows it owns (1/t of them on average), writes all.
-  embedding_ = elementwise("emb", 1, 0, h * (w / t + a));
-  final_norm_ = elementwise("final_layernorm", 1, h * w, norm_bytes_per_row);
-  lm_head_ = gemm("lm_head", h, vocab, 2.0 * h * static_cast<double>(m.vocab_size));
-  lm_head_.count = 1;
+  pre_attention_ops_.push_back(elementwise("input_layernorm", "rms_norm", layers, h * a, norm_bytes_per_row));
+  double rope_bytes_per_row = 0;
+  if (m.is_mla()) {
+    const double qk = static_cast<double>(m.qk_head_dim());
+    const double v = static_cast<double>(m.v_head_dim);
+    const double rope = static_cast<double>(m.qk_rope_head_dim);
+    const double q_lora = static_cast<double>(m.q_lora_rank);
+    const double kv_lora = static_cast<double>(m.kv_lora_rank);
+    const double local_heads = heads / t;
+    // The low-rank down projections run whole on every GPU (vLLM's replicated fused_qkv_a_proj):
+    // their useful FLOPs count once.
+    const double down_cols = (m.q_lora_rank > 0 ? q_lora : 0.0) + kv_lora + rope;
+    pre_attention_ops_.push_back(gemm("attn_pre_proj", layers, h, down_cols, 2.0 * h * down_cols));
+    if (m.q_lora_rank > 0)
+      pre_attention_ops_.push_back(
+          elementwise("attn_q_a_layernorm", "rms_norm", layers, q_lora * a, 2.0 * q_lora * a));
+    pre_attention_ops_.push_back(
+        elementwise("attn_kv_a_layernorm", "rms_norm", layers, kv_lora * a, 2.0 * kv_lora * a));
+    const double q_in = m.q_lora_rank > 0 ? q_lora : h;
+    pre_attention_ops_.push_back(
+        gemm("attn_q_proj", layers, q_in, local_heads * qk, 2.0 * q_in * heads * qk));
+    LinearOp kv_b = gemm("attn_kv_b_proj", layers, kv_lora, local_heads * (d + v), 2.0 * kv_lora * heads * (d + v));
+    kv_b.rows_include_prefill_context = true;
+    pre_attention_ops_.push_back(kv_b);
+    rope_bytes_per_row = 2.0 * (local_heads * rope + rope) * a;  // rotate q's and the shared k's rotary part
+    pre_attention_ops_.push_back(elementwise("attn_rope", "rope", layers, 0, rope_bytes_per_row));
+    post_attention_ops_.push_back(
+        gemm("attn_post_proj", layers, local_heads * v, h, 2.0 * heads * v * h));
+  } else {
+    const double bias_bytes = m.qkv_bias ? (q_cols + 2.0 * kv_cols) * a : 0.0;
+    pre_attention_ops_.push_back(gemm("attn_pre_proj", layers, h, q_cols + 2.0 * kv_cols,
+                                      2.0 * h * (heads + 2.0 * kv_heads) * d, false, bias_bytes));
+    // Rotate Q and K in place.
+    pre_attention_ops_.push_back(elementwise("attn_rope", "rope", layers, 0, 2.0 * (q_cols + kv_cols) * a));
+    post_attention_ops_.push_back(gemm("attn_post_proj", layers, q_cols, h, 2.0 * heads * d * h));
+  }
+  post_attention_ops_.push_back(
+      elementwise("post_attention_layernorm", "rms_norm", layers, h * a, norm_bytes_per_row));
+  if (const int64_t dense = m.dense_mlp_layers(); dense > 0) {
+    post_attention_ops_.push_back(gemm("mlp_up_proj", dense, h, up_factor * inter,
+                                       2.0 * h * up_factor * static_cast<double>(m.intermediate_size)));
+    // SiLU(gate) x up reads both halves, writes one; without a gate, read and write.
+    post_attention_ops_.push_back(elementwise("mlp_act", "act", dense, 0, (up_factor + 1.0) * inter * a));
+    post_attention_ops_.push_back(gemm("mlp_down_proj", dense, inter, h,
+                                       2.0 * static_cast<double>(m.intermediate_size) * h));
+  }
+  if (m.is_moe()) {
+    const int64_t blocks = m.moe_layers();
+    const double expert_width = static_cast<double>(m.moe_intermediate_size);
+    if (m.num_shared_experts > 0) {
+      const double shared = static_cast<double>(m.num_shared_experts) * expert_width;
+      post_attention_ops_.push_back(gemm("shared_expert_up_proj", blocks, h, up_factor * shared / t,
+                                         2.0 * h * up_factor * shared));
+      post_attention_ops_.push_back(
+          elementwise("shared_expert_act", "act", blocks, 0, (up_factor + 1.0) * shared / t * a));
+      post_attention_ops_.push_back(
+          gemm("shared_expert_down_proj", blocks, shared / t, h, 2.0 * shared * h));
+    }
+    moe_.present = true;
+    moe_.count = blocks;
+    moe_.experts = static_cast<double>(m.num_experts);
+    moe_.top_k = static_cast<double>(m.experts_per_token);
+    moe_.log_miss = std::log1p(-moe_.top_k / moe_.experts);
+    const double e = static_cast<double>(m.num_experts);
+    // The router is small and stays unquantised on every GPU.
+    moe_.gate = gemm("moe_gate", blocks, h, e, 2.0 * h * e, true);
+    // Per expert-row (one token's visit to one expert); weight_s is one expert's share on this GPU.
+    moe_.up = gemm("moe_up_proj", blocks, h, up_factor * expert_width / t, 2.0 * h * up_factor * expert_width);
+    moe_.act = elementwise("moe_act", "act", blocks, 0, (up_factor + 1.0) * expert_width / t * a);
+    moe_.down = gemm("moe_down_proj", blocks, expert_width / t, h, 2.0 * expert_width * h);
+    // The weighted sum of each token's k expert outputs: read k rows, write one.
+    moe_.combine = elementwise("moe_combine", "add", blocks, 0, (moe_.top_k + 1.0) * h * a);
+  }
+  tail_ops_.push_back(elementwise("add", "add", 2 * layers, 0, 3.0 * h * a));  // two residual adds: read two, write one
+  // Vocab-parallel lookup: every GPU looks up a row for every token (rows it does not own read
+  // row 0 and are zeroed before the all-reduce), as vLLM's VocabParallelEmbedding does; Vidur's
+  // measurements show TP 8 taking 0.9x the TP 1 time, not 1/8.
+  embedding_ = elementwise("emb", "embedding", 1, 0, h * (a + a));
+  final_norm_ = elementwise("final_layernorm", "rms_norm", 1, h * a, norm_bytes_per_row);
+  lm_head_ = gemm("lm_head", 1, h, vocab, 2.0 * h * static_cast<double>(m.vocab_size), true);
 
   kernel_s_ = params_.kernel_overhead_us * kSecondsPerUs;
+  eager_launch_s_ = params_.eager_launch_us * kSecondsPerUs;
+  graph_launch_s_ = params_.graph_launch_us * kSecondsPerUs;
   iteration_s_ = params_.iteration_overhead_ms * kSecondsPerMs;
+  layer_s_ = params_.layer_overhead_us * kSecondsPerUs * static_cast<double>(layers);
+  decode_iteration_s_ = params_.decode_iteration_overhead_ms.value_or(params_.iteration_overhead_ms) * kSecondsPerMs;
+  decode_layer_s_ =
+      params_.decode_layer_overhead_us.value_or(params_.layer_overhead_us) * kSecondsPerUs * static_cast<double>(layers);
 
-  kv_bytes_per_token_ = 2.0 * kv_cols * m.kv_bytes;
-  q_o_bytes_per_token_ = 2.0 * q_cols * a;
-  attn_flops_per_pair_ = 4.0 * d * heads / t;
-  attn_group_flops_per_pair_ = 4.0 * d * heads;
+  if (m.is_mla()) {
+    const double local_heads = heads / t;
+    const double latent = static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim);
+    const double qk = static_cast<double>(m.qk_head_dim());
+    const double v = static_cast<double>(m.v_head_dim);
+    const double kv_lora = static_cast<double>(m.kv_lora_rank);
+    // Decode runs the absorbed form over the latent cache: scores against kv_lora + rope, output in
+    // kv_lora, per head. Prefill expands keys and values (kv_b_proj) and runs ordinary attention
+    // with qk- and v-wide heads.
+    kv_bytes_per_token_ = latent * m.kv_bytes;
+    kv_write_bytes_per_token_ = latent * m.kv_bytes;
+    prefill_kv_bytes_per_token_ = local_heads * (qk + v) * a;
+    q_o_bytes_per_token_ = local_heads * (qk + v) * a;
+    attn_flops_per_pair_ = 2.0 * (qk + v) * local_heads;
+    attn_group_flops_per_pair_ = 2.0 * (qk + v) * heads;
+    decode_flops_per_pair_ = 2.0 * (latent + kv_lora) * local_heads;
+    decode_group_flops_per_pair_ = 2.0 * (latent + kv_lora) * heads;
+  } else {
+    kv_bytes_per_token_ = 2.0 * kv_cols * m.kv_bytes;
+    kv_write_bytes_per_token_ = kv_bytes_per_token_;
+    prefill_kv_bytes_per_token_ = kv_bytes_per_token_;
+    q_o_bytes_per_token_ = 2.0 * q_cols * a;
+    attn_flops_per_pair_ = 4.0 * d * heads / t;
+    attn_group_flops_per_pair_ = 4.0 * d * heads;
+    decode_flops_per_pair_ = attn_flops_per_pair_;
+    decode_group_flops_per_pair_ = attn_group_flops_per_pair_;
+  }
+  attn_peak_ = gpu_.peak_flops;
   attn_compute_rate_ = gpu_.peak_flops * params_.attention_compute_efficiency;
   attn_memory_rate_ = gpu_.hbm_bandwidth * params_.attention_memory_efficiency;
+  if (profile && use_.attention_compute) attention_prefill_curve_ = profile->attention_prefill;
+  if (profile && use_.attention_memory) attention_decode_table_ = profile->attention_decode;
 
   if (tp_ > 1) {
     // Two per layer (after attention's output projection and after the MLP's down projection)
     // and one for the vocab-parallel embedding. Ring all-reduce moves 2(t-1)/t of the message.
     allreduces_ = 2 * layers + 1;
-    allreduce_latency_s_ = params_.allreduce_latency_us * kSecondsPerUs;
-    allreduce_s_per_row_ = 2.0 * (t - 1.0) / t * h * a /
-                           (gpu_.interconnect_bandwidth * params_.interconnect_efficiency);
+    if (profile && use_.all_reduce && !profile->all_reduce.empty()) {
+      const AlphaBeta ab = all_reduce_for(profile->all_reduce, tp_);
+      allreduce_latency_s_ = ab.latency_s;
+      allreduce_s_per_row_ = 2.0 * (t - 1.0) / t * h * a / ab.bandwidth;
+    } else {
+      allreduce_latency_s_ = params_.allreduce_latency_us * kSecondsPerUs;
+      allreduce_s_per_row_ = 2.0 * (t - 1.0) / t * h * a /
+                             (gpu_.interconnect_bandwidth * params_.interconnect_efficiency);
+    }
   }
+  profile_ = nullptr;  // the tables were copied; the profile need not outlive the model
+}
+
+void RooflineCostModel::precompute() {
+  for (auto* list : {&pre_attention_ops_, &post_attention_ops_, &tail_ops_})
+    for (LinearOp& op : *list) tabulate(op);
+  for (LinearOp* op : {&embedding_, &final_norm_, &lm_head_, &moe_.gate, &moe_.act, &moe_.combine}) tabulate(*op);
+}
+
+double RooflineCostModel::curve_seconds(const LinearOp& op, double rows) const {
+  double compute = op.compute_s_per_row * rows;
+  double memory = op.weight_s + op.memory_s_per_row * rows;
+  if (!op.compute_curve.empty()) compute /= op.compute_curve(rows);
+  if (!op.memory_curve.empty()) memory /= op.memory_curve(op.weight_bytes + op.bytes_per_row * rows);
+  return std::max(compute, memory) + op.fixed_s;
 }
 
 double RooflineCostModel::linear_seconds(const LinearOp& op, double rows) const {
-  return std::max(op.compute_s_per_row * rows, op.weight_s + op.memory_s_per_row * rows) + kernel_s_;
+  if (!op.seconds_by_rows.empty() && rows >= 0 && rows < static_cast<double>(op.seconds_by_rows.size())) {
+    const size_t i = static_cast<size_t>(rows);
+    if (static_cast<double>(i) == rows) return op.seconds_by_rows[i];
+  }
+  return curve_seconds(op, rows);
+}
+
+void RooflineCostModel::tabulate(LinearOp& op) const {
+  if (op.compute_curve.empty() && op.memory_curve.empty()) return;
+  op.seconds_by_rows.resize(kTabulatedRows);
+  for (size_t r = 0; r < kTabulatedRows; ++r) op.seconds_by_rows[r] = curve_seconds(op, static_cast<double>(r));
+}
+
+double RooflineCostModel::moe_gemm_seconds(const LinearOp& op, double active_experts, double expert_rows) const {
+  double compute = op.compute_s_per_row * expert_rows;
+  double memory = op.weight_s * active_experts + op.memory_s_per_row * expert_rows;
+  // A grouped GEMM's efficiency is that of its per-expert GEMMs: rows per active expert.
+  if (!op.compute_curve.empty()) compute /= op.compute_curve(expert_rows / active_experts);
+  if (!op.memory_curve.empty())
+    memory /= op.memory_curve(op.weight_bytes * active_experts + op.bytes_per_row * expert_rows);
+  return std::max(compute, memory) + op.fixed_s;
 }
 
 template <class Sink>
@@ -193,7 +440,12 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   if (s.empty()) return total;
   const double t = static_cast<double>(tp_);
   const double layers = static_cast<double>(model_.num_layers);
+  const bool decode_only = s.prefill_tokens == 0;
+  const bool graph = params_.cuda_graphs && decode_only && s.decode_seqs <= params_.cuda_graph_max_batch;
   const double rows = static_cast<double>(s.tokens());
+  // A replayed graph computes the rows of the batch size it was captured for; the padding costs
+  // time but does no useful work.
+  const double time_rows = graph ? static_cast<double>(cuda_graph_batch(s.decode_seqs)) : rows;
 
   auto add = [&](std::string_view name, int64_t count, double seconds, double flops, double bytes) {
     total.seconds += seconds;
@@ -201,44 +453,80 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
     total.bytes += bytes;
     sink(name, count, seconds, flops, bytes);
   };
-  auto linear = [&](const LinearOp& op, double r) {
+  // Without a graph, each kernel waits for the host to launch it.
+  auto launched = [&](double seconds) { return graph ? seconds : std::max(seconds, eager_launch_s_); };
+  auto linear = [&](const LinearOp& op, double r, double work_r) {
     const double n = static_cast<double>(op.count);
-    add(op.name, op.count, n * linear_seconds(op, r), n * op.group_flops_per_row * r,
-        n * t * (op.weight_bytes + op.bytes_per_row * r));
+    add(op.name, op.count, n * launched(linear_seconds(op, r)), n * op.group_flops_per_row * work_r,
+        n * t * (op.weight_bytes + op.bytes_per_row * work_r));
+  };
+  auto linear_op = [&](const LinearOp& op) {
+    const double extra = op.rows_include_prefill_context ? static_cast<double>(s.prefill_context_tokens) : 0.0;
+    linear(op, time_rows + extra, rows + extra);
   };
   // One attention kernel per layer for the prefill chunks and one for the decodes, as engines with
   // separate prefill and decode paths run them. Both read their keys from the cache and write the
   // new tokens' K and V into it.
-  auto attention = [&](std::string_view name, double pairs, double new_tokens, double keys_read) {
-    const double flops = attn_flops_per_pair_ * pairs;
-    const double bytes = kv_bytes_per_token_ * (keys_read + new_tokens) + q_o_bytes_per_token_ * new_tokens;
-    const double seconds = std::max(flops / attn_compute_rate_, bytes / attn_memory_rate_) + kernel_s_;
-    add(name, model_.num_layers, layers * seconds, layers * attn_group_flops_per_pair_ * pairs,
-        layers * t * bytes);
+  auto attention = [&](std::string_view name, double pairs, double new_tokens, double keys_read, double flops_per_pair,
+                       double group_flops_per_pair, double read_bytes_per_token, double compute_rate,
+                       double memory_rate) {
+    const double flops = flops_per_pair * pairs;
+    const double bytes = read_bytes_per_token == kv_write_bytes_per_token_
+                             ? read_bytes_per_token * (keys_read + new_tokens) + q_o_bytes_per_token_ * new_tokens
+                             : read_bytes_per_token * keys_read + kv_write_bytes_per_token_ * new_tokens +
+                                   q_o_bytes_per_token_ * new_tokens;
+    const double seconds = launched(std::max(flops / compute_rate, bytes / memory_rate) + kernel_s_);
+    add(name, model_.num_layers, layers * seconds, layers * group_flops_per_pair * pairs, layers * t * bytes);
   };
 
-  linear(embedding_, rows);
-  linear(layer_ops_[0], rows);  // input_layernorm
-  linear(layer_ops_[1], rows);  // attn_pre_proj
-  linear(layer_ops_[2], rows);  // attn_rope
+  linear(embedding_, time_rows, rows);
+  for (const LinearOp& op : pre_attention_ops_) linear_op(op);
   if (s.prefill_tokens > 0) {
     const double c = static_cast<double>(s.prefill_tokens);
+    const double rate = attention_prefill_curve_.empty()
+                            ? attn_compute_rate_
+                            : attn_peak_ * attention_prefill_curve_(c / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs)));
     attention("attention_prefill", static_cast<double>(s.prefill_attention_pairs), c,
-              static_cast<double>(s.prefill_context_tokens) + c);
+              static_cast<double>(s.prefill_context_tokens) + c, attn_flops_per_pair_, attn_group_flops_per_pair_,
+              prefill_kv_bytes_per_token_, rate, attn_memory_rate_);
   }
   if (s.decode_seqs > 0) {
     const double ctx = static_cast<double>(s.decode_context_tokens);
-    attention("attention_decode", ctx, static_cast<double>(s.decode_seqs), ctx);
+    const double seqs = static_cast<double>(s.decode_seqs);
+    const double rate = attention_decode_table_.empty() ? attn_memory_rate_
+                                                        : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
+    attention("attention_decode", ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
+              kv_bytes_per_token_, attn_compute_rate_, rate);
   }
-  for (size_t i = 3; i < kLayerOps; ++i) linear(layer_ops_[i], rows);
-  linear(final_norm_, rows);
-  if (const int64_t logits = s.prefill_logits + s.decode_seqs; logits > 0)
-    linear(lm_head_, static_cast<double>(logits));
+  for (const LinearOp& op : post_attention_ops_) linear_op(op);
+  if (moe_.present) {
+    linear(moe_.gate, time_rows, rows);
+    // Expected experts the step's tokens activate in one block, E (1 - (1 - k/E)^tokens).
+    const double active = moe_.experts * -std::expm1(time_rows * moe_.log_miss);
+    const double expert_rows = time_rows * moe_.top_k, work_rows = rows * moe_.top_k;
+    const double n = static_cast<double>(moe_.count);
+    for (const LinearOp* op : {&moe_.up, &moe_.down}) {
+      const double work_active = moe_.experts * -std::expm1(rows * moe_.log_miss);
+      add(op->name, op->count, n * launched(moe_gemm_seconds(*op, active, expert_rows)),
+          n * op->group_flops_per_row * work_rows, n * t * (op->weight_bytes * work_active + op->bytes_per_row * work_rows));
+      if (op == &moe_.up) linear(moe_.act, expert_rows, work_rows);
+    }
+    linear(moe_.combine, time_rows, rows);
+  }
+  for (const LinearOp& op : tail_ops_) linear_op(op);
+  linear(final_norm_, time_rows, rows);
+  if (const int64_t logits = s.prefill_logits + s.decode_seqs; logits > 0) {
+    const double l = static_cast<double>(logits);
+    linear(lm_head_, graph ? time_rows : l, l);
+  }
   if (allreduces_ > 0) {
     const double n = static_cast<double>(allreduces_);
-    add("all_reduce", allreduces_, n * (allreduce_latency_s_ + allreduce_s_per_row_ * rows), 0, 0);
+    add("all_reduce", allreduces_, n * (allreduce_latency_s_ + allreduce_s_per_row_ * time_rows), 0, 0);
   }
-  add("iteration_overhead", 1, iteration_s_, 0, 0);
+  if (graph) add("cuda_graph_launch", 1, graph_launch_s_, 0, 0);
+  if (const double layer_s = decode_only ? decode_layer_s_ : layer_s_; layer_s > 0)
+    add("layer_overhead", model_.num_layers, layer_s, 0, 0);
+  add("iteration_overhead", 1, decode_only ? decode_iteration_s_ : iteration_s_, 0, 0);
   return total;
 }
 
@@ -254,15 +542,81 @@ std::vector<OperatorCost> RooflineCostModel::breakdown(const BatchShape& shape) 
   return out;
 }
 
+const RooflineCostModel::LinearOp* RooflineCostModel::find_linear(std::string_view name) const {
+  for (const auto* list : {&pre_attention_ops_, &post_attention_ops_, &tail_ops_})
+    for (const LinearOp& op : *list)
+      if (op.name == name) return &op;
+  for (const LinearOp* op : {&embedding_, &final_norm_, &lm_head_})
+    if (op->name == name) return op;
+  return nullptr;
+}
+
+std::vector<OperatorShape> RooflineCostModel::operator_shapes() const {
+  std::vector<OperatorShape> out;
+  auto push = [&](const LinearOp& op) {
+    out.push_back({op.name, op.gemm, op.family, op.weight_elements, op.flops_per_row, op.weight_bytes,
+                   op.bytes_per_row, op.peak});
+  };
+  push(embedding_);
+  for (const auto* list : {&pre_attention_ops_, &post_attention_ops_, &tail_ops_})
+    for (const LinearOp& op : *list) push(op);
+  push(final_norm_);
+  push(lm_head_);
+  return out;
+}
+
+std::optional<double> RooflineCostModel::operator_seconds(std::string_view name, double rows) const {
+  const LinearOp* op = find_linear(name);
+  if (!op) return std::nullopt;
+  return linear_seconds(*op, rows);
+}
+
+ProfileUse apply_profile_scalars(const CalibrationProfile& profile, RooflineParams& params,
+                                 const std::function<bool(std::string_view key)>& given) {
+  // Scalars the profile measured replace the defaults, never a key the user wrote.
+  auto take = [&](const char* key, const std::optional<double>& value, double& field) {
+    if (value && !given(key)) field = *value;
+  };
+  take("kernel_overhead_us", profile.kernel_us, params.kernel_overhead_us);
+  if (profile.gemm_kernel_us && !given("gemm_kernel_overhead_us")) params.gemm_kernel_overhead_us = profile.gemm_kernel_us;
+  take("eager_launch_us", profile.eager_launch_us, params.eager_launch_us);
+  take("graph_launch_us", profile.graph_launch_us, params.graph_launch_us);
+  take("iteration_overhead_ms", profile.iteration_overhead_ms, params.iteration_overhead_ms);
+  take("layer_overhead_us", profile.layer_overhead_us, params.layer_overhead_us);
+  if (profile.decode_iteration_overhead_ms && !given("decode_iteration_overhead_ms"))
+    params.decode_iteration_overhead_ms = profile.decode_iteration_overhead_ms;
+  if (profile.decode_layer_overhead_us && !given("decode_layer_overhead_us"))
+    params.decode_layer_overhead_us = profile.decode_layer_overhead_us;
+  ProfileUse use;
+  use.gemm_compute = !given("compute_efficiency");
+  use.gemm_memory = !given("memory_efficiency");
+  use.elementwise = !given("elementwise_efficiency");
+  use.attention_compute = !given("attention_compute_efficiency");
+  use.attention_memory = !given("attention_memory_efficiency");
+  use.all_reduce = !given("allreduce_latency_us") && !given("interconnect_efficiency");
+  return use;
+}
+
 namespace {
 
 [[maybe_unused]] const bool kRegistered = cost_model_registry().add(
     {"roofline",
      "per-operator roofline: max(FLOPs / effective peak, bytes / effective bandwidth) + kernel "
-     "overhead, over every Llama-block operator, attention, LM head and TP all-reduces",
+     "overhead, over every block operator (dense, MoE, MLA), attention, LM head and TP all-reduces; "
+     "efficiencies constant or from a calibration profile",
      roofline_param_specs()},
     [](const core::Params& p, const ModelSpec& model, const GpuSpec& gpu, int64_t tp) {
-      return std::make_unique<RooflineCostModel>(model, gpu, tp, roofline_params_from(p));
+      RooflineParams params = roofline_params_from(p);
+      if (!p.has("calibration")) return std::make_unique<RooflineCostModel>(model, gpu, tp, params);
+      const CalibrationProfile profile = read_calibration_profile(p.get_string("calibration"));
+      if (core::to_lower(profile.gpu) != core::to_lower(gpu.name))
+        p.fail("calibration", "the profile describes GPU '" + profile.gpu + "' but the run uses '" + gpu.name +
+                                  "'; calibrate on (or choose) the same GPU type");
+      const ProfileUse use =
+          apply_profile_scalars(profile, params, [&](std::string_view key) { return p.given(key); });
+      auto cost = std::make_unique<RooflineCostModel>(model, gpu, tp, params, &profile, use);
+      cost->precompute();
+      return cost;
     });
 
 }  // namespace

@@ -2,15 +2,26 @@
 // The roofline step cost model: each operator of an iteration takes
 //   max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) + kernel overhead
 // on one GPU of the tensor-parallel group, summed over the operators of every layer, plus attention,
-// the LM head, the TP all-reduces and a fixed per-iteration overhead. The operator list mirrors the
-// kernels a vLLM-style engine runs for a Llama block; names follow the Vidur operator profiles
+// the LM head, the TP all-reduces and the engine's per-iteration and per-layer overheads. The
+// operator list mirrors the kernels a vLLM-style engine runs for a Llama block (with MoE experts and
+// MLA projections where the model has them); names follow the Vidur operator profiles
 // (shared/reference-data/operator-profiles) so a calibration can replace one operator at a time.
+//
+// Efficiencies are constants ([cost_model] parameters) unless a calibration profile gives them as
+// tables over shape (calibration_profile.h): GEMM compute efficiency over rows and weight size,
+// memory efficiency over bytes, per-family elementwise curves, attention curves, all-reduce
+// alpha-beta per GPU count, launch costs and engine overheads. A key written in [cost_model]
+// overrides the profile.
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "hwmodels/calibration_profile.h"
 #include "hwmodels/cost_model.h"
 
 namespace servesim::hwmodels {
@@ -24,13 +35,32 @@ struct RooflineParams {
   double attention_compute_efficiency = 0.6;   // fraction of peak a FlashAttention-style kernel reaches
   double attention_memory_efficiency = 0.7;    // fraction of HBM bandwidth reading a paged KV cache
   double kernel_overhead_us = 2.0;             // fixed time every kernel costs, however small
+  std::optional<double> gemm_kernel_overhead_us;  // the same for GEMMs; unset: kernel_overhead_us
   double iteration_overhead_ms = 0.5;          // CPU time per iteration the GPU waits for
   double allreduce_latency_us = 10.0;          // fixed time of one TP all-reduce
   double interconnect_efficiency = 0.65;       // fraction of NVLink bandwidth an all-reduce reaches
+  double layer_overhead_us = 0.0;              // per layer per iteration (Python, launches) not overlapped
+  std::optional<double> decode_iteration_overhead_ms;  // decode-only iterations; unset: iteration_overhead_ms
+  std::optional<double> decode_layer_overhead_us;      // decode-only iterations; unset: layer_overhead_us
+  double eager_launch_us = 0.0;                // CPU time to launch one kernel without CUDA graphs
+  bool cuda_graphs = false;                    // decode-only iterations replay a captured CUDA graph
+  double graph_launch_us = 10.0;               // one CUDA graph replay
+  int64_t cuda_graph_max_batch = 512;          // largest decode batch with a captured graph
+};
+
+// Which efficiencies come from the profile's tables (the rest from RooflineParams): a table is used
+// when the profile has it and the [cost_model] key it replaces was not written.
+struct ProfileUse {
+  bool gemm_compute = true, gemm_memory = true, elementwise = true, attention_compute = true,
+       attention_memory = true, all_reduce = true;
 };
 
 std::vector<core::ParamSpec> roofline_param_specs();
 RooflineParams roofline_params_from(const core::Params& params);
+// Puts the profile's launch costs and engine overheads into `params`, except for the [cost_model]
+// keys `given` says the user wrote; returns which of the profile's tables the model should use.
+ProfileUse apply_profile_scalars(const CalibrationProfile& profile, RooflineParams& params,
+                                 const std::function<bool(std::string_view key)>& given);
 
 // One operator's share of an iteration (per GPU seconds; FLOPs and bytes for the whole TP group),
 // summed over its `count` executions (num_layers for per-layer operators, twice that for the two
@@ -43,65 +73,139 @@ struct OperatorCost {
   double bytes = 0;
 };
 
+// What one execution of a row-linear operator is, per GPU: for fitting calibration profiles and
+// validating them against measured operator tables.
+struct OperatorShape {
+  std::string_view name;
+  bool gemm = false;             // a GEMM (compute and memory); else an elementwise kernel
+  std::string_view family;       // elementwise: the profile's curve kind (rms_norm, rope, act, add, embedding)
+  double weight_elements = 0;    // GEMM: N x K on this GPU
+  double flops_per_row = 0;      // per GPU
+  double weight_bytes = 0;       // per GPU, read once per execution
+  double bytes_per_row = 0;      // per GPU
+  double peak_flops = 0;         // the compute rate its FLOPs run at (GEMM)
+};
+
 class RooflineCostModel final : public StepCostModel {
  public:
   // Throws core::Error when tp_problem(model, tp) is not empty (callers check it first, to report
-  // the problem at the config key that set tp).
-  RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tensor_parallel, RooflineParams params = {});
+  // the problem at the config key that set tp). `profile` may be null (constant efficiencies).
+  RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tensor_parallel, RooflineParams params = {},
+                    const CalibrationProfile* profile = nullptr, ProfileUse use = {});
 
   StepCost step(const BatchShape& shape) const override;
   const ModelSpec& model() const override { return model_; }
   const GpuSpec& gpu() const override { return gpu_; }
   int64_t tensor_parallel() const override { return tp_; }
   const RooflineParams& params() const { return params_; }
+  bool calibrated() const { return calibrated_; }
 
   // The same iteration operator by operator (operators that do not run are left out); the
   // seconds, flops and bytes add up to step(shape). Allocates: for reports and calibration, not
   // for the event loop.
   std::vector<OperatorCost> breakdown(const BatchShape& shape) const;
 
+  // Tabulates the calibrated operators' seconds for rows = 0 .. kTabulatedRows - 1, so step() looks
+  // them up instead of taking logarithms (the same function: results do not change). The registry's
+  // factory does this for simulation runs; tools that build many short-lived models need not.
+  void precompute();
+
+  // The row-linear operators of a dense block and the embedding and LM head, as shapes.
+  std::vector<OperatorShape> operator_shapes() const;
+  // GPU time of one execution of operator `name` on `rows` rows (efficiencies and kernel overhead,
+  // no CPU launch floor): what a kernel profiler measures. nullopt for an unknown name.
+  std::optional<double> operator_seconds(std::string_view name, double rows) const;
+
  private:
   // A GEMM or an elementwise kernel whose work is linear in the rows it processes. Per GPU; the
   // *_s fields are precomputed seconds so step() is a handful of multiply-adds per operator.
   struct LinearOp {
     std::string_view name;
+    std::string_view family;           // elementwise curve kind; "" for GEMMs
     int64_t count = 0;                 // executions per iteration
+    bool gemm = false;
+    bool rows_include_prefill_context = false;  // MLA's kv_b_proj re-expands cached latents in prefill
+    double fixed_s = 0;                // the kernel's fixed time (kernel_overhead_us, or the GEMM one)
     double weight_s = 0;               // streaming the operator's weights once
     double memory_s_per_row = 0;       // activation bytes in and out, per row
     double compute_s_per_row = 0;      // FLOPs per row
     double group_flops_per_row = 0;    // useful FLOPs, whole TP group (replicated work not counted)
     double weight_bytes = 0;           // per GPU
     double bytes_per_row = 0;          // per GPU
+    double weight_elements = 0;        // GEMM: N x K per GPU
+    double flops_per_row = 0;          // per GPU
+    double peak = 0;                   // compute rate at efficiency 1
+    Curve compute_curve;               // efficiency over rows; empty: constant (folded into compute_s_per_row)
+    Curve memory_curve;                // efficiency over bytes; empty: constant (folded into the *_s)
+    // With curves, the seconds for rows = 0, 1, 2, ... (precompute()).
+    std::vector<double> seconds_by_rows;
   };
 
-  static constexpr size_t kLayerOps = 9;
+  // Rows up to which calibrated operators' times are tabulated: beyond any engine's token budget
+  // per iteration (vLLM's max_num_batched_tokens is a few thousand); larger steps compute directly.
+  static constexpr size_t kTabulatedRows = 16384;
+
+  // The routed experts of one MoE block: a grouped GEMM whose weights are read for the experts the
+  // step activates, its activation and the weighted combine.
+  struct MoeBlock {
+    bool present = false;
+    int64_t count = 0;                 // MoE blocks
+    LinearOp gate;                     // router: hidden -> experts, replicated on every GPU
+    LinearOp up, act, down, combine;   // per expert-row (token x k) costs; weight_s is one expert's
+    double experts = 0, top_k = 0;
+    double log_miss = 0;               // log(1 - k / E): an expert missed by one token
+  };
 
   template <class Sink>
   StepCost evaluate(const BatchShape& shape, Sink&& sink) const;
   double linear_seconds(const LinearOp& op, double rows) const;
+  double curve_seconds(const LinearOp& op, double rows) const;
+  void tabulate(LinearOp& op) const;
+  double moe_gemm_seconds(const LinearOp& op, double active_experts, double expert_rows) const;
+  void apply_profile(LinearOp& op, const GemmTables* gemm) const;
+  const LinearOp* find_linear(std::string_view name) const;
 
   ModelSpec model_;
   GpuSpec gpu_;
   int64_t tp_;
   RooflineParams params_;
+  bool calibrated_ = false;
+  const CalibrationProfile* profile_ = nullptr;  // only during construction
+  ProfileUse use_;
 
-  std::array<LinearOp, kLayerOps> layer_ops_{};
+  std::vector<LinearOp> pre_attention_ops_;   // norms, projections, rotary
+  std::vector<LinearOp> post_attention_ops_;  // output projection, norm, dense MLP (dense blocks)
+  MoeBlock moe_;
+  std::vector<LinearOp> tail_ops_;            // residual adds
   LinearOp embedding_{};
   LinearOp final_norm_{};
   LinearOp lm_head_{};
   double kernel_s_ = 0;
-  double iteration_s_ = 0;
+  double eager_launch_s_ = 0;
+  double graph_launch_s_ = 0;
+  double iteration_s_ = 0, layer_s_ = 0, decode_iteration_s_ = 0, decode_layer_s_ = 0;
   // Attention, per layer per GPU.
-  double kv_bytes_per_token_ = 0;          // one layer's K and V of one token
+  double kv_bytes_per_token_ = 0;          // decode: the cache one token of context occupies
+  double prefill_kv_bytes_per_token_ = 0;  // prefill: the keys and values it reads per key token
+  double kv_write_bytes_per_token_ = 0;    // the cache written for a new token
   double q_o_bytes_per_token_ = 0;         // reading Q, writing O
-  double attn_flops_per_pair_ = 0;         // 4 x head_dim x heads on this GPU
-  double attn_group_flops_per_pair_ = 0;   // 4 x head_dim x all heads
+  double attn_flops_per_pair_ = 0;         // prefill: 4 x head_dim x heads on this GPU
+  double attn_group_flops_per_pair_ = 0;   // prefill: the same over all heads
+  double decode_flops_per_pair_ = 0;       // decode (MLA's absorbed form differs from prefill)
+  double decode_group_flops_per_pair_ = 0;
   double attn_compute_rate_ = 0;           // FLOP/s
   double attn_memory_rate_ = 0;            // bytes/s
+  Curve attention_prefill_curve_;          // efficiency over mean chunk tokens; empty: constant
+  Table2D attention_decode_table_;         // efficiency over (seqs, mean context); empty: constant
+  double attn_peak_ = 0, hbm_ = 0;
   // All-reduce.
   int64_t allreduces_ = 0;                 // per iteration
   double allreduce_latency_s_ = 0;
   double allreduce_s_per_row_ = 0;         // ring factor x one row's activations / link rate
 };
+
+// vLLM's CUDA-graph capture sizes: a decode batch of b runs the graph captured for the next size
+// up (1, 2, 4, then multiples of 8), its extra rows computing padding.
+int64_t cuda_graph_batch(int64_t b);
 
 }  // namespace servesim::hwmodels

@@ -72,3 +72,39 @@ TEST(GpuSpecTest, RejectsNonPositiveRates) {
 
 }  // namespace
 }  // namespace servesim::hwmodels
+
+namespace servesim::hwmodels {
+namespace {
+
+TEST(GpuSpecTest, AddedPresetsCarryTheirDatasheets) {
+  const auto names = gpu_registry().kind_names();
+  for (const char* want : {"a100-40gb-sxm", "h100-pcie", "b200", "l40s"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  const GpuSpec a40 = parse_gpu("[gpu]\nkind = \"a100-40gb-sxm\"\n");
+  EXPECT_DOUBLE_EQ(a40.hbm_bandwidth, 1555e9);
+  EXPECT_DOUBLE_EQ(a40.memory_bytes, 40 * kBytesPerGib);
+  EXPECT_DOUBLE_EQ(a40.fp8_peak_flops, 0);  // Ampere has no fp8 tensor cores
+  EXPECT_DOUBLE_EQ(a40.int8_peak_ops, 624e12);
+  const GpuSpec pcie = parse_gpu("[gpu]\nkind = \"h100-pcie\"\n");
+  EXPECT_DOUBLE_EQ(pcie.peak_flops, 756e12);
+  EXPECT_DOUBLE_EQ(pcie.hbm_bandwidth, 2000e9);
+  EXPECT_DOUBLE_EQ(pcie.fp8_peak_flops, 1513e12);
+  const GpuSpec b200 = parse_gpu("[gpu]\nkind = \"b200\"\n");
+  EXPECT_DOUBLE_EQ(b200.peak_flops, 2250e12);
+  EXPECT_DOUBLE_EQ(b200.fp8_peak_flops, 4500e12);
+  EXPECT_DOUBLE_EQ(b200.hbm_bandwidth, 8000e9);
+  EXPECT_NEAR(b200.memory_bytes, 180e9, 1.0);
+  EXPECT_DOUBLE_EQ(b200.interconnect_bandwidth, 900e9);
+  const GpuSpec l40s = parse_gpu("[gpu]\nkind = \"l40s\"\n");
+  EXPECT_DOUBLE_EQ(l40s.peak_flops, 362.05e12);
+  EXPECT_DOUBLE_EQ(l40s.hbm_bandwidth, 864e9);
+  EXPECT_DOUBLE_EQ(l40s.interconnect_bandwidth, 32e9);  // PCIe Gen4 x16, one direction
+  const GpuSpec h100 = parse_gpu("[gpu]\nkind = \"h100-sxm\"\nfp8_peak_tflops = 0\n");
+  EXPECT_DOUBLE_EQ(h100.gemm_peak(DType::kFp8), 989e12);  // overridable like every field
+  for (const auto& name : names) EXPECT_GT(parse_gpu("[gpu]\nkind = \"" + name + "\"\n").price_usd_per_hour, 0) << name;
+  EXPECT_THROW(gpu_preset("tpu-v5"), core::ConfigError);
+  EXPECT_EQ(gpu_preset("B200").name, "b200");
+}
+
+}  // namespace
+}  // namespace servesim::hwmodels

@@ -128,3 +128,36 @@ TEST(ModelSpecTest, TiedAndUngatedVariants) {
 
 }  // namespace
 }  // namespace servesim::hwmodels
+
+namespace servesim::hwmodels {
+namespace {
+
+TEST(ModelSpecTest, AddedPresetsAndDtypes) {
+  const auto names = model_registry().kind_names();
+  for (const char* want : {"mistral-7b", "qwen2-7b", "mixtral-8x7b", "deepseek-v3", "hf_config"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  // weight_dtype sets the bytes; weight_bytes still overrides them.
+  const ModelSpec fp8 = parse_model("llama-3-8b", "weight_dtype = \"fp8\"\n");
+  EXPECT_EQ(fp8.weight_dtype, DType::kFp8);
+  EXPECT_DOUBLE_EQ(fp8.weight_bytes, 1.0);
+  // Only the linear layers shrink: embeddings and LM head stay 16-bit.
+  const ModelSpec base = parse_model("llama-3-8b");
+  EXPECT_DOUBLE_EQ(base.weight_bytes_total() - fp8.weight_bytes_total(), base.linear_params());
+  const ModelSpec int4 = parse_model("llama-3-8b", "weight_dtype = \"int4\"\nkv_dtype = \"fp8\"\n");
+  EXPECT_DOUBLE_EQ(int4.weight_bytes, 0.51953125);
+  EXPECT_DOUBLE_EQ(int4.kv_bytes_per_token(), base.kv_bytes_per_token() / 2);
+  EXPECT_DOUBLE_EQ(parse_model("llama-3-8b", "weight_dtype = \"int4\"\nweight_bytes = 0.5\n").weight_bytes, 0.5);
+  EXPECT_EQ(model_error("llama-3-8b", "weight_dtype = \"int3\"\n").key(), "model.weight_dtype");
+  EXPECT_EQ(model_error("llama-3-8b", "kv_dtype = \"int4\"\n").key(), "model.kv_dtype");
+  // MoE and MLA fields must come together.
+  EXPECT_EQ(model_error("llama-3-8b", "experts_per_token = 2\n").key(), "model.num_experts");
+  EXPECT_EQ(model_error("mixtral-8x7b", "experts_per_token = 9\n").key(), "model.experts_per_token");
+  EXPECT_EQ(model_error("llama-3-8b", "qk_rope_head_dim = 64\n").key(), "model.kv_lora_rank");
+  EXPECT_EQ(model_error("llama-3-8b", "num_layers = 99999999\n").key(), "model.num_layers");
+  // A dense model's active parameters are all of them.
+  EXPECT_DOUBLE_EQ(base.active_param_count(), base.param_count());
+  EXPECT_DOUBLE_EQ(base.expected_active_experts(100), 0.0);
+}
+
+}  // namespace
+}  // namespace servesim::hwmodels

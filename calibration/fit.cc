@@ -1,0 +1,321 @@
+#include "calibration/fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "calibration/smooth_fit.h"
+#include "hwmodels/roofline.h"
+#include "hwmodels/roofline_cost_model.h"
+#include "sim/core/error.h"
+
+namespace servesim::calibration {
+
+namespace {
+
+constexpr double kSecondsPerMs = 1e-3;
+constexpr double kUsPerSecond = 1e6;
+// Rows up to which a GEMM streams its weights (the memory-efficiency samples): at 8 rows a GEMM's
+// intensity is ~8 FLOP/byte, 20-40x below any GPU's ridge point.
+constexpr double kWeightStreamRows = 8;
+// Smoothing of the fits (per node, against one sample): GEMM tables have few weight sizes and
+// staircase-shaped efficiency in rows (wave quantisation), so they are smoothed harder than the
+// elementwise curves, whose cliffs (L2 capacity) are real and sharp.
+constexpr double kGemmSmoothing = 1.0;
+constexpr double kMemorySmoothing = 0.3;
+constexpr double kStreamSmoothing = 0.1;
+constexpr double kStreamNodeStep = 0.5;  // half-octave nodes for elementwise curves
+
+// A measured time less the fixed kernel time, never below 5% of the measurement.
+double busy(double seconds, double kernel_s) { return std::max(seconds - kernel_s, 0.05 * seconds); }
+
+std::pair<double, double> range(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return {*lo, *hi};
+}
+
+// A GEMM's fixed time: the zero-bytes intercept of the weight-streaming samples' times, which a
+// cuBLAS kernel's prologue and epilogue make longer than an elementwise kernel's.
+double gemm_fixed_seconds(const std::vector<GemmSample>& samples, double kernel_s) {
+  std::vector<double> bytes, seconds;
+  for (const GemmSample& s : samples)
+    if (s.rows <= kWeightStreamRows) {
+      bytes.push_back(s.bytes);
+      seconds.push_back(s.seconds);
+    }
+  if (bytes.size() < 2) return kernel_s;
+  const double intercept = fit_relative_line(bytes, seconds).intercept;
+  const double shortest = *std::min_element(seconds.begin(), seconds.end());
+  return round_significant(std::clamp(intercept, kernel_s, 0.9 * shortest), 2);
+}
+
+hwmodels::GemmTables fit_gemm(const std::vector<GemmSample>& samples, const hwmodels::GpuSpec& gpu, double kernel_s) {
+  hwmodels::GemmTables out;
+  if (samples.empty()) return out;
+  std::vector<double> rows, weights, eff, mem_bytes, mem_eff;
+  for (const GemmSample& s : samples) {
+    const double t = busy(s.seconds, kernel_s);
+    rows.push_back(s.rows);
+    weights.push_back(s.weight_elements);
+    eff.push_back(s.flops / (s.peak_flops * t));
+    if (s.rows <= kWeightStreamRows) {
+      mem_bytes.push_back(s.bytes);
+      mem_eff.push_back(s.bytes / (gpu.hbm_bandwidth * t));
+    }
+  }
+  const auto [r_lo, r_hi] = range(rows);
+  const auto [w_lo, w_hi] = range(weights);
+  out.compute_efficiency =
+      fit_table(rows, weights, eff, log2_nodes(r_lo, r_hi), log2_nodes(w_lo, w_hi), kGemmSmoothing);
+  if (!mem_bytes.empty()) {
+    const auto [b_lo, b_hi] = range(mem_bytes);
+    out.memory_efficiency = fit_curve(mem_bytes, mem_eff, log2_nodes(b_lo, b_hi), kMemorySmoothing);
+  }
+  return out;
+}
+
+hwmodels::AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                                   double traffic_factor) {
+  const Line line = fit_relative_line(bytes, seconds);
+  // A negative intercept is noise at the small end: the latency is then the smallest measured time.
+  const double floor = *std::min_element(seconds.begin(), seconds.end());
+  const double latency = line.intercept > 0 ? line.intercept : floor;
+  const double slope = line.slope > 0 ? line.slope : (seconds.back() - latency) / bytes.back();
+  return {round_significant(latency), round_significant(traffic_factor / std::max(slope, 1e-18))};
+}
+
+}  // namespace
+
+double fitted_kernel_seconds(const Samples& samples) {
+  double shortest = 1.0;
+  for (const auto& s : samples.gemm) shortest = std::min(shortest, s.seconds);
+  for (const auto& s : samples.gemm_fp8) shortest = std::min(shortest, s.seconds);
+  for (const auto& s : samples.streams) shortest = std::min(shortest, s.seconds);
+  constexpr double kMinKernelSeconds = 0.5e-6;
+  return round_significant(std::max(kMinKernelSeconds, 0.8 * shortest), 2);
+}
+
+hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels::GpuSpec& gpu, double kernel_s) {
+  hwmodels::CalibrationProfile p;
+  p.gpu = gpu.name;
+  p.kernel_us = round_significant(kernel_s * kUsPerSecond, 3);
+  const double gemm_s = gemm_fixed_seconds(samples.gemm.empty() ? samples.gemm_fp8 : samples.gemm, kernel_s);
+  if (gemm_s != kernel_s) p.gemm_kernel_us = round_significant(gemm_s * kUsPerSecond, 3);
+  p.gemm = fit_gemm(samples.gemm, gpu, gemm_s);
+  p.gemm_fp8 = fit_gemm(samples.gemm_fp8, gpu, gemm_s);
+
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> streams;
+  for (const StreamSample& s : samples.streams) {
+    auto& [bytes, eff] = streams[s.family];
+    bytes.push_back(s.bytes);
+    eff.push_back(s.bytes / (gpu.hbm_bandwidth * busy(s.seconds, kernel_s)));
+  }
+  for (const auto& [family, be] : streams) {
+    const auto [lo, hi] = range(be.first);
+    p.elementwise[family] = fit_curve(be.first, be.second, log2_nodes(lo, hi, kStreamNodeStep), kStreamSmoothing);
+  }
+
+  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> by_gpus;
+  for (const MessageSample& s : samples.all_reduce) {
+    by_gpus[s.gpus].first.push_back(s.bytes);
+    by_gpus[s.gpus].second.push_back(s.seconds);
+  }
+  for (const auto& [n, bt] : by_gpus) {
+    // Ring all-reduce moves 2 (n - 1) / n of the message over each GPU's link: bus bandwidth.
+    const double ring = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+    p.all_reduce[n] = fit_alpha_beta(bt.first, bt.second, ring);
+  }
+  if (!samples.send_recv.empty()) {
+    std::vector<double> bytes, seconds;
+    for (const MessageSample& s : samples.send_recv) {
+      bytes.push_back(s.bytes);
+      seconds.push_back(s.seconds);
+    }
+    p.send_recv = fit_alpha_beta(bytes, seconds, 1.0);
+  }
+  return p;
+}
+
+Samples samples_from_operator_data(const OperatorData& data, const hwmodels::GpuSpec& gpu) {
+  Samples out;
+  for (const OperatorTable& table : data.tables) {
+    std::map<int64_t, std::vector<hwmodels::OperatorShape>> shapes_by_tp;
+    for (const OperatorRow& row : table.rows) {
+      auto it = shapes_by_tp.find(row.tensor_parallel);
+      if (it == shapes_by_tp.end()) {
+        if (const std::string why = hwmodels::tp_problem(table.model, row.tensor_parallel); !why.empty())
+          throw core::InputError(table.source, row.line, "num_tensor_parallel_workers", why);
+        const hwmodels::RooflineCostModel model(table.model, gpu, row.tensor_parallel);
+        it = shapes_by_tp.emplace(row.tensor_parallel, model.operator_shapes()).first;
+      }
+      const double m = static_cast<double>(row.num_tokens);
+      for (const hwmodels::OperatorShape& op : it->second) {
+        const auto measured = row.median_ms.find(std::string(op.name));
+        if (measured == row.median_ms.end()) continue;
+        const double seconds = measured->second * kSecondsPerMs;
+        const double bytes = op.weight_bytes + op.bytes_per_row * m;
+        if (op.gemm)
+          out.gemm.push_back({m, op.weight_elements, op.flops_per_row * m, bytes, op.peak_flops, seconds});
+        else
+          out.streams.push_back({std::string(op.family), bytes, seconds});
+      }
+    }
+  }
+  for (const CollectiveRow& r : data.all_reduce)
+    if (r.gpus_per_node == r.gpus) out.all_reduce.push_back({r.gpus, r.bytes, r.median_ms * kSecondsPerMs});
+  for (const CollectiveRow& r : data.send_recv)
+    if (r.gpus_per_node == r.gpus) out.send_recv.push_back({r.gpus, r.bytes, r.median_ms * kSecondsPerMs});
+  return out;
+}
+
+hwmodels::CalibrationProfile fit_operator_profile(const OperatorData& data, const hwmodels::GpuSpec& gpu,
+                                                  const std::string& source) {
+  const Samples samples = samples_from_operator_data(data, gpu);
+  hwmodels::CalibrationProfile p = fit_profile(samples, gpu, fitted_kernel_seconds(samples));
+  p.description = "fitted from measured operator tables (" + std::to_string(data.tables.size()) + " models, " +
+                  std::to_string(samples.gemm.size()) + " GEMM and " + std::to_string(samples.streams.size()) +
+                  " elementwise samples, " + std::to_string(samples.all_reduce.size()) + " all-reduce and " +
+                  std::to_string(samples.send_recv.size()) + " send/recv samples)";
+  p.source = source;
+  return p;
+}
+
+namespace {
+
+struct PhaseFit {
+  double iteration_ms = 0;
+  double layer_us = 0;
+};
+
+// Least squares of residual = a + b x layers with weights 1 / measured^2 (relative error), a, b >= 0.
+PhaseFit fit_overheads(const std::vector<const OverheadRow*>& rows, bool per_layer) {
+  auto solve = [&](bool use_a, bool use_b) {
+    double saa = 0, sab = 0, sbb = 0, sar = 0, sbr = 0;
+    for (const OverheadRow* r : rows) {
+      const double w = 1.0 / (r->measured_ms * r->measured_ms);
+      const double res = r->measured_ms - r->physics_ms;
+      const double l = static_cast<double>(r->layers);
+      saa += w;
+      sab += w * l;
+      sbb += w * l * l;
+      sar += w * res;
+      sbr += w * l * res;
+    }
+    PhaseFit f;
+    if (use_a && use_b) {
+      const double det = saa * sbb - sab * sab;
+      if (std::fabs(det) <= 1e-12 * saa * sbb) return f;
+      f.iteration_ms = (sbb * sar - sab * sbr) / det;
+      f.layer_us = (saa * sbr - sab * sar) / det * 1e3;
+    } else if (use_a) {
+      f.iteration_ms = sar / saa;
+    } else if (use_b) {
+      f.layer_us = sbr / sbb * 1e3;
+    }
+    return f;
+  };
+  if (rows.empty()) return {};
+  PhaseFit f = per_layer ? solve(true, true) : solve(true, false);
+  if (f.iteration_ms < 0 || f.layer_us < 0) {
+    PhaseFit only_a = solve(true, false), only_b = per_layer ? solve(false, true) : PhaseFit{};
+    only_a.iteration_ms = std::max(0.0, only_a.iteration_ms);
+    only_b.layer_us = std::max(0.0, only_b.layer_us);
+    auto error = [&](const PhaseFit& g) {
+      double e = 0;
+      for (const OverheadRow* r : rows) {
+        const double p = r->physics_ms + g.iteration_ms + g.layer_us * 1e-3 * static_cast<double>(r->layers);
+        e += (p - r->measured_ms) * (p - r->measured_ms) / (r->measured_ms * r->measured_ms);
+      }
+      return e;
+    };
+    f = error(only_a) <= error(only_b) ? only_a : only_b;
+  }
+  return f;
+}
+
+double predict(const OverheadRow& r, const PhaseFit& f) {
+  return r.physics_ms + f.iteration_ms + f.layer_us * 1e-3 * static_cast<double>(r.layers);
+}
+
+}  // namespace
+
+OverheadFit fit_step_latencies(const std::vector<StepLatencyRow>& rows, const std::vector<hwmodels::ModelSpec>& models,
+                               const hwmodels::GpuSpec& gpu, const hwmodels::CalibrationProfile* base, bool cuda_graphs) {
+  if (rows.size() != models.size()) throw core::Error("fit_step_latencies: one model per row is needed");
+  OverheadFit out;
+  if (base) out.profile = *base;
+  out.profile.gpu = gpu.name;
+  hwmodels::RooflineParams params;
+  hwmodels::ProfileUse use;
+  if (base) use = hwmodels::apply_profile_scalars(*base, params, [](std::string_view) { return false; });
+  params.cuda_graphs = cuda_graphs;
+  params.iteration_overhead_ms = 0;
+  params.layer_overhead_us = 0;
+  params.decode_iteration_overhead_ms = 0.0;
+  params.decode_layer_overhead_us = 0.0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepLatencyRow& row = rows[i];
+    if (const std::string why = hwmodels::tp_problem(models[i], row.tp); !why.empty())
+      throw core::InputError("step latencies", row.line, "tp", why);
+    const hwmodels::RooflineCostModel cost(models[i], gpu, row.tp, params, base, use);
+    if (row.prefill_ms) {
+      hwmodels::BatchShape s;
+      s.prefill_seqs = row.batch;
+      s.prefill_tokens = row.batch * row.prompt;
+      s.prefill_logits = row.batch;
+      s.prefill_attention_pairs = row.batch * (row.prompt * (row.prompt + 1) / 2);
+      out.rows.push_back({row.line, row.model, "prefill", models[i].num_layers, *row.prefill_ms,
+                          cost.step(s).seconds * 1e3, 0, 0});
+    }
+    if (row.decode_step_ms) {
+      hwmodels::BatchShape s;
+      s.decode_seqs = row.batch;
+      s.decode_context_tokens = row.batch * row.prompt;
+      out.rows.push_back({row.line, row.model, "decode", models[i].num_layers, *row.decode_step_ms,
+                          cost.step(s).seconds * 1e3, 0, 0});
+    }
+  }
+  double ape = 0, held_ape = 0;
+  size_t held_n = 0;
+  for (const char* phase : {"prefill", "decode"}) {
+    std::vector<OverheadRow*> mine;
+    for (auto& r : out.rows)
+      if (r.phase == phase) mine.push_back(&r);
+    if (mine.empty()) continue;
+    bool per_layer = false;
+    for (const OverheadRow* r : mine) per_layer = per_layer || r->layers != mine.front()->layers;
+    const std::vector<const OverheadRow*> all(mine.begin(), mine.end());
+    const PhaseFit f = fit_overheads(all, per_layer);
+    for (OverheadRow* r : mine) {
+      r->predicted_ms = predict(*r, f);
+      ape += std::fabs(r->predicted_ms - r->measured_ms) / r->measured_ms;
+      if (mine.size() < 2) continue;
+      std::vector<const OverheadRow*> others;
+      bool others_per_layer = false;
+      for (const OverheadRow* o : mine)
+        if (o != r) {
+          others.push_back(o);
+          others_per_layer = others_per_layer || o->layers != others.front()->layers;
+        }
+      r->held_out_ms = predict(*r, fit_overheads(others, others_per_layer));
+      held_ape += std::fabs(r->held_out_ms - r->measured_ms) / r->measured_ms;
+      ++held_n;
+    }
+    const double iteration = round_significant(f.iteration_ms, 4), layer = round_significant(f.layer_us, 4);
+    if (std::string(phase) == "prefill") {
+      out.profile.iteration_overhead_ms = iteration;
+      out.profile.layer_overhead_us = layer;
+      out.prefill_per_layer = per_layer;
+    } else {
+      out.profile.decode_iteration_overhead_ms = iteration;
+      out.profile.decode_layer_overhead_us = layer;
+      out.decode_per_layer = per_layer;
+    }
+  }
+  out.mape = ape / static_cast<double>(out.rows.size());
+  out.held_out_mape = held_n ? held_ape / static_cast<double>(held_n) : 0.0;
+  return out;
+}
+
+}  // namespace servesim::calibration

@@ -1,0 +1,184 @@
+// servesim fit: turn measurements into a calibration profile.
+#include <boost/program_options.hpp>
+
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calibration/fit.h"
+#include "calibration/microbench_samples.h"
+#include "calibration/operator_csv.h"
+#include "calibration/sample_store.h"
+#include "calibration/shipped_profiles.h"
+#include "calibration/step_latency_csv.h"
+#include "experiments/cli/command.h"
+#include "hwmodels/calibration_profile.h"
+#include "hwmodels/gpu_spec.h"
+#include "hwmodels/hf_config.h"
+#include "sim/core/format.h"
+
+namespace servesim::experiments {
+namespace po = boost::program_options;
+namespace {
+
+void print_profile_summary(std::ostream& out, const hwmodels::CalibrationProfile& p, const std::string& path) {
+  out << "wrote " << path << " for " << p.gpu << ": " << p.description << "\n";
+  auto line = [&](const char* what, bool have) { out << "  " << what << (have ? "  fitted\n" : "  -\n"); };
+  line("gemm (compute over rows x weights, memory over bytes)", !p.gemm.empty());
+  line("gemm_fp8", !p.gemm_fp8.empty());
+  out << "  elementwise curves:";
+  for (const auto& [kind, c] : p.elementwise) out << " " << kind;
+  out << (p.elementwise.empty() ? " -" : "") << "\n";
+  line("attention_prefill", !p.attention_prefill.empty());
+  line("attention_decode", !p.attention_decode.empty());
+  out << "  all_reduce GPU counts:";
+  for (const auto& [n, ab] : p.all_reduce) out << " " << n;
+  out << (p.all_reduce.empty() ? " -" : "") << "\n";
+  line("send_recv", p.send_recv.has_value());
+  line("host_copy", p.h2d_bandwidth.has_value());
+  line("overhead", p.iteration_overhead_ms.has_value() || p.decode_iteration_overhead_ms.has_value());
+}
+
+std::string command_line(const std::vector<std::string>& args) {
+  std::string s = "servesim fit";
+  for (const auto& a : args) s += " " + a;
+  return s;
+}
+
+// A step-latency row's model: a preset, or a config.json relative to the CSV's directory.
+hwmodels::ModelSpec row_model(const std::string& model, const std::string& csv_path) {
+  std::error_code ec;
+  const std::filesystem::path beside = std::filesystem::path(csv_path).parent_path() / model;
+  if (!hwmodels::find_model_preset(model) && std::filesystem::is_regular_file(beside, ec))
+    return hwmodels::read_hf_config(beside.string());
+  return hwmodels::model_by_name_or_file(model, "model column");
+}
+
+int fit_step_latencies(const std::string& path, std::string base_arg, bool cuda_graphs, const std::string& out_path,
+                       const std::vector<std::string>& args, std::ostream& out) {
+  const std::vector<calibration::StepLatencyRow> rows = calibration::read_step_latency_csv(path);
+  const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(rows.front().gpu, "gpu column");
+  std::vector<hwmodels::ModelSpec> models;
+  for (const auto& r : rows) models.push_back(row_model(r.model, path));
+  std::optional<hwmodels::CalibrationProfile> base;
+  if (base_arg.empty()) {
+    const std::optional<std::string> shipped = calibration::shipped_profile(gpu.name);
+    if (!shipped)
+      throw UsageError("no shipped calibration profile for " + gpu.name + " (searched " +
+                       [] {
+                         std::string dirs;
+                         for (const auto& d : calibration::profile_search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
+                         return dirs;
+                       }() +
+                       "); pass --base PROFILE.toml, or --base none for the constant efficiencies");
+    base_arg = *shipped;
+  }
+  if (base_arg != "none") {
+    base = hwmodels::read_calibration_profile(base_arg);
+    if (core::to_lower(base->gpu) != gpu.name)
+      throw UsageError("--base: the profile describes GPU '" + base->gpu + "' but " + path + " measures " + gpu.name);
+  }
+  const calibration::OverheadFit fit =
+      calibration::fit_step_latencies(rows, models, gpu, base ? &*base : nullptr, cuda_graphs);
+  hwmodels::CalibrationProfile p = fit.profile;
+  p.source = (p.source.empty() ? "" : p.source + "; then ") + command_line(args);
+  p.description = (base ? p.description + "; " : std::string("constant efficiencies; ")) +
+                  "engine overheads fitted to " + std::to_string(fit.rows.size()) + " step latencies of " + path;
+  hwmodels::write_calibration_profile(p, out_path);
+  out << "wrote " << out_path << " for " << gpu.name << " (base: " << base_arg << ")\n";
+  out << "  prefill: " << core::format_double(p.iteration_overhead_ms.value_or(0)) << " ms per iteration, "
+      << core::format_double(p.layer_overhead_us.value_or(0)) << " us per layer"
+      << (fit.prefill_per_layer ? "" : " (one layer count: per-layer not separable, folded into per-iteration)") << "\n";
+  out << "  decode:  " << core::format_double(p.decode_iteration_overhead_ms.value_or(0)) << " ms per iteration, "
+      << core::format_double(p.decode_layer_overhead_us.value_or(0)) << " us per layer"
+      << (fit.decode_per_layer ? "" : " (one layer count: per-layer not separable, folded into per-iteration)") << "\n\n";
+  out << "  line  model                phase      measured   physics    fitted     held out (ms)\n";
+  for (const auto& r : fit.rows)
+    out << "  " << std::setw(4) << r.line << "  " << std::left << std::setw(20) << r.model.substr(0, 20) << " "
+        << std::setw(8) << r.phase << std::right << std::setw(11) << fixed(r.measured_ms, 3) << std::setw(11)
+        << fixed(r.physics_ms, 3) << std::setw(11) << fixed(r.predicted_ms, 3) << std::setw(11)
+        << fixed(r.held_out_ms, 3) << "\n";
+  out << "\n  MAPE " << percent(fit.mape) << " fitted on all rows; " << percent(fit.held_out_mape)
+      << " predicting each row from a fit on the others\n";
+  return 0;
+}
+
+int fit_microbench(const std::string& dir, const std::string& gpu_name, const std::string& db, const std::string& out_path,
+                   const std::vector<std::string>& args, std::ostream& out) {
+  const calibration::MicrobenchRun run = calibration::read_microbench_dir(dir);
+  std::string name = gpu_name.empty() ? calibration::gpu_of_run(run) : gpu_name;
+  if (name.empty())
+    throw UsageError("cannot tell which GPU " + dir + " measured (device '" +
+                     (run.device.count("name") ? run.device.at("name") : std::string("?")) +
+                     "' is not in the catalogue): pass --gpu NAME");
+  const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(name);
+  const hwmodels::CalibrationProfile p = calibration::fit_microbench_profile(run, gpu, command_line(args));
+  hwmodels::write_calibration_profile(p, out_path);
+  print_profile_summary(out, p, out_path);
+  if (!db.empty()) {
+    const int64_t id = calibration::store_microbench_samples(db, run, p);
+    out << "raw samples stored in " << db << " (calibration_id " << id << ")\n";
+  }
+  return 0;
+}
+
+int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
+  po::options_description opts("servesim fit options");
+  std::string operator_dir, microbench_dir, step_csv, base, gpu_name, out_path, db;
+  std::vector<std::string> exclude;
+  opts.add_options()
+      ("help,h", "this help")
+      ("from-operator-csv", po::value<std::string>(&operator_dir),
+       "directory of measured operator tables in the Vidur format (operator-profiles/, or one GPU's tables)")
+      ("from-microbench", po::value<std::string>(&microbench_dir),
+       "directory of raw samples written by the CUDA microbenchmarks (calibration/microbench/)")
+      ("from-step-latencies", po::value<std::string>(&step_csv),
+       "CSV model,gpu,tp,batch,prompt,prefill_ms,decode_step_ms of a real engine: fits its overheads only")
+      ("gpu", po::value<std::string>(&gpu_name), "the GPU the measurements were taken on (a [gpu] preset name)")
+      ("exclude-model", po::value<std::vector<std::string>>(&exclude)->composing(),
+       "--from-operator-csv: leave this model's table out (its directory name; repeatable)")
+      ("base", po::value<std::string>(&base),
+       "--from-step-latencies: the profile to add overheads to (default: the shipped profile of the file's GPU; "
+       "'none': constant efficiencies)")
+      ("cuda-graphs", "--from-step-latencies: the engine replays decode iterations as CUDA graphs (as in runs with "
+                      "cuda_graphs = true)")
+      ("db", po::value<std::string>(&db), "--from-microbench: also keep the raw samples in this SQLite database")
+      ("out", po::value<std::string>(&out_path), "the profile to write (TOML)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    out << "usage: servesim fit --from-operator-csv DIR --gpu NAME --out PROFILE.toml\n"
+           "       servesim fit --from-microbench RAW_DIR [--gpu NAME] [--db FILE] --out PROFILE.toml\n"
+           "       servesim fit --from-step-latencies FILE.csv [--base PROFILE.toml] [--cuda-graphs] --out PROFILE.toml\n\n"
+        << opts << "\n";
+    return 0;
+  }
+  const int sources = !operator_dir.empty() + !microbench_dir.empty() + !step_csv.empty();
+  if (sources != 1)
+    throw UsageError("fit needs exactly one of --from-operator-csv, --from-microbench, --from-step-latencies");
+  if (out_path.empty()) throw UsageError("fit needs --out PROFILE.toml");
+  if (!step_csv.empty()) return fit_step_latencies(step_csv, base, vm.count("cuda-graphs") > 0, out_path, args, out);
+  if (!microbench_dir.empty()) return fit_microbench(microbench_dir, gpu_name, db, out_path, args, out);
+  if (gpu_name.empty()) throw UsageError("fit --from-operator-csv needs --gpu NAME: the GPU the tables were measured on");
+  const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(gpu_name);
+  const calibration::OperatorData data = calibration::read_operator_dir(operator_dir, gpu.name, exclude);
+  const hwmodels::CalibrationProfile p = calibration::fit_operator_profile(data, gpu, command_line(args));
+  hwmodels::write_calibration_profile(p, out_path);
+  print_profile_summary(out, p, out_path);
+  return 0;
+}
+
+const bool kRegistered = register_command(
+    {"fit",
+     "(--from-operator-csv DIR --gpu NAME | --from-microbench RAW_DIR [--db FILE] | --from-step-latencies FILE.csv "
+     "[--base PROFILE]) --out PROFILE.toml",
+     "fit a calibration profile to measurements: operator tables or the CUDA microbenchmarks' raw\n"
+     "samples (efficiency tables, launch, all-reduce), or a real engine's step latencies (overheads)",
+     cmd_fit});
+
+}  // namespace
+}  // namespace servesim::experiments

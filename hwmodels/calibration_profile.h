@@ -1,0 +1,90 @@
+#pragma once
+// A calibration profile: what one GPU type measurably reaches, as efficiency tables over operator
+// shape, launch costs, collective alpha-beta coefficients and engine overheads. The roofline cost
+// model reads it (`[cost_model] calibration = "PROFILE.toml"`); calibration/ writes it (from CUDA
+// microbenchmarks, measured operator tables or step latencies).
+//
+// The format lives here rather than in calibration/ because the dependency runs calibration ->
+// hwmodels: the cost model must read profiles without knowing how they were made. The file format
+// is documented in docs/calibration.md; every section is optional, and what a profile lacks the
+// cost model takes from its [cost_model] parameters.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hwmodels/efficiency_table.h"
+
+namespace servesim::hwmodels {
+
+inline constexpr std::string_view kProfileFormat = "servesim-calibration-profile";
+inline constexpr int64_t kProfileVersion = 1;
+// Efficiencies above 1 are legal up to this bound: a kernel whose working set stays in L2 between
+// timed repetitions moves bytes faster than HBM.
+inline constexpr double kMaxEfficiency = 4.0;
+
+// Latency plus size over bandwidth: time(bytes) = latency_s + bytes / bandwidth.
+struct AlphaBeta {
+  double latency_s = 0;
+  double bandwidth = 0;  // bytes/s; for all-reduce the bus bandwidth (NCCL's busbw convention)
+};
+
+// The elementwise kernel families a profile may give a curve for. A Llama block's operators map to
+// them: input/post-attention/final RMSNorm -> rms_norm, rotary -> rope, SiLU-and-multiply -> act,
+// residual adds -> add, embedding lookup -> embedding. "copy" is plain HBM streaming (the
+// microbenchmarks' copy kernel) and stands in for a family the profile lacks.
+inline constexpr std::string_view kElementwiseKinds[] = {"rms_norm", "rope", "act", "add", "embedding", "copy"};
+
+struct GemmTables {
+  Table2D compute_efficiency;  // x: rows (M, tokens), y: weight elements (N x K): fraction of peak
+  Curve memory_efficiency;     // x: bytes moved (weights + activations): fraction of HBM bandwidth
+  bool empty() const { return compute_efficiency.empty() && memory_efficiency.empty(); }
+};
+
+struct CalibrationProfile {
+  std::string gpu;          // the catalogue name of the GPU it describes
+  std::string description;  // free text
+  std::string source;       // how it was made: the commands, the inputs
+
+  // Launch costs. kernel_us: fixed time each kernel adds on the GPU (ramp-up, tail, the gap to the
+  // next), included in every operator's time; gemm_kernel_us: the same for GEMMs, whose prologue and
+  // epilogue are longer (unset: kernel_us). eager_launch_us: CPU time to launch one kernel without
+  // CUDA graphs; a kernel shorter than it leaves the GPU waiting. graph_launch_us: one CUDA graph
+  // replay.
+  std::optional<double> kernel_us, gemm_kernel_us, eager_launch_us, graph_launch_us;
+
+  GemmTables gemm;      // 16-bit GEMMs (and int4 weight-only, which computes at the 16-bit rate)
+  GemmTables gemm_fp8;  // W8A8 fp8 GEMMs relative to the fp8 peak; empty: gemm's tables are used
+  std::map<std::string, Curve> elementwise;  // by kind (kElementwiseKinds): fraction of HBM bandwidth
+
+  Curve attention_prefill;         // x: mean query tokens per prefill chunk: fraction of peak
+  Table2D attention_decode;        // x: decoding sequences, y: mean context tokens: fraction of HBM bandwidth
+
+  std::map<int64_t, AlphaBeta> all_reduce;  // by GPU count
+  std::optional<AlphaBeta> send_recv;       // point-to-point between two GPUs (pipeline stages, KV moves)
+  std::optional<double> h2d_bandwidth, d2h_bandwidth;  // pinned host<->device copies, bytes/s
+
+  // Engine overheads fitted from measured step latencies (servesim fit --from-step-latencies).
+  // Iterations with prefill work use the first two, decode-only iterations the decode_ pair.
+  std::optional<double> iteration_overhead_ms, layer_overhead_us, decode_iteration_overhead_ms,
+      decode_layer_overhead_us;
+
+  const Curve* elementwise_curve(std::string_view kind) const;  // the kind's, else "copy", else nullptr
+};
+
+// Parses profile text; `source_name` names it in errors. Throws core::InputError naming the file,
+// the line and the key (unknown keys, wrong types, arrays of mismatched length, axes that are not
+// increasing, efficiencies outside (0, 4], a format or version this build does not read); nothing
+// else. The fuzz entry point for this reader.
+CalibrationProfile parse_calibration_profile(std::string_view toml_text, const std::string& source_name);
+// Reads a profile file (core::InputError when it cannot be read or parsed).
+CalibrationProfile read_calibration_profile(const std::string& path);
+// The profile as TOML text, readable back by parse_calibration_profile to an equal profile.
+std::string calibration_profile_toml(const CalibrationProfile& profile);
+// Writes the profile to `path` through a temporary file and a rename, so an existing profile is
+// replaced whole or not at all (core::Error when it cannot be written).
+void write_calibration_profile(const CalibrationProfile& profile, const std::string& path);
+
+}  // namespace servesim::hwmodels

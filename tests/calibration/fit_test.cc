@@ -1,0 +1,197 @@
+// Fitting recovers known synthetic efficiencies: from operator tables, from microbenchmark raw
+// samples, and engine overheads from step latencies.
+#include "calibration/fit.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "calibration/microbench_samples.h"
+#include "calibration/smooth_fit.h"
+#include "calibration/validate.h"
+#include "hwmodels/roofline.h"
+#include "sim/core/rng.h"
+#include "tests/calibration/synthetic.h"
+#include "tests/test_paths.h"
+
+namespace servesim::calibration {
+namespace {
+
+using synthetic::h100;
+
+TEST(SmoothFitTest, CurveThroughExactSamplesIsRecovered) {
+  std::vector<double> x, y;
+  for (double v = 1; v <= 1024; v *= 1.3) {
+    x.push_back(v);
+    y.push_back(0.1 + 0.7 * v / (v + 50));
+  }
+  const hwmodels::Curve c = fit_curve(x, y, log2_nodes(1, 1024, 0.5), 0.01);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(c(x[i]) / y[i], 1.0, 0.02) << x[i];
+  // Nodes: powers of two covering the range, rounded to four digits.
+  EXPECT_EQ(log2_nodes(3, 40), (std::vector<double>{2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(log2_nodes(1, 2, 0.5), (std::vector<double>{1, 1.414, 2}));
+  EXPECT_DOUBLE_EQ(round_significant(134217728), 134200000);
+  EXPECT_DOUBLE_EQ(round_significant(0.000123456), 0.0001235);
+}
+
+TEST(SmoothFitTest, TableAndLine) {
+  std::vector<double> x, y, v;
+  for (double a = 1; a <= 4096; a *= 2)
+    for (double b = 1e6; b <= 1e9; b *= 4) {
+      x.push_back(a);
+      y.push_back(b);
+      v.push_back(synthetic::gemm_efficiency(a, b));
+    }
+  const hwmodels::Table2D t = fit_table(x, y, v, log2_nodes(1, 4096), log2_nodes(1e6, 1e9), 0.01);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(t(x[i], y[i]) / v[i], 1.0, 0.03) << x[i] << " " << y[i];
+  const Line l = fit_relative_line({1, 2, 3, 4}, {5, 7, 9, 11});
+  EXPECT_NEAR(l.intercept, 3, 1e-9);
+  EXPECT_NEAR(l.slope, 2, 1e-9);
+}
+
+TEST(FitTest, OperatorTablesRecoverKnownEfficiencies) {
+  const hwmodels::CalibrationProfile truth = synthetic::true_profile();
+  const OperatorData data = synthetic::operator_data(truth);
+  const hwmodels::CalibrationProfile fit = fit_operator_profile(data, h100(), "synthetic");
+  // Alpha-beta of all-reduce and send/recv: exact lines, recovered.
+  for (const auto& [n, ab] : truth.all_reduce) {
+    ASSERT_TRUE(fit.all_reduce.count(n)) << n;
+    EXPECT_NEAR(fit.all_reduce.at(n).latency_s / ab.latency_s, 1.0, 0.002) << n;
+    EXPECT_NEAR(fit.all_reduce.at(n).bandwidth / ab.bandwidth, 1.0, 0.002) << n;
+  }
+  EXPECT_NEAR(fit.send_recv->bandwidth / 200e9, 1.0, 0.002);
+  // The GEMM fixed time is the intercept of the weight-streaming samples.
+  ASSERT_TRUE(fit.gemm_kernel_us.has_value());
+  EXPECT_NEAR(*fit.gemm_kernel_us, synthetic::kGemmKernelUs, 0.1);
+  // Compute efficiency where GEMMs are compute-bound, at the weight sizes measured.
+  for (const double w : {4096.0 * 6144, 4096.0 * 28672, 8192.0 * 57344, 28672.0 / 8 * 8192})
+    for (const double rows : {1024.0, 2048.0, 4096.0})
+      EXPECT_NEAR(fit.gemm.compute_efficiency(rows, w) / synthetic::gemm_efficiency(rows, w), 1.0, 0.04)
+          << rows << " x " << w;
+  EXPECT_NEAR(fit.gemm.memory_efficiency(4e8), synthetic::kMemoryEfficiency, 0.02);
+  // Elementwise curves where the fixed time does not matter.
+  for (const char* kind : {"rms_norm", "act", "add"})
+    EXPECT_NEAR(fit.elementwise.at(kind)(1e8) / synthetic::stream_efficiency(1e8), 1.0, 0.03) << kind;
+  // And the times the fitted profile predicts match the measurements.
+  for (const OperatorTable& t : data.tables) {
+    const Validation v = validate_operator_table(t, h100(), &fit, 16);
+    EXPECT_LT(v.mape_overall, 0.02) << t.model_name;
+    for (const auto& [op, mape] : v.mape_by_op) EXPECT_LT(mape, 0.04) << t.model_name << " " << op;
+  }
+}
+
+TEST(FitTest, MicrobenchSamplesRecoverKnownEfficiencies) {
+  servesim::testing::TempDir dir;
+  synthetic::write_microbench_dir(dir.path());
+  const MicrobenchRun run = read_microbench_dir(dir.path());
+  EXPECT_EQ(gpu_of_run(run), "h100-sxm");
+  EXPECT_EQ(run.files.size(), 10u);
+  const hwmodels::CalibrationProfile p = fit_microbench_profile(run, h100(), "synthetic");
+  EXPECT_DOUBLE_EQ(*p.kernel_us, 1.0);  // the measured empty kernel
+  EXPECT_DOUBLE_EQ(*p.eager_launch_us, 4.0);
+  EXPECT_DOUBLE_EQ(*p.graph_launch_us, 6.0);
+  EXPECT_NEAR(*p.gemm_kernel_us, synthetic::kGemmKernelUs, 0.1);
+  for (const double w : {4096.0 * 6144, 8192.0 * 57344})
+    for (const double rows : {1024.0, 4096.0, 8192.0})
+      EXPECT_NEAR(p.gemm.compute_efficiency(rows, w) / synthetic::gemm_efficiency(rows, w), 1.0, 0.04) << rows;
+  for (const char* kind : {"rms_norm", "rope", "act", "add", "embedding", "copy"}) {
+    ASSERT_TRUE(p.elementwise.count(kind)) << kind;
+    EXPECT_NEAR(p.elementwise.at(kind)(4e8) / synthetic::stream_efficiency(4e8), 1.0, 0.03) << kind;
+  }
+  EXPECT_FALSE(p.elementwise.count("read"));  // the ceiling goes into the description
+  EXPECT_NE(p.description.find("best HBM read"), std::string::npos);
+  for (const double seq : {256.0, 1024.0, 8192.0})
+    EXPECT_NEAR(p.attention_prefill(seq) / synthetic::prefill_efficiency(seq), 1.0, 0.03) << seq;
+  for (const double b : {1.0, 4.0, 16.0, 64.0})
+    for (const double ctx : {128.0, 512.0, 2048.0, 8192.0})
+      EXPECT_NEAR(p.attention_decode(b, ctx) / synthetic::decode_efficiency(b, ctx), 1.0, 0.06) << b << " " << ctx;
+  EXPECT_NEAR(p.all_reduce.at(4).bandwidth / 350e9, 1.0, 0.002);
+  EXPECT_NEAR(*p.h2d_bandwidth / 50e9, 1.0, 0.01);
+  EXPECT_NEAR(*p.d2h_bandwidth / 45e9, 1.0, 0.01);
+
+  // A kernel that failed its correctness check contributes nothing.
+  servesim::testing::TempDir bad;
+  synthetic::write_microbench_dir(bad.path(), /*decode_check_ok=*/false);
+  const hwmodels::CalibrationProfile q = fit_microbench_profile(read_microbench_dir(bad.path()), h100(), "synthetic");
+  EXPECT_TRUE(q.attention_decode.empty());
+  EXPECT_FALSE(q.attention_prefill.empty());
+  EXPECT_NE(q.description.find("attention_decode"), std::string::npos);
+}
+
+struct StepData {
+  std::vector<StepLatencyRow> rows;
+  std::vector<hwmodels::ModelSpec> models;
+};
+
+// Measurements = physics of the base profile + known overheads (+ relative noise).
+StepData step_data(const hwmodels::CalibrationProfile& base, bool two_models, double noise) {
+  StepData d;
+  core::Rng rng(3, "step-noise");
+  hwmodels::RooflineParams params;
+  const hwmodels::ProfileUse use = hwmodels::apply_profile_scalars(base, params, [](std::string_view) { return false; });
+  params.iteration_overhead_ms = 1.5;
+  params.layer_overhead_us = 20;
+  params.decode_iteration_overhead_ms = 0.4;
+  params.decode_layer_overhead_us = 5.0;
+  int64_t line = 2;
+  for (const char* name : {"llama-3-8b", "llama-2-70b"}) {
+    if (!two_models && std::string(name) == "llama-2-70b") continue;
+    const hwmodels::ModelSpec& m = *hwmodels::find_model_preset(name);
+    const int64_t tp = m.num_layers == 80 ? 4 : 1;
+    const hwmodels::RooflineCostModel cost(m, h100(), tp, params, &base, use);
+    for (auto [batch, prompt] : {std::pair<int64_t, int64_t>{1, 128}, {1, 2048}, {8, 512}, {32, 1024}, {64, 256}}) {
+      hwmodels::BatchShape p;
+      p.prefill_seqs = batch;
+      p.prefill_tokens = batch * prompt;
+      p.prefill_logits = batch;
+      p.prefill_attention_pairs = batch * (prompt * (prompt + 1) / 2);
+      hwmodels::BatchShape dshape;
+      dshape.decode_seqs = batch;
+      dshape.decode_context_tokens = batch * prompt;
+      auto noisy = [&](double v) { return v * (1.0 + noise * (2.0 * rng.uniform() - 1.0)); };
+      d.rows.push_back({line++, name, "h100-sxm", tp, batch, prompt, noisy(cost.step(p).seconds * 1e3),
+                        noisy(cost.step(dshape).seconds * 1e3)});
+      d.models.push_back(m);
+    }
+  }
+  return d;
+}
+
+TEST(FitTest, StepLatenciesRecoverKnownOverheads) {
+  const hwmodels::CalibrationProfile base = synthetic::true_profile();
+  const StepData exact = step_data(base, true, 0.0);
+  const OverheadFit f = fit_step_latencies(exact.rows, exact.models, h100(), &base, false);
+  EXPECT_TRUE(f.prefill_per_layer);
+  EXPECT_TRUE(f.decode_per_layer);
+  EXPECT_NEAR(*f.profile.iteration_overhead_ms, 1.5, 1e-3);
+  EXPECT_NEAR(*f.profile.layer_overhead_us, 20.0, 1e-2);
+  EXPECT_NEAR(*f.profile.decode_iteration_overhead_ms, 0.4, 1e-3);
+  EXPECT_NEAR(*f.profile.decode_layer_overhead_us, 5.0, 1e-2);
+  EXPECT_LT(f.mape, 1e-4);
+  EXPECT_LT(f.held_out_mape, 1e-4);
+  // Physics is untouched: the base profile's tables come through as they were.
+  EXPECT_EQ(hwmodels::calibration_profile_toml([&] {
+              hwmodels::CalibrationProfile p = f.profile;
+              p.iteration_overhead_ms = p.layer_overhead_us = p.decode_iteration_overhead_ms = p.decode_layer_overhead_us =
+                  std::nullopt;
+              return p;
+            }()),
+            hwmodels::calibration_profile_toml(base));
+
+  // With 3% noise a fit on the others still predicts each point closely.
+  const StepData noisy = step_data(base, true, 0.03);
+  const OverheadFit g = fit_step_latencies(noisy.rows, noisy.models, h100(), &base, false);
+  EXPECT_LT(g.held_out_mape, 0.05);
+  EXPECT_GE(*g.profile.layer_overhead_us, 0.0);
+
+  // One model: a per-layer term cannot be told from a per-iteration one.
+  const StepData one = step_data(base, false, 0.0);
+  const OverheadFit h = fit_step_latencies(one.rows, one.models, h100(), &base, false);
+  EXPECT_FALSE(h.prefill_per_layer);
+  EXPECT_DOUBLE_EQ(*h.profile.layer_overhead_us, 0.0);
+  EXPECT_NEAR(*h.profile.iteration_overhead_ms, 1.5 + 32 * 20e-3, 1e-3);
+  EXPECT_LT(h.mape, 1e-4);
+}
+
+}  // namespace
+}  // namespace servesim::calibration
