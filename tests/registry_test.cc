@@ -23,12 +23,15 @@ void expect_kinds(const std::string& family, const std::set<std::string>& expect
 }
 
 TEST(RegistryTest, EveryExpectedKindIsRegistered) {
-  expect_kinds("routers", {"round_robin", "random", "least_outstanding"});
-  expect_kinds("schedulers", {"continuous"});
-  expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma"});
+  expect_kinds("routers", {"round_robin", "random", "least_outstanding", "power_of_two", "consistent_hash",
+                           "prefix_affinity"});
+  expect_kinds("schedulers", {"continuous", "chunked"});
+  expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma", "sessions"});
   expect_kinds("length_distributions", {"fixed", "uniform", "lognormal", "empirical"});
-  expect_kinds("models", {"llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "teaching-7b"});
-  expect_kinds("gpus", {"a100-80gb-sxm", "h100-sxm", "h200", "reference"});
+  expect_kinds("models", {"llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "teaching-7b", "mistral-7b",
+                          "qwen2-7b", "mixtral-8x7b", "deepseek-v3", "hf_config"});
+  expect_kinds("gpus", {"a100-80gb-sxm", "a100-40gb-sxm", "h100-sxm", "h100-pcie", "h200", "b200", "l40s",
+                        "reference"});
   expect_kinds("cost_models", {"roofline"});
 }
 

@@ -49,6 +49,7 @@ class LinearCostModel final : public hwmodels::StepCostModel {
     return c;
   }
   const hwmodels::ModelSpec& model() const override { return model_; }
+  hwmodels::ModelSpec& mutable_model() { return model_; }
   const hwmodels::GpuSpec& gpu() const override { return gpu_; }
   int64_t tensor_parallel() const override { return 1; }
   mutable std::vector<hwmodels::BatchShape> shapes;  // every shape asked for, in order
@@ -66,6 +67,10 @@ struct RecordingObserver final : core::LifecycleObserver {
   std::vector<int64_t> gaps;
   std::vector<uint64_t> preempted;
   std::vector<core::ReplicaState> states;
+  std::vector<core::PrefixLookup> lookups;
+  std::vector<core::KvTransfer> transfers;
+  void on_prefix_lookup(const core::PrefixLookup& l) override { lookups.push_back(l); }
+  void on_kv_transfer(const core::KvTransfer& t) override { transfers.push_back(t); }
   void on_request_done(const core::RequestRecord& r) override { done.push_back(r); }
   void on_iteration(const core::IterationRecord& it) override { iterations.push_back(it); }
   void on_token_gaps(std::span<const int64_t> g) override { gaps.insert(gaps.end(), g.begin(), g.end()); }

@@ -16,6 +16,8 @@ struct RequestSpec {
   int64_t prompt_tokens = 0;          // > 0
   int64_t output_tokens = 0;          // > 0
   std::vector<uint64_t> block_hashes; // prefix block ids (Mooncake hash_ids); empty when unknown
+  int64_t hashed_tokens = 0;          // tokens block_hashes cover (the last block may be partial);
+                                      // 0 = the prompt (Mooncake); generators may cover the output too
   uint64_t session = 0;               // conversation/session id; 0 when unknown
 };
 

@@ -15,9 +15,11 @@ constexpr const char* kContext = "ContextTokens";
 constexpr const char* kGenerated = "GeneratedTokens";
 constexpr const char* kExpectedHeader = "TIMESTAMP,ContextTokens,GeneratedTokens";
 
+// The header's columns for a message: each through excerpt(), so binary or control bytes in a
+// file that is not a CSV cannot cut the message short or reach the terminal raw.
 std::string join(const std::vector<std::string>& v) {
   std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + excerpt(v[i]);
   return out;
 }
 }  // namespace

@@ -5,12 +5,16 @@
 // max_num_batched_tokens and the free KV blocks above the watermark; the first request that does
 // not fit stops admission (head-of-line, as vLLM). If none is admitted, every running sequence
 // decodes one token, oldest first, each taking a new block when it crosses a block boundary; when
-// no block is free the newest running sequence is preempted by recompute (its blocks freed, back to
-// the front of the waiting queue), and a sequence that is itself the newest preempts itself.
+// no block is free the newest running sequence is preempted (recompute, or swap when the cluster
+// says so: its blocks freed, back to the front of the waiting queue), and a sequence that is itself
+// the newest preempts itself. When nothing was preempted, waiting requests whose KV is already
+// computed (swapped out, or transferred from a prefill replica) rejoin the decodes, as vLLM v0
+// swaps in. With prefix caching, a prompt's cached prefix is not computed again.
 #include <algorithm>
 #include <cmath>
 
 #include "policies/scheduler/batch_scheduler.h"
+#include "policies/scheduler/steps.h"
 
 namespace servesim::policies {
 namespace {
@@ -20,53 +24,36 @@ class ContinuousScheduler final : public sim::BatchScheduler {
   ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark)
       : max_num_seqs_(max_num_seqs), max_num_batched_tokens_(max_num_batched_tokens), watermark_(watermark) {}
 
-  int64_t reserved_blocks(const sim::KvBlockManager& kv) const override {
+  int64_t reserved_blocks(const sim::KvCache& kv) const override {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
-    if (!replica.waiting().empty()) {
+    if (!replica.waiting().empty() && !replica.resumable(replica.request(replica.waiting().front()))) {
       admit_prefills(replica, plan);
       if (!plan.prefills.empty()) return;
     }
-    decode_running(replica, plan);
+    const bool preempted = decode_running(replica, plan);
+    if (!preempted) admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()));
   }
 
  private:
   void admit_prefills(sim::Replica& replica, sim::IterationPlan& plan) {
-    const sim::KvBlockManager& kv = replica.kv();
-    const int64_t reserved = reserved_blocks(kv);
+    const int64_t reserved = reserved_blocks(replica.kv());
     int64_t tokens = 0;
     while (!replica.waiting().empty()) {
       const sim::RequestId id = replica.waiting().front();
-      const int64_t n = replica.request(id).prefill_target();
+      const sim::Request& r = replica.request(id);
+      if (replica.resumable(r)) break;
       if (static_cast<int64_t>(replica.running().size()) >= max_num_seqs_) break;
+      const int64_t target = r.prefill_target();
+      const int64_t hit = replica.prefix_hit_tokens(id);
+      const int64_t n = target - hit;
       if (tokens + n > max_num_batched_tokens_) break;
-      if (kv.free() - kv.blocks_for(n) < reserved) break;
-      if (!replica.admit_front(n)) break;
+      if (replica.kv().available() - replica.admission_blocks(target) < reserved) break;
+      if (!replica.admit_front(target)) break;
       plan.prefills.push_back({id, n});
       tokens += n;
-    }
-  }
-
-  static void decode_running(sim::Replica& replica, sim::IterationPlan& plan) {
-    size_t i = 0;
-    while (i < replica.running().size()) {
-      const sim::RequestId id = replica.running()[i];
-      const int64_t need = replica.request(id).kv_tokens + 1;
-      bool self_preempted = false;
-      while (!replica.reserve(id, need)) {
-        if (replica.running().size() - 1 > i) {
-          replica.preempt(replica.running().back());
-        } else {
-          replica.preempt(id);
-          self_preempted = true;
-          break;
-        }
-      }
-      if (self_preempted) break;
-      plan.decodes.push_back(id);
-      ++i;
     }
   }
 
@@ -77,7 +64,7 @@ class ContinuousScheduler final : public sim::BatchScheduler {
 
 const bool kRegistered = scheduler_registry().add(
     {"continuous",
-     "vLLM v0 continuous batching: prefill-prioritising, whole prompts, FCFS, preemption by recompute",
+     "vLLM v0 continuous batching: prefill-prioritising, whole prompts, FCFS, preemption of the newest",
      {
          core::ParamSpec::integer("max_num_seqs", 256, "sequences", "most sequences running at once")
              .range(1, 1 << 20),

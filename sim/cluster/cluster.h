@@ -1,11 +1,14 @@
 #pragma once
-// The cluster: replicas, the request table, and the arrival path (workload -> router -> replica).
+// The cluster: replicas (one unified pool, or a prefill pool and a decode pool), the request table,
+// the arrival path (workload -> router -> replica) and, when disaggregated, the hand-off of each
+// prefilled request's KV cache over the network to a decode replica.
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "sim/cluster/network.h"
 #include "sim/cluster/replica.h"
 #include "sim/cluster/request.h"
 #include "sim/core/lifecycle.h"
@@ -15,10 +18,13 @@
 namespace servesim::sim {
 
 // The global policy that picks a replica for each arriving request (implementations in
-// policies/router/).
+// policies/router/). A router sees the loads of the replicas it chooses among; routers that need
+// more (prefix-cache state) get the replicas themselves once, through bind().
 class Router {
  public:
   virtual ~Router() = default;
+  // Called once before the first request with the replicas this router chooses among.
+  virtual void bind(std::span<Replica* const> /*replicas*/, Simulation& /*sim*/) {}
   // Returns an index into `replicas`.
   virtual uint32_t route(const Request& request, std::span<const ReplicaLoad> replicas) = 0;
 };
@@ -28,17 +34,32 @@ struct ClusterCounters {
   uint64_t completed = 0;
   uint64_t rejected = 0;
   uint64_t preemptions = 0;
+  uint64_t kv_transfers = 0;
+  double kv_transfer_bytes = 0;
 };
 
-class Cluster final : public EventHandler, private core::LifecycleObserver {
- public:
-  // `observer` receives every lifecycle signal of the cluster and its replicas.
-  Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr<Router> router,
-          core::LifecycleObserver& observer, size_t num_replicas);
+// How the replicas are used and where they sit.
+struct ClusterLayout {
+  size_t replicas = 0;
+  size_t prefill_replicas = 0;  // 0: every replica is unified; else the first ones prefill, the rest decode
+  bool layerwise_kv_transfer = false;  // stream KV layer by layer during the last prefill iteration
+};
 
-  // Adds replica number `replicas().size()`; call exactly `num_replicas` times before start().
+class Cluster final : public EventHandler,
+                      private core::LifecycleObserver,
+                      private ReplicaListener,
+                      private TransferListener {
+ public:
+  // `observer` receives every lifecycle signal of the cluster and its replicas. `decode_router`
+  // and `network` are needed only when the layout is disaggregated.
+  Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr<Router> router,
+          core::LifecycleObserver& observer, const ClusterLayout& layout,
+          std::unique_ptr<Router> decode_router = nullptr, Network* network = nullptr);
+
+  // Adds replica number `replicas().size()` on the given GPUs of the topology (its role follows
+  // from the layout); call exactly layout.replicas times before start().
   Replica& add_replica(const ReplicaConfig& config, const hwmodels::StepCostModel& cost,
-                       std::unique_ptr<BatchScheduler> scheduler);
+                       std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {});
 
   // Schedules the first arrival.
   void start();
@@ -49,6 +70,7 @@ class Cluster final : public EventHandler, private core::LifecycleObserver {
   std::span<const ReplicaLoad> loads() const { return loads_; }
   const ClusterCounters& counters() const { return counters_; }
   size_t in_flight() const { return requests_.live(); }
+  bool disaggregated() const { return layout_.prefill_replicas > 0; }
 
   // Throws core::Error unless every arrived request has completed or been rejected and all KV
   // blocks are back: call after the simulation ends.
@@ -56,6 +78,7 @@ class Cluster final : public EventHandler, private core::LifecycleObserver {
 
  private:
   bool read_next();
+  void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
   // LifecycleObserver: counts, then forwards to the user's observer.
   void on_arrival(uint64_t id, core::Time t) override { observer_.on_arrival(id, t); }
   void on_request_done(const core::RequestRecord& r) override;
@@ -63,17 +86,35 @@ class Cluster final : public EventHandler, private core::LifecycleObserver {
   void on_iteration(const core::IterationRecord& it) override { observer_.on_iteration(it); }
   void on_token_gaps(std::span<const int64_t> gaps) override { observer_.on_token_gaps(gaps); }
   void on_replica_state(const core::ReplicaState& s) override { observer_.on_replica_state(s); }
+  void on_prefix_lookup(const core::PrefixLookup& l) override { observer_.on_prefix_lookup(l); }
+  void on_kv_transfer(const core::KvTransfer& t) override { observer_.on_kv_transfer(t); }
+  // ReplicaListener: a prefill replica's request is ready to move.
+  void on_prefill_done(Replica& replica, RequestId id) override;
+  // TransferListener: its KV has arrived.
+  void on_transfer_done(uint64_t tag) override;
+
+  struct PendingTransfer {
+    uint32_t from = 0, to = 0;
+    core::Time start;
+    double bytes = 0;
+  };
 
   Simulation& sim_;
   traces::ArrivalSource& source_;
   std::unique_ptr<Router> router_;
+  std::unique_ptr<Router> decode_router_;
+  Network* network_;
   core::LifecycleObserver& observer_;
+  ClusterLayout layout_;
   RequestTable requests_;
   std::vector<ReplicaLoad> loads_;  // sized once: replicas hold references into it
   std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<std::vector<int64_t>> gpus_;  // per replica
+  std::vector<PendingTransfer> transfers_;  // by request slot
   traces::RequestSpec next_;
   bool has_next_ = false;
   ClusterCounters counters_;
+  std::vector<std::pair<int64_t, int64_t>> pairs_;  // scratch
 };
 
 }  // namespace servesim::sim

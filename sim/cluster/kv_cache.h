@@ -1,42 +1,117 @@
 #pragma once
-// A replica's paged KV cache, counted in blocks of `block_size` tokens. Blocks are taken as a
-// sequence grows and returned when it finishes or is preempted; the count can never go below zero
-// or above the capacity (a violation is a bug and throws).
+// A replica's paged KV cache, counted in blocks of `block_size` tokens, with an optional prefix cache.
+//
+// Without prefix caching every block is private to one request: taken as the sequence grows,
+// returned when it finishes or is preempted.
+//
+// With prefix caching, a request's tokens are grouped in prefix units of `unit_tokens` tokens (the
+// workload's hash-block size: 512 for Mooncake traces), each identified by a chain key,
+// key_i = mix(key_{i-1}, id_i), so a unit matches only when its whole prefix matches. A unit whose
+// tokens have been scheduled for computation is registered in the cache and shared: requests hold
+// references to the units covering their prefix; a unit nobody references stays cached and is
+// evicted least-recently-released first when blocks are needed. Units are registered when their
+// computation is scheduled (as vLLM v1 does), so a request admitted later in the same iteration
+// already sees them.
+//
+// The counts can never go below zero or above the capacity (a violation is a bug and throws).
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "sim/core/error.h"
 
 namespace servesim::sim {
 
-class KvBlockManager {
+// Told when units enter or leave a cache (routers that learn cache state from events listen).
+class CacheListener {
  public:
-  KvBlockManager() = default;
-  KvBlockManager(int64_t total_blocks, int64_t block_size) : total_(total_blocks), block_size_(block_size) {}
+  virtual void on_unit_cached(uint32_t replica, uint64_t key) = 0;
+  virtual void on_unit_evicted(uint32_t replica, uint64_t key) = 0;
+
+ protected:
+  ~CacheListener() = default;
+};
+
+class KvCache {
+ public:
+  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+  KvCache() = default;
+  // `unit_tokens` = 0 disables prefix caching.
+  KvCache(int64_t total_blocks, int64_t block_size, int64_t unit_tokens = 0);
 
   int64_t total() const { return total_; }
-  int64_t used() const { return used_; }
-  int64_t free() const { return total_ - used_; }
   int64_t block_size() const { return block_size_; }
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+  bool prefix_caching() const { return unit_tokens_ > 0; }
+  int64_t unit_tokens() const { return unit_tokens_; }
 
-  bool try_allocate(int64_t blocks) {
-    if (blocks > free()) return false;
-    used_ += blocks;
-    return true;
+  // Blocks holding data: private blocks plus every cached unit, referenced or not.
+  int64_t used() const { return private_ + cached_; }
+  // Blocks that cannot be reclaimed: private plus referenced units.
+  int64_t in_use() const { return private_ + cached_ - evictable_; }
+  // Blocks an allocation can get: free plus evictable.
+  int64_t available() const { return total_ - in_use(); }
+  int64_t free() const { return total_ - used(); }
+  int64_t cached_blocks() const { return cached_; }
+  int64_t evictable_blocks() const { return evictable_; }
+  uint64_t evictions() const { return evictions_; }
+
+  // Private blocks; evicts unreferenced units as needed. False (and nothing changes) when fewer
+  // than `blocks` are available.
+  bool try_allocate(int64_t blocks);
+  void release(int64_t blocks);
+
+  // ---- prefix units ----
+  static uint64_t chain(uint64_t parent_key, uint64_t id);
+  // The cached unit with this key, or kNone.
+  uint32_t find(uint64_t key) const;
+  int64_t unit_blocks(uint32_t unit) const { return units_[unit].blocks; }
+  bool referenced(uint32_t unit) const { return units_[unit].refs > 0; }
+  // Takes a reference on a cached unit.
+  void acquire(uint32_t unit);
+  // Caches a new unit of `blocks` blocks holding one reference; the caller has checked that
+  // `blocks` are available. Returns its slot.
+  uint32_t insert(uint64_t key, int64_t blocks);
+  // Drops a reference; an unreferenced unit becomes the most recently used evictable one.
+  void unref(uint32_t unit);
+
+  void set_listener(CacheListener* listener, uint32_t replica) {
+    listener_ = listener;
+    replica_ = replica;
   }
-  void release(int64_t blocks) {
-    if (blocks < 0 || blocks > used_)
-      throw core::Error("internal: KV release of " + std::to_string(blocks) + " blocks with " +
-                        std::to_string(used_) + " in use");
-    used_ -= blocks;
-  }
+
+  // Throws core::Error when the counts disagree with the units (tests and --check).
+  void check() const;
 
  private:
+  struct Unit {
+    uint64_t key = 0;
+    int64_t blocks = 0;
+    int64_t refs = 0;
+    uint32_t prev = kNone, next = kNone;  // LRU list of unreferenced units
+    bool live = false;
+  };
+  void lru_push_back(uint32_t u);
+  void lru_remove(uint32_t u);
+  void evict_until(int64_t free_blocks_needed);
+
   int64_t total_ = 0;
   int64_t block_size_ = 16;
-  int64_t used_ = 0;
+  int64_t unit_tokens_ = 0;
+  int64_t private_ = 0;
+  int64_t cached_ = 0;
+  int64_t evictable_ = 0;
+  uint64_t evictions_ = 0;
+  std::vector<Unit> units_;
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<uint64_t, uint32_t> index_;
+  uint32_t lru_head_ = kNone, lru_tail_ = kNone;
+  CacheListener* listener_ = nullptr;
+  uint32_t replica_ = 0;
 };
 
 }  // namespace servesim::sim

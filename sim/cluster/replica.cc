@@ -10,24 +10,37 @@ namespace servesim::sim {
 
 Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& requests,
                  const hwmodels::StepCostModel& cost, std::unique_ptr<BatchScheduler> scheduler,
-                 core::LifecycleObserver& observer, ReplicaLoad& load)
+                 core::LifecycleObserver& observer, ReplicaLoad& load, ReplicaListener* listener)
     : index_(config.index),
+      role_(config.role),
       max_context_(config.max_context),
+      preemption_(config.preemption),
+      swap_capacity_bytes_(config.swap_capacity_bytes),
+      host_link_bytes_per_s_(config.host_link_bytes_per_s),
+      kv_bytes_per_token_per_gpu_(config.kv_bytes_per_token_per_gpu),
       sim_(sim),
       requests_(requests),
       cost_(cost),
       scheduler_(std::move(scheduler)),
       observer_(observer),
       load_(load),
-      kv_(config.kv_blocks, config.block_size) {
+      listener_(listener),
+      kv_(config.kv_blocks, config.block_size, config.role == ReplicaRole::kDecode ? 0 : config.prefix_unit_tokens) {
+  if (role_ == ReplicaRole::kPrefill && !listener_)
+    throw core::Error("internal: a prefill replica needs a listener to hand requests to");
   load_ = ReplicaLoad{};
   load_.kv_blocks_total = kv_.total();
 }
 
 std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
-  if (r.prompt_tokens + r.output_tokens > max_context_) return core::RequestOutcome::kRejectedContext;
-  if (kv_.blocks_for(r.peak_kv_tokens()) > kv_.total() - scheduler_->reserved_blocks(kv_))
-    return core::RequestOutcome::kRejectedKvCapacity;
+  // Written so that no sum can overflow, whatever lengths a trace holds (both are >= 1).
+  if (r.prompt_tokens > max_context_ - r.output_tokens) return core::RequestOutcome::kRejectedContext;
+  // A prefill replica holds the prompt (and the first token's recompute) only.
+  const int64_t peak = role_ == ReplicaRole::kPrefill ? r.prompt_tokens : r.peak_kv_tokens();
+  // With prefix caching a partial last unit and the private blocks after it may each start a
+  // block: at most one more block than the tokens need.
+  const int64_t blocks = kv_.blocks_for(peak) + (kv_.prefix_caching() ? 1 : 0);
+  if (blocks > kv_.total() - scheduler_->reserved_blocks(kv_)) return core::RequestOutcome::kRejectedKvCapacity;
   return std::nullopt;
 }
 
@@ -38,19 +51,205 @@ void Replica::enqueue(RequestId id) {
   waiting_.push_back(id);
   load_.outstanding_tokens += r.outstanding_tokens();
   if (busy_) {
-    load_.queued = static_cast<int64_t>(waiting_.size());
     publish_state();
     return;
   }
   try_start_iteration();
 }
 
+// ---- prefix units -------------------------------------------------------------------------------
+
+int64_t Replica::unit_end(const Request& r, size_t j) const {
+  const int64_t covered = r.hashed_tokens > 0 ? r.hashed_tokens : r.prompt_tokens;
+  return std::min(static_cast<int64_t>(j + 1) * kv_.unit_tokens(), covered);
+}
+
+static size_t hashed_units(const Request& r, int64_t unit_tokens) {
+  if (unit_tokens <= 0) return 0;
+  const int64_t covered = r.hashed_tokens > 0 ? r.hashed_tokens : r.prompt_tokens;
+  const size_t needed = static_cast<size_t>((covered + unit_tokens - 1) / unit_tokens);
+  return std::min(r.block_hashes.size(), needed);
+}
+
+Replica::Lookup Replica::lookup(const Request& r) const {
+  Lookup out;
+  if (!kv_.prefix_caching()) return out;
+  const int64_t u_tokens = kv_.unit_tokens();
+  const size_t n = hashed_units(r, u_tokens);
+  out.prompt_units = std::min<int64_t>(static_cast<int64_t>(n), (r.prompt_tokens + u_tokens - 1) / u_tokens);
+  // A hit may spare full units only, and at least one token must be computed to produce logits.
+  const int64_t limit = r.prefill_target() - 1;
+  uint64_t key = 0;
+  bool usable_run = true;
+  for (size_t j = 0; j < n; ++j) {
+    const bool in_prompt = static_cast<int64_t>(j) < out.prompt_units;
+    const int64_t end = unit_end(r, j);
+    const bool can_use = usable_run && end - static_cast<int64_t>(j) * u_tokens == u_tokens && end <= limit;
+    if (!in_prompt && !can_use) break;
+    key = KvCache::chain(key, r.block_hashes[j]);
+    if (kv_.find(key) == KvCache::kNone) break;
+    if (in_prompt) ++out.matched_units;
+    if (can_use) {
+      ++out.usable_units;
+      out.usable_tokens = end;
+    } else {
+      usable_run = false;
+    }
+  }
+  return out;
+}
+
+int64_t Replica::prefix_hit_tokens(RequestId id) const {
+  const Request& r = requests_[id];
+  if (r.decoding || r.kv_tokens > 0) return 0;
+  return lookup(r).usable_tokens;
+}
+
+Replica::Growth Replica::plan_growth(const Request& r, const Held& from, int64_t kv_tokens) const {
+  Growth g;
+  g.shared_after = from.shared_tokens;
+  g.units_after = from.units;
+  if (kv_.prefix_caching()) {
+    const size_t n = hashed_units(r, kv_.unit_tokens());
+    uint64_t key = from.last_unit_key;
+    for (size_t j = from.units; j < n; ++j) {
+      const int64_t end = unit_end(r, j);
+      if (end > kv_tokens) break;
+      key = KvCache::chain(key, r.block_hashes[j]);
+      const uint32_t u = kv_.find(key);
+      if (u == KvCache::kNone) {
+        g.unit_blocks += kv_.blocks_for(end - static_cast<int64_t>(j) * kv_.unit_tokens());
+      } else if (!kv_.referenced(u)) {
+        g.unit_blocks += kv_.unit_blocks(u);
+      }
+      g.shared_after = end;
+      g.units_after = j + 1;
+    }
+  }
+  g.private_delta = kv_.blocks_for(kv_tokens - g.shared_after) - from.kv_blocks;
+  return g;
+}
+
+void Replica::apply_growth(Request& r, int64_t kv_tokens) {
+  const Growth g = plan_growth(r, held(r), kv_tokens);
+  if (g.private_delta < 0) {
+    kv_.release(-g.private_delta);
+    r.kv_blocks += g.private_delta;
+  }
+  if (g.units_after > r.units.size()) {
+    // Acquire every unit already cached before inserting new ones, so that making room for a new
+    // unit never evicts one this request is about to use.
+    const size_t first = r.units.size();
+    std::vector<uint64_t>& keys = unit_keys_;
+    keys.clear();
+    uint64_t key = r.last_unit_key;
+    for (size_t j = first; j < g.units_after; ++j) {
+      key = KvCache::chain(key, r.block_hashes[j]);
+      keys.push_back(key);
+      const uint32_t u = kv_.find(key);
+      if (u != KvCache::kNone) kv_.acquire(u);
+      r.units.push_back(u);
+    }
+    for (size_t j = first; j < g.units_after; ++j) {
+      if (r.units[j] != KvCache::kNone) continue;
+      const int64_t end = unit_end(r, j);
+      r.units[j] = kv_.insert(keys[j - first], kv_.blocks_for(end - static_cast<int64_t>(j) * kv_.unit_tokens()));
+    }
+    r.last_unit_key = key;
+    r.shared_tokens = g.shared_after;
+  }
+  if (g.private_delta > 0) {
+    if (!kv_.try_allocate(g.private_delta)) throw core::Error("internal: KV growth planned without room");
+    r.kv_blocks += g.private_delta;
+  }
+}
+
+int64_t Replica::growth_blocks(RequestId id, int64_t kv_tokens) const {
+  const Request& r = requests_[id];
+  const Growth g = plan_growth(r, held(r), kv_tokens);
+  return g.unit_blocks + g.private_delta;
+}
+
+bool Replica::reserve(RequestId id, int64_t kv_tokens) {
+  Request& r = requests_[id];
+  if (!kv_.prefix_caching()) {
+    // The common case (every decode step): private blocks only.
+    const int64_t need = kv_.blocks_for(kv_tokens) - r.kv_blocks;
+    if (need <= 0) return true;
+    if (!kv_.try_allocate(need)) return false;
+    r.kv_blocks += need;
+    return true;
+  }
+  const Growth g = plan_growth(r, held(r), kv_tokens);
+  if (g.unit_blocks + g.private_delta > kv_.available()) return false;
+  apply_growth(r, kv_tokens);
+  return true;
+}
+
+int64_t Replica::admission_blocks(int64_t kv_tokens) const {
+  const Request& r = requests_[waiting_.front()];
+  if (resumable(r) || !kv_.prefix_caching()) {
+    const Growth g = plan_growth(r, held(r), kv_tokens);
+    return g.unit_blocks + g.private_delta;
+  }
+  // Acquiring the hit's units takes the evictable ones out of the available pool; growing past
+  // them is what plan_growth counts from the hit onward.
+  const Lookup hit = lookup(r);
+  int64_t blocks = 0;
+  uint64_t key = 0;
+  for (int64_t j = 0; j < hit.usable_units; ++j) {
+    key = KvCache::chain(key, r.block_hashes[static_cast<size_t>(j)]);
+    const uint32_t u = kv_.find(key);
+    if (!kv_.referenced(u)) blocks += kv_.unit_blocks(u);
+  }
+  const Held after_hit{static_cast<size_t>(hit.usable_units), hit.usable_tokens, key, 0};
+  const Growth g = plan_growth(r, after_hit, kv_tokens);
+  return blocks + g.unit_blocks + g.private_delta;
+}
+
 bool Replica::admit_front(int64_t kv_tokens) {
   const RequestId id = waiting_.front();
   Request& r = requests_[id];
-  const int64_t need = kv_.blocks_for(kv_tokens) - r.kv_blocks;
-  if (need > 0 && !kv_.try_allocate(need)) return false;
-  if (need > 0) r.kv_blocks += need;
+  if (admission_blocks(kv_tokens) > kv_.available()) return false;
+  if (!resumable(r) && kv_.prefix_caching()) {
+    const Lookup hit = lookup(r);
+    uint64_t key = 0;
+    for (int64_t j = 0; j < hit.usable_units; ++j) {
+      key = KvCache::chain(key, r.block_hashes[static_cast<size_t>(j)]);
+      const uint32_t u = kv_.find(key);
+      kv_.acquire(u);
+      r.units.push_back(u);
+    }
+    r.last_unit_key = key;
+    r.shared_tokens = hit.usable_tokens;
+    r.kv_tokens = hit.usable_tokens;
+    if (!r.looked_up) {
+      r.looked_up = true;
+      r.cached_tokens = hit.usable_tokens;
+      core::PrefixLookup rec;
+      rec.replica = index_;
+      rec.prompt_units = hit.prompt_units;
+      rec.matched_units = hit.matched_units;
+      rec.prompt_tokens = r.prompt_tokens;
+      rec.hit_tokens = hit.usable_tokens;
+      if (hit.usable_tokens > 0) {
+        hwmodels::BatchShape skipped;
+        skipped.prefill_seqs = 1;
+        skipped.prefill_tokens = hit.usable_tokens;
+        skipped.prefill_attention_pairs = hit.usable_tokens * (hit.usable_tokens + 1) / 2;
+        rec.saved_flops = cost_.step(skipped).flops;
+      }
+      observer_.on_prefix_lookup(rec);
+    }
+    load_.outstanding_tokens -= hit.usable_tokens;
+  }
+  apply_growth(r, kv_tokens);
+  if (r.swapped) {
+    const double bytes = static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+    pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
+    swap_used_bytes_ -= bytes;
+    r.swapped = false;
+  }
   waiting_.pop_front();
   r.state = RequestState::kRunning;
   // Keep the running set in arrival order (the FCFS priority); a readmitted preempted request is
@@ -61,13 +260,13 @@ bool Replica::admit_front(int64_t kv_tokens) {
   return true;
 }
 
-bool Replica::reserve(RequestId id, int64_t kv_tokens) {
-  Request& r = requests_[id];
-  const int64_t need = kv_.blocks_for(kv_tokens) - r.kv_blocks;
-  if (need <= 0) return true;
-  if (!kv_.try_allocate(need)) return false;
-  r.kv_blocks += need;
-  return true;
+void Replica::release_kv(Request& r) {
+  for (uint32_t u : r.units) kv_.unref(u);
+  r.units.clear();
+  r.shared_tokens = 0;
+  r.last_unit_key = 0;
+  kv_.release(r.kv_blocks);
+  r.kv_blocks = 0;
 }
 
 void Replica::preempt(RequestId id) {
@@ -76,15 +275,33 @@ void Replica::preempt(RequestId id) {
   if (it == running_.end()) throw core::Error("internal: preempting a request that is not running");
   running_.erase(it);
   const int64_t before = r.outstanding_tokens();
-  kv_.release(r.kv_blocks);
-  r.kv_blocks = 0;
-  r.kv_tokens = 0;
+  const double swap_bytes = static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+  release_kv(r);
+  if (preemption_ == PreemptionMode::kSwap && r.decoding && host_link_bytes_per_s_ > 0 &&
+      swap_used_bytes_ + swap_bytes <= swap_capacity_bytes_) {
+    // The KV goes to host memory and comes back on readmission; both copies delay an iteration.
+    r.swapped = true;
+    swap_used_bytes_ += swap_bytes;
+    pending_swap_seconds_ += swap_bytes / host_link_bytes_per_s_;
+  } else {
+    r.kv_tokens = 0;
+    r.decoding = false;
+  }
   load_.outstanding_tokens += r.outstanding_tokens() - before;
   r.state = RequestState::kWaiting;
   ++r.preemptions;
   waiting_.push_front(id);
   observer_.on_preempt(r.id, index_, sim_.now());
 }
+
+void Replica::finish_handoff(RequestId id) {
+  Request& r = requests_[id];
+  release_kv(r);
+  --transferring_;
+  if (!busy_) try_start_iteration(); else publish_state();
+}
+
+// ---- iterations ---------------------------------------------------------------------------------
 
 void Replica::try_start_iteration() {
   if (busy_) return;
@@ -95,9 +312,9 @@ void Replica::try_start_iteration() {
   plan_.clear();
   scheduler_->plan(*this, plan_);
   if (plan_.empty()) {
-    // With nothing running, every waiting request fits alone (rejection() saw to that), so a
-    // policy that schedules nothing would stall the replica forever: a bug, not a state.
-    if (running_.empty())
+    // With nothing running or in transfer, every waiting request fits alone (rejection() saw to
+    // that), so a policy that schedules nothing would stall the replica forever: a bug.
+    if (running_.empty() && transferring_ == 0)
       throw core::Error("internal: scheduler planned nothing on replica " + std::to_string(index_) +
                         " with " + std::to_string(waiting_.size()) + " requests waiting and none running");
     publish_state();
@@ -121,10 +338,12 @@ void Replica::try_start_iteration() {
   const hwmodels::StepCost cost = cost_.step(shape);
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
-  const core::Duration duration =
-      core::Duration::from_ns(std::max<int64_t>(1, std::llround(cost.seconds * 1e9)));
+  const double seconds = cost.seconds + pending_swap_seconds_;
+  pending_swap_seconds_ = 0;
+  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, std::llround(seconds * 1e9)));
 
   busy_ = true;
+  last_duration_ = duration;
   sim_.schedule_after(duration, this, ++iteration_);
   core::IterationRecord rec;
   rec.replica = index_;
@@ -158,7 +377,10 @@ void Replica::on_event(uint64_t /*payload*/) {
     Request& r = requests_[p.id];
     const int64_t before = r.outstanding_tokens();
     r.kv_tokens += p.tokens;
-    if (r.kv_tokens == r.prefill_target()) emit_token(r, now);
+    if (r.kv_tokens == r.prefill_target()) {
+      emit_token(r, now);
+      r.decoding = true;
+    }
     outstanding_delta += r.outstanding_tokens() - before;
   }
   for (RequestId id : plan_.decodes) {
@@ -167,47 +389,59 @@ void Replica::on_event(uint64_t /*payload*/) {
     emit_token(r, now);
   }
   outstanding_delta -= static_cast<int64_t>(plan_.decodes.size());
-  load_.outstanding_tokens += outstanding_delta;
 
-  // Finished requests leave the running set (order of the rest is kept).
+  // Finished requests leave the running set (order of the rest is kept); so do prefilled ones on
+  // a prefill replica, whose KV now moves to a decode replica.
   size_t kept = 0;
+  std::vector<RequestId>& handoffs = handoffs_;
+  handoffs.clear();
   for (RequestId id : running_) {
     Request& r = requests_[id];
-    if (r.generated < r.output_tokens) {
+    if (r.generated >= r.output_tokens) {
+      release_kv(r);
+      core::RequestRecord rec;
+      rec.id = r.id;
+      rec.replica = r.routed_replica;
+      rec.decode_replica = index_;
+      rec.outcome = core::RequestOutcome::kCompleted;
+      rec.prompt_tokens = r.prompt_tokens;
+      rec.output_tokens = r.output_tokens;
+      rec.arrival = r.arrival;
+      rec.first_token = r.first_token;
+      rec.finish = now;
+      rec.preemptions = r.preemptions;
+      rec.cached_tokens = r.cached_tokens;
+      rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
+      observer_.on_request_done(rec);
+      requests_.erase(id);
+    } else if (role_ == ReplicaRole::kPrefill && r.decoding) {
+      r.state = RequestState::kTransferring;
+      outstanding_delta -= r.outstanding_tokens();
+      ++transferring_;
+      handoffs.push_back(id);
+    } else {
       running_[kept++] = id;
-      continue;
     }
-    kv_.release(r.kv_blocks);
-    r.kv_blocks = 0;
-    core::RequestRecord rec;
-    rec.id = r.id;
-    rec.replica = index_;
-    rec.outcome = core::RequestOutcome::kCompleted;
-    rec.prompt_tokens = r.prompt_tokens;
-    rec.output_tokens = r.output_tokens;
-    rec.arrival = r.arrival;
-    rec.first_token = r.first_token;
-    rec.finish = now;
-    rec.preemptions = r.preemptions;
-    observer_.on_request_done(rec);
-    requests_.erase(id);
   }
   running_.resize(kept);
+  load_.outstanding_tokens += outstanding_delta;
   if (!gaps_.empty()) observer_.on_token_gaps(gaps_);
   plan_.clear();
+  for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
+  handoffs.clear();
   try_start_iteration();
 }
 
 void Replica::publish_state() {
   load_.queued = static_cast<int64_t>(waiting_.size());
   load_.running = static_cast<int64_t>(running_.size());
-  load_.kv_blocks_used = kv_.used();
+  load_.kv_blocks_used = kv_.in_use();
   core::ReplicaState s;
   s.replica = index_;
   s.time = sim_.now();
   s.queued = load_.queued;
   s.running = load_.running;
-  s.kv_blocks_used = kv_.used();
+  s.kv_blocks_used = kv_.in_use();
   s.kv_blocks_total = kv_.total();
   observer_.on_replica_state(s);
 }

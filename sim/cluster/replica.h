@@ -1,8 +1,15 @@
 #pragma once
 // A replica: one copy of the model on a tensor-parallel group of GPUs, with its waiting queue,
-// running set and paged KV cache. The replica owns the mechanism (blocks, token bookkeeping,
-// iteration timing); a BatchScheduler (a policy, policies/scheduler/) decides what each iteration
-// contains. Per-token work is counter updates inside one event per iteration.
+// running set and paged KV cache (with an optional prefix cache). The replica owns the mechanism
+// (blocks, prefix units, token bookkeeping, swapping, iteration timing); a BatchScheduler (a policy,
+// policies/scheduler/) decides what each iteration contains. Per-token work is counter updates
+// inside one event per iteration.
+//
+// Roles: a unified replica prefills and decodes; in prefill/decode disaggregation a prefill replica
+// hands each request to its ReplicaListener (the cluster) once its prefill has produced the first
+// token, keeping the KV blocks until the transfer to a decode replica ends; a decode replica
+// receives requests whose KV is already computed and only decodes them (it recomputes locally a
+// request it had to preempt).
 
 #include <cstdint>
 #include <deque>
@@ -21,7 +28,7 @@ namespace servesim::sim {
 class Replica;
 
 // One prefill chunk of an iteration: `tokens` new tokens of request `id`, whose first
-// `request.kv_tokens` tokens are already cached.
+// `request.kv_tokens` tokens are already computed (cached).
 struct PlannedPrefill {
   RequestId id;
   int64_t tokens = 0;
@@ -48,7 +55,7 @@ class BatchScheduler {
   virtual void plan(Replica& replica, IterationPlan& plan) = 0;
   // Blocks the policy keeps free when admitting (vLLM's watermark); a request that needs more than
   // total - reserved blocks can never run and is rejected on arrival.
-  virtual int64_t reserved_blocks(const KvBlockManager& /*kv*/) const { return 0; }
+  virtual int64_t reserved_blocks(const KvCache& /*kv*/) const { return 0; }
 };
 
 // What routers see of a replica; kept current by the replica.
@@ -60,66 +67,143 @@ struct ReplicaLoad {
   int64_t kv_blocks_total = 0;
 };
 
+enum class ReplicaRole : uint8_t { kUnified, kPrefill, kDecode };
+enum class PreemptionMode : uint8_t { kRecompute, kSwap };
+
 struct ReplicaConfig {
   uint32_t index = 0;
+  ReplicaRole role = ReplicaRole::kUnified;
   int64_t kv_blocks = 0;     // capacity of the paged KV cache
   int64_t block_size = 16;   // tokens per block
   int64_t max_context = 0;   // the model's context window (prompt + output)
+  int64_t prefix_unit_tokens = 0;  // tokens per prefix-cache unit; 0 = no prefix caching
+  PreemptionMode preemption = PreemptionMode::kRecompute;
+  double swap_capacity_bytes = 0;       // host memory for swapped KV, per GPU
+  double host_link_bytes_per_s = 0;     // GPU <-> host copy bandwidth, per GPU
+  double kv_bytes_per_token_per_gpu = 0;
+};
+
+class ReplicaListener {
+ public:
+  // A prefill replica's request has its first token; move its KV to a decode replica and call
+  // Replica::finish_handoff when the transfer is over.
+  virtual void on_prefill_done(Replica& replica, RequestId id) = 0;
+
+ protected:
+  ~ReplicaListener() = default;
 };
 
 class Replica final : public EventHandler {
  public:
   Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& requests,
           const hwmodels::StepCostModel& cost, std::unique_ptr<BatchScheduler> scheduler,
-          core::LifecycleObserver& observer, ReplicaLoad& load);
+          core::LifecycleObserver& observer, ReplicaLoad& load, ReplicaListener* listener = nullptr);
 
   uint32_t index() const { return index_; }
+  ReplicaRole role() const { return role_; }
+  const hwmodels::StepCostModel& cost_model() const { return cost_; }
 
   // ---- cluster side ----
   // Why this replica can never serve `r` (too long for the context or for the KV cache), if so.
   std::optional<core::RequestOutcome> rejection(const Request& r) const;
-  // Takes a routed request into the waiting queue and starts an iteration if idle.
+  // Takes a request into the waiting queue (new, or arriving with its KV from a prefill replica)
+  // and starts an iteration if idle.
   void enqueue(RequestId id);
-  bool idle() const { return !busy_ && waiting_.empty() && running_.empty(); }
+  // The KV transfer of a handed-off request is over: free its blocks here.
+  void finish_handoff(RequestId id);
+  core::Duration last_iteration() const { return last_duration_; }
+  bool idle() const { return !busy_ && waiting_.empty() && running_.empty() && transferring_ == 0; }
+  KvCache& kv_cache() { return kv_; }
 
   // ---- scheduler side: the mechanism policies use ----
   const std::deque<RequestId>& waiting() const { return waiting_; }
   const std::vector<RequestId>& running() const { return running_; }  // in arrival order
   Request& request(RequestId id) { return requests_[id]; }
-  const KvBlockManager& kv() const { return kv_; }
-  // Moves the head of the waiting queue into the running set, taking blocks for `kv_tokens` cached
-  // tokens; false (and nothing changes) when the blocks are not free.
+  const KvCache& kv() const { return kv_; }
+  // A waiting request whose KV is already computed (transferred in, or swapped out): admitting it
+  // needs blocks only, and it decodes in the same iteration.
+  bool resumable(const Request& r) const { return r.decoding; }
+  // Prompt tokens the prefix cache would spare the request at the head of the waiting queue: the
+  // longest run of cached full units, leaving at least one token to compute.
+  int64_t prefix_hit_tokens(RequestId id) const;
+  // Blocks of kv().available() that admitting the head of the queue with `kv_tokens` computed
+  // tokens after this iteration would take.
+  int64_t admission_blocks(int64_t kv_tokens) const;
+  // Moves the head of the waiting queue into the running set: uses its prefix-cache hit (if any),
+  // takes the blocks for `kv_tokens` tokens, and swaps a swapped-out request back in. False (and
+  // nothing changes) when the blocks are not available.
   bool admit_front(int64_t kv_tokens);
-  // Takes the blocks needed for request `id` to hold `kv_tokens` tokens; false when not free.
+  // Blocks of kv().available() growing request `id` to `kv_tokens` tokens would take (negative
+  // when growth moves tokens into already cached units).
+  int64_t growth_blocks(RequestId id, int64_t kv_tokens) const;
+  // Takes the blocks needed for request `id` to hold `kv_tokens` tokens (registering the prefix
+  // units those tokens complete); false when not available.
   bool reserve(RequestId id, int64_t kv_tokens);
-  // Preemption by recompute: frees the request's blocks and puts it at the front of the waiting
-  // queue; its prompt and generated tokens are prefilled again when it is readmitted.
+  // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is
+  // room and it is decoding, otherwise by recompute (blocks freed; its prompt and generated tokens
+  // are prefilled again when readmitted). It goes back to the front of the waiting queue.
   void preempt(RequestId id);
 
   // Iteration completion.
   void on_event(uint64_t payload) override;
 
  private:
+  struct Growth {
+    int64_t unit_blocks = 0;     // blocks taken by acquiring or inserting units
+    int64_t private_delta = 0;   // change of the request's private blocks
+    int64_t shared_after = 0;
+    size_t units_after = 0;
+  };
+  // The prefix units and private blocks a request holds (or would hold after a prefix hit).
+  struct Held {
+    size_t units = 0;
+    int64_t shared_tokens = 0;
+    uint64_t last_unit_key = 0;
+    int64_t kv_blocks = 0;
+  };
+  static Held held(const Request& r) { return {r.units.size(), r.shared_tokens, r.last_unit_key, r.kv_blocks}; }
+  Growth plan_growth(const Request& r, const Held& from, int64_t kv_tokens) const;
+  void apply_growth(Request& r, int64_t kv_tokens);
+  // The units a lookup from scratch matches: (units matched over the prompt, full units usable).
+  struct Lookup {
+    int64_t prompt_units = 0;
+    int64_t matched_units = 0;
+    int64_t usable_units = 0;
+    int64_t usable_tokens = 0;
+  };
+  Lookup lookup(const Request& r) const;
+  int64_t unit_end(const Request& r, size_t j) const;
+  void release_kv(Request& r);
   void try_start_iteration();
   void emit_token(Request& r, core::Time now);
   void publish_state();
 
   uint32_t index_;
+  ReplicaRole role_;
   int64_t max_context_;
+  PreemptionMode preemption_;
+  double swap_capacity_bytes_, host_link_bytes_per_s_, kv_bytes_per_token_per_gpu_;
+  double swap_used_bytes_ = 0;
+  double pending_swap_seconds_ = 0;  // swap traffic the next iteration carries
   Simulation& sim_;
   RequestTable& requests_;
   const hwmodels::StepCostModel& cost_;
   std::unique_ptr<BatchScheduler> scheduler_;
   core::LifecycleObserver& observer_;
   ReplicaLoad& load_;
-  KvBlockManager kv_;
+  ReplicaListener* listener_;
+  KvCache kv_;
 
   std::deque<RequestId> waiting_;
   std::vector<RequestId> running_;
+  int64_t transferring_ = 0;
   IterationPlan plan_;
   std::vector<int64_t> gaps_;
+  std::vector<RequestId> handoffs_;   // scratch of on_event
+  std::vector<uint64_t> unit_keys_;   // scratch of apply_growth
   bool busy_ = false;
   uint64_t iteration_ = 0;
+  core::Duration last_duration_;
 };
 
 }  // namespace servesim::sim

@@ -15,7 +15,12 @@ struct RequestId {
   friend bool operator==(RequestId, RequestId) = default;
 };
 
-enum class RequestState : uint8_t { kWaiting, kRunning, kDone };
+enum class RequestState : uint8_t {
+  kWaiting,       // in a replica's waiting queue
+  kRunning,       // in a replica's running set, holding KV blocks
+  kTransferring,  // prefilled on a prefill replica, its KV on the way to a decode replica
+  kDone,
+};
 
 struct Request {
   uint64_t id = 0;              // arrival order from 0; also the scheduling priority (FCFS)
@@ -23,11 +28,22 @@ struct Request {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;    // tokens to generate, >= 1
   int64_t generated = 0;        // output tokens emitted so far
-  int64_t kv_tokens = 0;        // tokens whose K/V are in the replica's cache
-  int64_t kv_blocks = 0;        // KV blocks held
+  int64_t kv_tokens = 0;        // tokens whose K/V are computed (on the GPU, or on the host when swapped)
+  int64_t kv_blocks = 0;        // private KV blocks held (prefix units are counted by the cache)
+  bool decoding = false;        // its prefill has produced a token; each iteration now adds one
+  bool swapped = false;         // preempted by swapping: its KV waits in host memory
+  // Prefix cache: units held, covering tokens [0, shared_tokens); the key of the last one.
+  std::vector<uint32_t> units;
+  int64_t shared_tokens = 0;
+  uint64_t last_unit_key = 0;
+  int64_t hashed_tokens = 0;    // tokens block_hashes cover (the last block may be partial)
+  int64_t cached_tokens = 0;    // prompt tokens a prefix-cache hit spared (first admission)
+  bool looked_up = false;       // the first admission's prefix lookup has been counted
+  uint64_t kv_bytes_transferred = 0;  // prefill -> decode KV transfer
   core::Time first_token;
   core::Time last_token;
-  uint32_t replica = 0;
+  uint32_t replica = 0;         // where it is now
+  uint32_t routed_replica = 0;  // where the router sent it (the prefill replica when disaggregated)
   uint32_t preemptions = 0;
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
@@ -37,9 +53,9 @@ struct Request {
   int64_t prefill_target() const { return prompt_tokens + generated; }
   // The largest KV footprint over the request's life: the last decode step caches P + N - 1 tokens.
   int64_t peak_kv_tokens() const { return prompt_tokens + output_tokens - 1; }
-  // Work still to do, in tokens: prompt (or recompute) tokens not yet cached + outputs not emitted.
+  // Work still to do, in tokens: prompt (or recompute) tokens not yet computed + outputs not emitted.
   int64_t outstanding_tokens() const {
-    const int64_t pending_prefill = kv_tokens == 0 ? prefill_target() : 0;
+    const int64_t pending_prefill = decoding ? 0 : prefill_target() - kv_tokens;
     return pending_prefill + (output_tokens - generated);
   }
 };

@@ -85,6 +85,8 @@ class Validator {
     }
     for (const auto& spec : specs) {
       const toml::node* node = table ? table->get(spec.name) : nullptr;
+      // An optional section or table that is absent is simply not there (Params::has is false).
+      if (!node && spec.optional_ && (spec.type == ParamType::kSection || spec.type == ParamType::kTable)) continue;
       switch (spec.type) {
         case ParamType::kSection: fill_section(out, spec, node); break;
         case ParamType::kTable: fill_table(out, spec, node); break;
@@ -272,13 +274,20 @@ void apply_override(toml::table& doc, const std::string& assignment) {
   }
   // Parse the value as TOML; anything that is not a single TOML value (a bare word) is a string.
   toml::table parsed;
+  auto as_string = [&] {
+    try {
+      return toml::parse("v = " + toml_quote(value_text), source);
+    } catch (const toml::parse_error& e) {
+      // Only text TOML cannot hold at all gets here (invalid UTF-8, control characters).
+      throw ConfigError(where, dotted, "the value is not valid TOML text: " + std::string(e.description()));
+    }
+  };
   try {
     parsed = toml::parse("v = " + value_text, source);
   } catch (const toml::parse_error&) {
-    parsed = toml::parse("v = " + toml_quote(value_text), source);
+    parsed = as_string();
   }
-  if (parsed.size() != 1 || !parsed.get("v"))
-    parsed = toml::parse("v = " + toml_quote(value_text), source);
+  if (parsed.size() != 1 || !parsed.get("v")) parsed = as_string();
   for (auto&& [k, v] : parsed) table->insert_or_assign(parts.back(), std::move(v));
 }
 
@@ -292,7 +301,11 @@ Params parse_config(const std::string& text, const std::string& source_name,
     doc = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     SourceLocation where{source_name, e.source().begin.line, e.source().begin.column};
-    throw ConfigError(where, "", "TOML syntax error: " + std::string(e.description()));
+    // toml++ quotes the offending text, which can hold line breaks: keep the message one line.
+    std::string what(e.description());
+    for (char& c : what)
+      if (c == '\n' || c == '\r') c = ' ';
+    throw ConfigError(where, "", "TOML syntax error: " + what);
   }
   for (const auto& o : overrides) apply_override(doc, o);
   Params root("", "", SourceLocation{source_name, 0, 0});

@@ -29,6 +29,9 @@ struct RequestRecord {
   Time first_token;           // == arrival when rejected
   Time finish;                // == arrival when rejected
   uint32_t preemptions = 0;
+  int64_t cached_tokens = 0;  // prompt tokens a prefix-cache hit spared
+  double kv_transfer_bytes = 0;  // moved from a prefill to a decode replica
+  uint32_t decode_replica = 0;   // where it decoded (== replica unless disaggregated)
 };
 
 // One iteration (forward pass) of one replica.
@@ -43,13 +46,33 @@ struct IterationRecord {
   double bytes = 0;              // whole TP group
 };
 
+// The prefix-cache lookup of a request's first admission to a replica.
+struct PrefixLookup {
+  uint32_t replica = 0;
+  int64_t prompt_units = 0;    // prefix units (hash blocks) covering the prompt
+  int64_t matched_units = 0;   // of those, the longest cached chain
+  int64_t prompt_tokens = 0;
+  int64_t hit_tokens = 0;      // prompt tokens whose prefill the hit skipped
+  double saved_flops = 0;      // prefill FLOPs (whole TP group) the hit skipped
+};
+
+// A request's KV cache moved from a prefill replica to a decode replica.
+struct KvTransfer {
+  uint64_t id = 0;
+  uint32_t from_replica = 0;
+  uint32_t to_replica = 0;
+  double bytes = 0;
+  Time start;
+  Time end;
+};
+
 // A replica's state after something changed it.
 struct ReplicaState {
   uint32_t replica = 0;
   Time time;
   int64_t queued = 0;            // waiting requests
   int64_t running = 0;           // requests holding KV blocks
-  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_used = 0;    // blocks running requests need (private + referenced prefix units)
   int64_t kv_blocks_total = 0;
 };
 
@@ -63,6 +86,8 @@ class LifecycleObserver {
   // Inter-token gaps of the tokens one iteration emitted after each request's first token.
   virtual void on_token_gaps(std::span<const int64_t> /*gaps_ns*/) {}
   virtual void on_replica_state(const ReplicaState& /*state*/) {}
+  virtual void on_prefix_lookup(const PrefixLookup& /*lookup*/) {}
+  virtual void on_kv_transfer(const KvTransfer& /*transfer*/) {}
 };
 
 }  // namespace servesim::core

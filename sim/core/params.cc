@@ -77,7 +77,7 @@ ParamSpec ParamSpec::table(std::string name, std::vector<ParamSpec> fields, std:
 
 bool ParamSpec::is_required() const {
   switch (type) {
-    case ParamType::kSection: return default_kind.empty();
+    case ParamType::kSection: return !optional_ && default_kind.empty();
     case ParamType::kTable: return false;
     default: return !optional_ && std::holds_alternative<std::monostate>(default_value);
   }
@@ -108,9 +108,11 @@ static std::string scalar_str(const Scalar& v) {
 }
 
 std::string ParamSpec::default_str() const {
-  if (type == ParamType::kSection)
+  if (type == ParamType::kSection) {
+    if (optional_) return "(optional)";
     return default_kind.empty() ? "(required)" : "kind = " + toml_quote(default_kind);
-  if (type == ParamType::kTable) return "";
+  }
+  if (type == ParamType::kTable) return optional_ ? "(optional)" : "";
   if (optional_) return "(unset)";
   if (std::holds_alternative<std::monostate>(default_value)) return "(required)";
   return scalar_str(default_value);

@@ -56,6 +56,8 @@ struct ParamSpec {
   ParamSpec& at_least(double lo) { min = lo; return *this; }
   ParamSpec& above(double lo) { min = lo; min_exclusive = true; return *this; }
   ParamSpec& one_of(std::vector<std::string> values) { choices = std::move(values); return *this; }
+  // An optional parameter has no default: when absent, Params::has() is false. For sections and
+  // tables this means the whole section may be left out.
   ParamSpec& optional() { optional_ = true; default_value = std::monostate{}; return *this; }
   // Makes a parameter that has a default required (no default) instead.
   ParamSpec& required() { default_value = std::monostate{}; optional_ = false; return *this; }

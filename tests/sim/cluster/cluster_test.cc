@@ -7,59 +7,14 @@
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/core/config.h"
 #include "sim/core/rng.h"
-#include "tests/sim_test_support.h"
+#include "tests/sim/cluster/cluster_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::spec;
-
-struct ClusterSetup {
-  int replicas = 1;
-  int64_t kv_blocks = 1000;
-  int64_t block_size = 4;
-  int64_t max_context = 4096;
-  std::string scheduler = "kind = \"continuous\"\nwatermark = 0.0\n";
-  std::string router = "kind = \"round_robin\"\n";
-  double base_s = 0.010;
-  double per_token_s = 0.0;
-};
-
-struct Harness {
-  Simulation sim;
-  testing::RecordingObserver obs;
-  testing::LinearCostModel cost;
-  testing::VectorSource source;
-  std::unique_ptr<Cluster> cluster;
-
-  Harness(std::vector<traces::RequestSpec> specs, const ClusterSetup& s = ClusterSetup())
-      : cost(s.base_s, s.per_token_s), source(std::move(specs)) {
-    const std::vector<core::ParamSpec> schema = {
-        core::ParamSpec::section("scheduler", "schedulers", "continuous", "s"),
-        core::ParamSpec::section("router", "routers", "round_robin", "r")};
-    core::Params cfg =
-        core::parse_config("[scheduler]\n" + s.scheduler + "[router]\n" + s.router, "test.toml", schema);
-    cluster = std::make_unique<Cluster>(sim, source, policies::router_registry().make(cfg.section("router"), 7),
-                                        obs, static_cast<size_t>(s.replicas));
-    policies::SchedulerContext ctx;
-    ctx.max_context = std::min<int64_t>(s.max_context, 2048);
-    ReplicaConfig rc;
-    rc.kv_blocks = s.kv_blocks;
-    rc.block_size = s.block_size;
-    rc.max_context = s.max_context;
-    for (int i = 0; i < s.replicas; ++i)
-      cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx));
-  }
-  void run() {
-    cluster->start();
-    sim.run();
-    cluster->check_drained();
-    for (const auto& st : obs.states) {
-      ASSERT_GE(st.kv_blocks_used, 0);
-      ASSERT_LE(st.kv_blocks_used, st.kv_blocks_total);
-    }
-  }
-};
+using testing::ClusterSetup;
+using testing::Harness;
 
 constexpr int64_t kMs = 1000000;
 

@@ -1,0 +1,201 @@
+// prefix_affinity: cache-aware routing as SGLang's router does it (sgl-router, cache_aware policy).
+//
+// If the load is imbalanced (max - min > balance_abs_threshold and max > balance_rel_threshold x
+// min, load = queued + running requests) the request goes to the least loaded replica. Otherwise
+// it goes to the replica whose cache view matches the longest prefix of its prompt, if that match
+// covers more than cache_threshold of the prompt's blocks; else to the replica whose view holds
+// the fewest blocks (the most room). The router's view of each replica is either its own
+// approximate tree of the prompts it sent there (SGLang; capped at max_tree_blocks per replica,
+// least recently used out), or the replica caches' own insert/evict events as they arrive,
+// delayed by staleness_ms (real routers learn cache state from such events, late).
+#include <algorithm>
+#include <deque>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "policies/router/router.h"
+#include "sim/cluster/kv_cache.h"
+
+namespace servesim::policies {
+namespace {
+
+// A set of chain keys with least-recently-used eviction beyond a capacity.
+class LruKeySet {
+ public:
+  explicit LruKeySet(size_t capacity = 0) : capacity_(capacity) {}
+  bool contains(uint64_t key) const { return index_.count(key) != 0; }
+  size_t size() const { return index_.size(); }
+  void touch(uint64_t key) {
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      order_.splice(order_.end(), order_, it->second);
+      return;
+    }
+    order_.push_back(key);
+    index_[key] = std::prev(order_.end());
+    if (capacity_ > 0 && index_.size() > capacity_) {
+      index_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+  void erase(uint64_t key) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    order_.erase(it->second);
+    index_.erase(it);
+  }
+
+ private:
+  size_t capacity_;
+  std::list<uint64_t> order_;
+  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> index_;
+};
+
+class PrefixAffinityRouter final : public sim::Router, private sim::CacheListener {
+ public:
+  PrefixAffinityRouter(double cache_threshold, int64_t abs_threshold, double rel_threshold, int64_t max_tree_blocks,
+                       bool replica_events, double staleness_s)
+      : cache_threshold_(cache_threshold),
+        abs_threshold_(abs_threshold),
+        rel_threshold_(rel_threshold),
+        max_tree_blocks_(max_tree_blocks),
+        replica_events_(replica_events),
+        staleness_(core::Duration::from_seconds(staleness_s)) {}
+
+  void bind(std::span<sim::Replica* const> replicas, sim::Simulation& sim) override {
+    sim_ = &sim;
+    views_.assign(replicas.size(), LruKeySet(replica_events_ ? 0 : static_cast<size_t>(max_tree_blocks_)));
+    unit_tokens_ = replicas.empty() ? 0 : replicas[0]->kv().unit_tokens();
+    if (replica_events_)
+      for (size_t i = 0; i < replicas.size(); ++i) replicas[i]->kv_cache().set_listener(this, static_cast<uint32_t>(i));
+  }
+
+  uint32_t route(const sim::Request& request, std::span<const sim::ReplicaLoad> replicas) override {
+    if (views_.size() != replicas.size()) views_.assign(replicas.size(), LruKeySet(static_cast<size_t>(max_tree_blocks_)));
+    apply_events();
+    prompt_keys(request);
+
+    int64_t max_load = 0, min_load = INT64_MAX;
+    uint32_t least = 0;
+    for (uint32_t i = 0; i < replicas.size(); ++i) {
+      const int64_t load = replicas[i].queued + replicas[i].running;
+      max_load = std::max(max_load, load);
+      if (load < min_load) {
+        min_load = load;
+        least = i;
+      }
+    }
+    uint32_t pick;
+    const bool imbalanced = max_load - min_load > abs_threshold_ &&
+                            static_cast<double>(max_load) > rel_threshold_ * static_cast<double>(min_load);
+    if (imbalanced || keys_.empty()) {
+      pick = least;
+    } else {
+      size_t best_match = 0;
+      uint32_t best = least;
+      for (uint32_t i = 0; i < replicas.size(); ++i) {
+        size_t m = 0;
+        while (m < keys_.size() && views_[i].contains(keys_[m])) ++m;
+        if (m > best_match) {
+          best_match = m;
+          best = i;
+        }
+      }
+      const double rate = static_cast<double>(best_match) / static_cast<double>(keys_.size());
+      if (rate > cache_threshold_) {
+        pick = best;
+      } else {
+        // The replica whose view holds the fewest blocks: the most room for a new prefix.
+        pick = 0;
+        for (uint32_t i = 1; i < replicas.size(); ++i) {
+          const size_t a = views_[i].size(), b = views_[pick].size();
+          const int64_t la = replicas[i].queued + replicas[i].running;
+          const int64_t lb = replicas[pick].queued + replicas[pick].running;
+          if (a < b || (a == b && la < lb)) pick = i;
+        }
+      }
+    }
+    if (!replica_events_)
+      for (uint64_t k : keys_) views_[pick].touch(k);
+    return pick;
+  }
+
+ private:
+  // The chain keys of the prompt's prefix blocks, as the replicas' caches key them.
+  void prompt_keys(const sim::Request& r) {
+    keys_.clear();
+    size_t n = r.block_hashes.size();
+    if (unit_tokens_ > 0) n = std::min<size_t>(n, static_cast<size_t>((r.prompt_tokens + unit_tokens_ - 1) / unit_tokens_));
+    uint64_t key = 0;
+    for (size_t j = 0; j < n; ++j) {
+      key = sim::KvCache::chain(key, r.block_hashes[j]);
+      keys_.push_back(key);
+    }
+  }
+
+  struct Event {
+    core::Time time;
+    uint32_t replica;
+    uint64_t key;
+    bool cached;
+  };
+  void on_unit_cached(uint32_t replica, uint64_t key) override { events_.push_back({sim_->now(), replica, key, true}); }
+  void on_unit_evicted(uint32_t replica, uint64_t key) override { events_.push_back({sim_->now(), replica, key, false}); }
+  void apply_events() {
+    if (!replica_events_) return;
+    const core::Time now = sim_->now();
+    while (!events_.empty() && events_.front().time + staleness_ <= now) {
+      const Event& e = events_.front();
+      if (e.cached) views_[e.replica].touch(e.key); else views_[e.replica].erase(e.key);
+      events_.pop_front();
+    }
+  }
+
+  double cache_threshold_;
+  int64_t abs_threshold_;
+  double rel_threshold_;
+  int64_t max_tree_blocks_;
+  bool replica_events_;
+  core::Duration staleness_;
+  sim::Simulation* sim_ = nullptr;
+  int64_t unit_tokens_ = 0;
+  std::vector<LruKeySet> views_;
+  std::vector<uint64_t> keys_;
+  std::deque<Event> events_;
+};
+
+const bool kRegistered = router_registry().add(
+    {"prefix_affinity",
+     "SGLang-style cache-aware routing: longest cached-prefix match unless the load is imbalanced; "
+     "the cache view is the router's own tree of routed prompts or the replicas' cache events",
+     {
+         core::ParamSpec::real("cache_threshold", 0.5, "fraction",
+                               "route to the best prefix match only if it covers more than this share of the "
+                               "prompt's blocks (SGLang default 0.5)")
+             .range(0, 1),
+         core::ParamSpec::integer("balance_abs_threshold", 32, "requests",
+                                  "imbalance if max - min load exceeds this (SGLang default 32)")
+             .at_least(0),
+         core::ParamSpec::real("balance_rel_threshold", 1.0001, "ratio",
+                               "... and max load exceeds this multiple of min load (SGLang default 1.0001)")
+             .at_least(1),
+         core::ParamSpec::integer("max_tree_blocks", 1 << 20, "blocks",
+                                  "router_tree view: most prefix blocks remembered per replica (LRU)")
+             .at_least(1),
+         core::ParamSpec::string("cache_view", "router_tree",
+                                 "router_tree: the prompts routed to each replica (SGLang); replica_events: "
+                                 "the replicas' cache insert/evict events, staleness_ms late")
+             .one_of({"router_tree", "replica_events"}),
+         core::ParamSpec::real("staleness_ms", 0, "ms", "replica_events view: how late events reach the router")
+             .at_least(0),
+     }},
+    [](const core::Params& p, uint64_t) {
+      return std::make_unique<PrefixAffinityRouter>(
+          p.get_float("cache_threshold"), p.get_int("balance_abs_threshold"), p.get_float("balance_rel_threshold"),
+          p.get_int("max_tree_blocks"), p.get_string("cache_view") == "replica_events",
+          p.get_float("staleness_ms") * 1e-3);
+    });
+
+}  // namespace
+}  // namespace servesim::policies

@@ -1,0 +1,122 @@
+// chunked: Sarathi-Serve's stall-free batching with chunked prefills (also vLLM v1's default).
+//
+// Each iteration has a token budget (max_num_batched_tokens). It takes, in order: one token for
+// every decoding request (oldest first, preempting the newest running request when a block runs
+// out), then the next chunk of each partially prefilled request, then new requests from the waiting
+// queue (FCFS, head-of-line), each chunk min(what is left of its prompt, chunk_size, what is left of
+// the budget). A long prompt spans as many iterations as it needs, so it never stalls decodes for a
+// whole prefill; prefill chunks and decodes share iterations, and the cost model sees each chunk's
+// tokens and the context it attends to.
+#include <algorithm>
+
+#include "policies/scheduler/batch_scheduler.h"
+#include "policies/scheduler/steps.h"
+
+namespace servesim::policies {
+namespace {
+
+class ChunkedScheduler final : public sim::BatchScheduler {
+ public:
+  ChunkedScheduler(int64_t max_num_seqs, int64_t budget, int64_t chunk_size, double watermark)
+      : max_num_seqs_(max_num_seqs), budget_(budget), chunk_size_(chunk_size), watermark_(watermark) {}
+
+  int64_t reserved_blocks(const sim::KvCache& kv) const override {
+    return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
+  }
+
+  void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
+    const bool preempted = decode_running(replica, plan, budget_);
+    int64_t left = budget_ - static_cast<int64_t>(plan.decodes.size());
+    left -= continue_prefills(replica, plan, left);
+    if (preempted) return;  // blocks are short: admit nothing new this iteration
+    left -= admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()), left);
+    admit_new(replica, plan, left);
+  }
+
+ private:
+  // The largest chunk <= `want` whose blocks are available (halving: block rounding makes the
+  // exact answer a search, and a smaller chunk is always acceptable).
+  static int64_t fitting_chunk(sim::Replica& replica, sim::RequestId id, int64_t want) {
+    const sim::Request& r = replica.request(id);
+    for (int64_t c = want; c > 0; c /= 2)
+      if (replica.growth_blocks(id, r.kv_tokens + c) <= replica.kv().available()) return c;
+    return 0;
+  }
+
+  static bool planned(const sim::IterationPlan& plan, sim::RequestId id) {
+    for (sim::RequestId d : plan.decodes)
+      if (d == id) return true;
+    for (const auto& p : plan.prefills)
+      if (p.id == id) return true;
+    return false;
+  }
+
+  int64_t continue_prefills(sim::Replica& replica, sim::IterationPlan& plan, int64_t left) {
+    int64_t used = 0;
+    for (size_t i = 0; i < replica.running().size() && used < left; ++i) {
+      const sim::RequestId id = replica.running()[i];
+      const sim::Request& r = replica.request(id);
+      if (r.decoding) continue;
+      const int64_t want = std::min({r.prefill_target() - r.kv_tokens, chunk_size_, left - used});
+      int64_t c = fitting_chunk(replica, id, want);
+      // No room even for a small chunk: make room by preempting the newest running requests not in
+      // this iteration, as decodes do, so partially prefilled requests cannot wait on each other.
+      while (c == 0 && replica.running().back() != id && !planned(plan, replica.running().back())) {
+        replica.preempt(replica.running().back());
+        c = fitting_chunk(replica, id, want);
+      }
+      if (c == 0 || !replica.reserve(id, r.kv_tokens + c)) continue;
+      plan.prefills.push_back({id, c});
+      used += c;
+    }
+    return used;
+  }
+
+  void admit_new(sim::Replica& replica, sim::IterationPlan& plan, int64_t left) {
+    const int64_t reserved = reserved_blocks(replica.kv());
+    while (left > 0 && !replica.waiting().empty()) {
+      const sim::RequestId id = replica.waiting().front();
+      const sim::Request& r = replica.request(id);
+      if (replica.resumable(r)) break;
+      if (static_cast<int64_t>(replica.running().size()) >= max_num_seqs_) break;
+      const int64_t hit = replica.prefix_hit_tokens(id);
+      const int64_t c = std::min({r.prefill_target() - hit, chunk_size_, left});
+      if (replica.kv().available() - replica.admission_blocks(hit + c) < reserved) break;
+      if (!replica.admit_front(hit + c)) break;
+      plan.prefills.push_back({id, c});
+      left -= c;
+    }
+  }
+
+  int64_t max_num_seqs_;
+  int64_t budget_;
+  int64_t chunk_size_;
+  double watermark_;
+};
+
+const bool kRegistered = scheduler_registry().add(
+    {"chunked",
+     "Sarathi-Serve chunked prefill: per-iteration token budget; decodes first, then partial "
+     "prefills, then new prompts in chunks; prefill and decode share iterations",
+     {
+         core::ParamSpec::integer("max_num_seqs", 256, "sequences", "most sequences running at once")
+             .range(1, 1 << 20),
+         core::ParamSpec::integer("max_num_batched_tokens", 2048, "tokens",
+                                  "token budget of one iteration (decodes count one each)")
+             .range(1, int64_t{1} << 40),
+         core::ParamSpec::integer("chunk_size", 0, "tokens",
+                                  "most prompt tokens of one request per iteration; unset = the budget")
+             .range(1, int64_t{1} << 40)
+             .optional(),
+         core::ParamSpec::real("watermark", 0.01, "fraction of KV blocks",
+                               "blocks kept free when admitting new requests, so running ones can grow")
+             .range(0, 0.5),
+     }},
+    [](const core::Params& p, const SchedulerContext&) {
+      const int64_t budget = p.get_int("max_num_batched_tokens");
+      const int64_t chunk = p.has("chunk_size") ? p.get_int("chunk_size") : budget;
+      return std::make_unique<ChunkedScheduler>(p.get_int("max_num_seqs"), budget, chunk, p.get_float("watermark"));
+    });
+
+}  // namespace
+}  // namespace servesim::policies

@@ -1,0 +1,54 @@
+#include "policies/scheduler/steps.h"
+
+namespace servesim::policies {
+
+bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens) {
+  bool preempted = false;
+  size_t i = 0;
+  int64_t tokens = 0;
+  while (i < replica.running().size() && tokens < max_tokens) {
+    const sim::RequestId id = replica.running()[i];
+    const sim::Request& r = replica.request(id);
+    if (!r.decoding) {  // still prefilling (chunked): not a decode
+      ++i;
+      continue;
+    }
+    const int64_t need = r.kv_tokens + 1;
+    bool self_preempted = false;
+    while (!replica.reserve(id, need)) {
+      preempted = true;
+      if (replica.running().size() - 1 > i) {
+        replica.preempt(replica.running().back());
+      } else {
+        replica.preempt(id);
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    plan.decodes.push_back(id);
+    ++tokens;
+    ++i;
+  }
+  return preempted;
+}
+
+int64_t admit_resumable(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_num_seqs, int64_t reserved,
+                        int64_t max_tokens) {
+  int64_t admitted = 0;
+  while (!replica.waiting().empty() && max_tokens > 0) {
+    const sim::RequestId id = replica.waiting().front();
+    const sim::Request& r = replica.request(id);
+    if (!replica.resumable(r)) break;
+    if (static_cast<int64_t>(replica.running().size()) >= max_num_seqs) break;
+    const int64_t need = r.kv_tokens + 1;
+    if (replica.kv().available() - replica.admission_blocks(need) < reserved) break;
+    if (!replica.admit_front(need)) break;
+    plan.decodes.push_back(id);
+    ++admitted;
+    --max_tokens;
+  }
+  return admitted;
+}
+
+}  // namespace servesim::policies

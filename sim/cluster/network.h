@@ -1,0 +1,122 @@
+#pragma once
+// The cluster network and the KV-cache transfers over it.
+//
+// Topology (a Boost.Graph of directed links, each with a bandwidth and a latency): GPUs in nodes of
+// `gpus_per_node`, each GPU linked to its node's NVSwitch by NVLink and to a NIC by PCIe; NICs
+// link to leaf switches (`nodes_per_switch` nodes each); leaf switches link to one spine. A transfer
+// between two GPUs takes the lowest-latency path (NVLink through the NVSwitch inside a node;
+// PCIe -> NIC -> switches -> NIC -> PCIe across nodes).
+//
+// Flows: every active flow gets a max-min fair share of each link on its path (progressive
+// filling), recomputed whenever a flow starts or drains, so transfers that share a link slow each
+// other down. A flow's data drains at its rate; it completes one path latency after draining.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/engine/simulation.h"
+
+namespace servesim::sim {
+
+struct TopologyConfig {
+  int64_t num_gpus = 0;
+  int64_t gpus_per_node = 8;
+  double nvlink_bytes_per_s = 450e9;   // per GPU, one direction
+  double nvlink_latency_s = 1e-6;
+  double pcie_bytes_per_s = 50e9;      // GPU <-> NIC (and host), one direction
+  double pcie_latency_s = 1e-6;
+  int64_t nics_per_node = 8;           // GPU i of a node uses NIC i mod nics_per_node
+  double nic_bytes_per_s = 50e9;       // NIC <-> leaf switch, one direction (400 Gb/s)
+  double nic_latency_s = 2e-6;         // per NIC-switch hop
+  int64_t nodes_per_switch = 32;
+  double spine_bytes_per_s = 0;        // leaf <-> spine uplink; 0 = non-blocking (sum of the leaf's NICs)
+  double switch_latency_s = 1e-6;      // per leaf-spine hop
+};
+
+class Topology {
+ public:
+  explicit Topology(const TopologyConfig& config);
+  ~Topology();
+  Topology(Topology&&) noexcept;
+
+  int64_t num_gpus() const { return config_.num_gpus; }
+  int64_t node_of(int64_t gpu) const { return gpu / config_.gpus_per_node; }
+  size_t num_links() const { return link_bandwidth_.size(); }
+  double link_bandwidth(uint32_t link) const { return link_bandwidth_[link]; }
+  const std::string& link_name(uint32_t link) const { return link_names_[link]; }
+
+  struct Path {
+    std::vector<uint32_t> links;
+    double latency_s = 0;
+    double bottleneck_bytes_per_s = 0;
+  };
+  // The lowest-latency path from one GPU to another (cached).
+  const Path& path(int64_t from_gpu, int64_t to_gpu) const;
+
+ private:
+  struct Graph;
+  TopologyConfig config_;
+  std::unique_ptr<Graph> graph_;
+  std::vector<double> link_bandwidth_;
+  std::vector<std::string> link_names_;
+  mutable std::unordered_map<uint64_t, Path> paths_;
+};
+
+// Told when a transfer has fully arrived.
+class TransferListener {
+ public:
+  virtual void on_transfer_done(uint64_t tag) = 0;
+
+ protected:
+  ~TransferListener() = default;
+};
+
+class Network final : public EventHandler {
+ public:
+  Network(Simulation& sim, Topology topology);
+
+  const Topology& topology() const { return topology_; }
+  // Moves `bytes` split evenly over the (from GPU, to GPU) pairs, as parallel flows; tells
+  // `listener` with `tag` when the last flow has arrived.
+  void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
+                      TransferListener* listener);
+  size_t active_flows() const { return flows_.size(); }
+  double bytes_delivered() const { return bytes_delivered_; }
+
+  void on_event(uint64_t payload) override;
+
+ private:
+  struct Flow {
+    uint32_t transfer;
+    const Topology::Path* path;
+    double remaining;
+    double rate = 0;
+  };
+  struct Transfer {
+    uint64_t tag;
+    TransferListener* listener;
+    int64_t flows_left;
+    double latency_s = 0;  // the longest path latency of its flows
+    double bytes = 0;
+  };
+  void advance();
+  void reschedule();
+
+  Simulation& sim_;
+  Topology topology_;
+  std::vector<Flow> flows_;
+  std::vector<Transfer> transfers_;
+  std::vector<uint32_t> free_transfers_;
+  core::Time last_update_;
+  uint64_t version_ = 0;
+  double bytes_delivered_ = 0;
+  // Scratch of the rate computation.
+  std::vector<double> residual_;
+  std::vector<int64_t> unfrozen_;
+  std::vector<char> frozen_;
+};
+
+}  // namespace servesim::sim

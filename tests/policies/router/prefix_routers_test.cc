@@ -1,0 +1,107 @@
+// power_of_two, consistent_hash and prefix_affinity on hand-built loads and prompts.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "policies/router/router.h"
+#include "sim/core/config.h"
+#include "tests/sim/cluster/cluster_harness.h"
+
+namespace servesim::policies {
+namespace {
+
+std::unique_ptr<sim::Router> make(const std::string& toml, uint64_t seed = 1) {
+  static const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("router", "routers", "round_robin", "r")};
+  core::Params cfg = core::parse_config("[router]\n" + toml, "t.toml", schema);
+  return router_registry().make(cfg.section("router"), seed);
+}
+
+sim::Request with(uint64_t id, uint64_t session, std::vector<uint64_t> hashes, int64_t prompt = 0) {
+  sim::Request r;
+  r.id = id;
+  r.session = session;
+  r.block_hashes = std::move(hashes);
+  r.prompt_tokens = prompt ? prompt : static_cast<int64_t>(r.block_hashes.size()) * 16;
+  return r;
+}
+
+TEST(PowerOfTwoRouterTest, PicksTheLessLoadedOfTwoDistinctReplicas) {
+  auto r = make("kind = \"power_of_two\"\n", 3);
+  std::vector<sim::ReplicaLoad> loads(4);
+  loads[0].outstanding_tokens = 1000;  // never the less loaded of a pair
+  loads[1].outstanding_tokens = 10;
+  loads[2].outstanding_tokens = 20;
+  loads[3].outstanding_tokens = 30;
+  std::map<uint32_t, int> picks;
+  for (int i = 0; i < 3000; ++i) ++picks[r->route(with(static_cast<uint64_t>(i), 0, {}), loads)];
+  EXPECT_EQ(picks.count(0), 0u);
+  // Replica 1 wins every pair it is in: pairs with 1 are 3 of the 6 equally likely pairs.
+  EXPECT_NEAR(picks[1], 1500, 150);
+  EXPECT_NEAR(picks[2], 1000, 120);  // wins against 0 and 3
+  EXPECT_NEAR(picks[3], 500, 100);   // wins only against 0
+}
+
+TEST(ConsistentHashRouterTest, SessionsStickAndSpread) {
+  auto r = make("kind = \"consistent_hash\"\nkey = \"session\"\n");
+  std::vector<sim::ReplicaLoad> loads(8);
+  std::map<uint64_t, uint32_t> home;
+  std::map<uint32_t, int> per_replica;
+  for (uint64_t i = 0; i < 8000; ++i) {
+    const uint64_t session = 1 + i % 800;
+    const uint32_t pick = r->route(with(i, session, {}), loads);
+    auto [it, fresh] = home.emplace(session, pick);
+    EXPECT_EQ(it->second, pick);
+    if (fresh) ++per_replica[pick];
+  }
+  for (const auto& [replica, n] : per_replica) EXPECT_NEAR(n, 100, 45) << replica;
+  // By first block: the same first block lands on the same replica whatever the session.
+  auto b = make("kind = \"consistent_hash\"\nkey = \"first_block\"\n");
+  EXPECT_EQ(b->route(with(1, 5, {42, 1}), loads), b->route(with(2, 9, {42, 7, 8}), loads));
+}
+
+TEST(PrefixAffinityRouterTest, LongestMatchUnlessImbalanced) {
+  auto r = make("kind = \"prefix_affinity\"\ncache_threshold = 0.5\nbalance_abs_threshold = 4\n");
+  std::vector<sim::ReplicaLoad> loads(3);
+  // A new prompt with no match anywhere goes to the replica whose tree is smallest (all empty:
+  // replica 0), then its prefix is remembered there.
+  EXPECT_EQ(r->route(with(0, 0, {1, 2, 3, 4}), loads), 0u);
+  loads[0].running = 1;
+  // Something else: no match; trees: replica 0 holds 4 blocks, others 0 -> replica 1.
+  EXPECT_EQ(r->route(with(1, 0, {9, 9, 9, 9}), loads), 1u);
+  loads[1].running = 1;
+  // Shares 3 of 4 blocks with the first prompt (75% > 50%): back to replica 0.
+  EXPECT_EQ(r->route(with(2, 0, {1, 2, 3, 5}), loads), 0u);
+  // Shares 1 of 4 (25%): no affinity; the smallest tree is replica 2's.
+  EXPECT_EQ(r->route(with(3, 0, {1, 7, 7, 7}), loads), 2u);
+  // Imbalance (max - min > 4 and max > min): the least loaded wins regardless of the match.
+  loads[0].running = 10;
+  loads[1].running = 3;
+  loads[2].running = 2;
+  EXPECT_EQ(r->route(with(4, 0, {1, 2, 3, 4}), loads), 2u);
+}
+
+TEST(PrefixAffinityRouterTest, ReplicaEventsArriveLate) {
+  // Two replicas with prefix caching; the router learns their caches from insert events 50 ms late.
+  testing::ClusterSetup s;
+  s.replicas = 2;
+  s.prefix_unit_tokens = 8;
+  s.router = "kind = \"prefix_affinity\"\ncache_view = \"replica_events\"\nstaleness_ms = 50\ncache_threshold = 0.3\n";
+  auto req = [](double t, std::vector<uint64_t> h) {
+    traces::RequestSpec sp = testing::spec(t, static_cast<int64_t>(h.size()) * 8, 2);
+    sp.block_hashes = std::move(h);
+    return sp;
+  };
+  // The first request lands on replica 0 (both empty). The second, 20 ms later, finds no event yet
+  // (stale view): it goes to replica 1 (tie on view size, lower load). The third, 100 ms later,
+  // sees replica 0's cache and follows its prefix there.
+  testing::Harness h({req(0.0, {1, 2, 3, 4}), req(0.020, {1, 2, 3, 4}), req(0.100, {1, 2, 3, 4})}, s);
+  h.run();
+  EXPECT_EQ(h.obs.find(0)->replica, 0u);
+  EXPECT_EQ(h.obs.find(1)->replica, 1u);
+  EXPECT_EQ(h.obs.find(2)->replica, 0u);
+  EXPECT_EQ(h.obs.find(2)->cached_tokens, 24);
+}
+
+}  // namespace
+}  // namespace servesim::policies
