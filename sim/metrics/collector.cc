@@ -9,6 +9,34 @@ MetricsCollector::MetricsCollector(CollectorConfig config, std::vector<ResultSin
   state_.resize(config_.replicas.size());
   for (size_t i = 0; i < state_.size(); ++i) state_[i].replica = static_cast<uint32_t>(i);
   kv_block_ns_.assign(config_.replicas.size(), 0);
+  replica_stats_.resize(config_.replicas.size());
+  replica_busy_.resize(config_.replicas.size());
+  for (size_t i = 0; i < replica_stats_.size(); ++i) {
+    replica_stats_[i].replica = static_cast<uint32_t>(i);
+    replica_stats_[i].role = config_.replicas[i].role;
+    replica_stats_[i].gpu = config_.replicas[i].gpu;
+    replica_stats_[i].tensor_parallel = static_cast<int64_t>(config_.replicas[i].gpus);
+  }
+}
+
+void MetricsCollector::on_prefix_lookup(const core::PrefixLookup& l) {
+  s_.prefix_prompt_blocks += static_cast<uint64_t>(l.prompt_units);
+  s_.prefix_matched_blocks += static_cast<uint64_t>(l.matched_units);
+  s_.prefix_prompt_tokens += l.prompt_tokens;
+  s_.prefix_hit_tokens += l.hit_tokens;
+  s_.prefix_saved_tflop += l.saved_flops * 1e-12;
+  ReplicaStats& r = replica_stats_[l.replica];
+  r.prefix_prompt_blocks += static_cast<uint64_t>(l.prompt_units);
+  r.prefix_matched_blocks += static_cast<uint64_t>(l.matched_units);
+  r.prefix_prompt_tokens += l.prompt_tokens;
+  r.prefix_hit_tokens += l.hit_tokens;
+  r.prefix_saved_tflop += l.saved_flops * 1e-12;
+}
+
+void MetricsCollector::on_kv_transfer(const core::KvTransfer& t) {
+  ++s_.kv_transfers;
+  s_.kv_transfer_gb += t.bytes * 1e-9;
+  transfer_ms_.push_back((t.end - t.start).ms());
 }
 
 void MetricsCollector::on_request_done(const core::RequestRecord& r) {
@@ -33,10 +61,15 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
       ++s_.rejected_kv_capacity;
       break;
   }
+  ++replica_stats_[r.replica].routed;
+  if (r.outcome == core::RequestOutcome::kCompleted) ++replica_stats_[r.decode_replica].completed;
   for (ResultSink* sink : sinks_) sink->add_request(r, m);
 }
 
-void MetricsCollector::on_preempt(uint64_t, uint32_t, core::Time) { ++s_.preemptions; }
+void MetricsCollector::on_preempt(uint64_t, uint32_t replica, core::Time) {
+  ++s_.preemptions;
+  ++replica_stats_[replica].preemptions;
+}
 
 void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   const ReplicaHardware& hw = config_.replicas[it.replica];
@@ -48,6 +81,16 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   flops_ += it.flops;
   bytes_ += it.bytes;
   batch_seconds_ += d * static_cast<double>(it.batch_size);
+  ReplicaStats& r = replica_stats_[it.replica];
+  ++r.iterations;
+  r.prefill_tokens += it.prefill_tokens;
+  r.decode_tokens += it.decode_tokens;
+  Busy& b = replica_busy_[it.replica];
+  b.seconds += d;
+  b.peak_flop += d * hw.peak_flops;
+  b.peak_bytes += d * hw.hbm_bandwidth;
+  b.flops += it.flops;
+  b.bytes += it.bytes;
 }
 
 void MetricsCollector::on_token_gaps(std::span<const int64_t> gaps_ns) {
@@ -81,6 +124,14 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
     state_[i].time = end;
     kv_used_ns += kv_block_ns_[i];
     kv_capacity_ns += static_cast<long double>(state_[i].kv_blocks_total) * end.ns();
+    ReplicaStats& r = replica_stats_[i];
+    const Busy& b = replica_busy_[i];
+    r.busy_seconds = b.seconds;
+    if (b.peak_flop > 0) r.mfu = b.flops / b.peak_flop;
+    if (b.peak_bytes > 0) r.mbu = b.bytes / b.peak_bytes;
+    const long double capacity = static_cast<long double>(state_[i].kv_blocks_total) * end.ns();
+    if (capacity > 0) r.kv_util_mean = static_cast<double>(kv_block_ns_[i] / capacity);
+    for (ResultSink* sink : sinks_) sink->add_replica_stats(r);
   }
 
   RunSummary s = s_;
@@ -91,6 +142,11 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   s.tpot_ms = summarize(tpot_ms_);
   s.e2e_ms = summarize(e2e_ms_);
   s.itl_ms = itl_ns_.summarize(1e6);
+  s.kv_transfer_ms = summarize(transfer_ms_);
+  if (s.prefix_prompt_blocks > 0)
+    s.prefix_block_hit_rate = static_cast<double>(s.prefix_matched_blocks) / static_cast<double>(s.prefix_prompt_blocks);
+  if (s.prefix_prompt_tokens > 0)
+    s.prefix_token_hit_rate = static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_prompt_tokens);
   const double t = s.sim_seconds;
   if (t > 0) {
     s.throughput_req_s = static_cast<double>(s.requests_completed) / t;

@@ -3,6 +3,7 @@
 // replica state on a fixed period, and forwards rows to result sinks.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sim/core/lifecycle.h"
@@ -18,6 +19,8 @@ struct ReplicaHardware {
   double hbm_bandwidth = 0;    // bytes/s of the group
   double gpus = 1;             // GPUs in the group
   double usd_per_hour = 0;     // price of the group
+  std::string role = "unified";  // "unified", "prefill" or "decode"
+  std::string gpu;             // GPU kind, for per-replica results
 };
 
 struct CollectorConfig {
@@ -35,9 +38,11 @@ class MetricsCollector final : public core::LifecycleObserver {
   void on_iteration(const core::IterationRecord& it) override;
   void on_token_gaps(std::span<const int64_t> gaps_ns) override;
   void on_replica_state(const core::ReplicaState& s) override;
+  void on_prefix_lookup(const core::PrefixLookup& l) override;
+  void on_kv_transfer(const core::KvTransfer& t) override;
 
-  // Closes the time series at `end` and computes the summary (sinks are not told; the caller
-  // commits them with end_run once everything else has succeeded).
+  // Closes the time series at `end`, hands each sink the per-replica statistics and computes the
+  // summary (the caller commits the sinks with end_run once everything else has succeeded).
   RunSummary finish(core::Time end, uint64_t events, double wall_seconds);
 
  private:
@@ -45,7 +50,12 @@ class MetricsCollector final : public core::LifecycleObserver {
 
   CollectorConfig config_;
   std::vector<ResultSink*> sinks_;
-  std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_;
+  std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_, transfer_ms_;
+  std::vector<ReplicaStats> replica_stats_;
+  struct Busy {
+    double seconds = 0, peak_flop = 0, peak_bytes = 0, flops = 0, bytes = 0;
+  };
+  std::vector<Busy> replica_busy_;
   LogHistogram itl_ns_;
   RunSummary s_;
   double busy_seconds_ = 0, busy_peak_flop_ = 0, busy_peak_bytes_ = 0;

@@ -31,7 +31,7 @@ CsvSink::CsvSink(std::string dir) : dir_(std::move(dir)) {
 CsvSink::~CsvSink() {
   // An unfinished run leaves nothing: drop the staged rows.
   std::error_code ec;
-  for (Table* t : {&requests_, &samples_}) {
+  for (Table* t : {&requests_, &samples_, &replica_stats_}) {
     if (t->out.is_open()) t->out.close();
     if (!t->staged.empty()) fs::remove(t->staged, ec);
   }
@@ -71,14 +71,31 @@ void CsvSink::begin_run(RunInfo& info) {
         at_start = true;
       }
     }
+    // A run killed while publishing may have left rows in the other files under a number runs.csv
+    // does not name: number after those too, so that they are never mistaken for this run's.
+    for (const char* name : {"requests.csv", "replica_timeseries.csv", "replica_stats.csv"}) {
+      std::ifstream rows(fs::path(dir_) / name);
+      std::string line;
+      std::getline(rows, line);  // header
+      while (std::getline(rows, line)) {
+        const size_t comma = line.find(',');
+        if (comma == 0 || comma == std::string::npos) continue;
+        int64_t id = 0;
+        for (size_t i = 0; i < comma && i < 18 && line[i] >= '0' && line[i] <= '9'; ++i) id = id * 10 + (line[i] - '0');
+        max_id = std::max(max_id, id);
+      }
+    }
     info.run_id = max_id + 1;
   }
   info_ = info;
   open_table(requests_, "requests.csv",
              "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,"
-             "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo");
+             "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo,cached_tokens,decode_replica,kv_transfer_bytes");
   open_table(samples_, "replica_timeseries.csv",
              "run_id,replica,time_ns,queued,running,kv_blocks_used,kv_blocks_total");
+  std::string stats_header = "run_id,replica,role,gpu";
+  for (const auto& v : flatten(ReplicaStats{})) stats_header += "," + v.name;
+  open_table(replica_stats_, "replica_stats.csv", stats_header);
   open_ = true;
 }
 
@@ -93,12 +110,20 @@ void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m)
   } else {
     o << ",,,,";
   }
-  o << ',' << r.preemptions << ',' << (m.meets_slo ? 1 : 0) << '\n';
+  o << ',' << r.preemptions << ',' << (m.meets_slo ? 1 : 0) << ',' << r.cached_tokens << ',' << r.decode_replica
+    << ',' << core::format_double(r.kv_transfer_bytes) << '\n';
 }
 
 void CsvSink::add_sample(const ReplicaSample& s) {
   samples_.out << info_.run_id << ',' << s.replica << ',' << s.time_ns << ',' << s.queued << ',' << s.running
                << ',' << s.kv_blocks_used << ',' << s.kv_blocks_total << '\n';
+}
+
+void CsvSink::add_replica_stats(const ReplicaStats& r) {
+  auto& o = replica_stats_.out;
+  o << info_.run_id << ',' << r.replica << ',' << csv_field(r.role) << ',' << csv_field(r.gpu);
+  for (const auto& v : flatten(r)) o << ',' << number(v.value, v.integer);
+  o << '\n';
 }
 
 void CsvSink::publish(Table& t, const std::string& extra_rows) {
@@ -149,6 +174,7 @@ void CsvSink::end_run(const RunSummary& summary) {
   // The run becomes visible when runs.csv names it: publish its rows first.
   publish(requests_, "");
   publish(samples_, "");
+  publish(replica_stats_, "");
   publish(runs, row.str());
   open_ = false;
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Results as CSV files in a directory: runs.csv, requests.csv and replica_timeseries.csv, with the
+// Results as CSV files in a directory: runs.csv, requests.csv, replica_timeseries.csv and
+// replica_stats.csv, with the
 // columns of the SQLite tables. Rows of earlier runs already in the files are kept; the new run's
 // rows are added when the run ends, each file replaced atomically (write a temporary, rename).
 
@@ -19,6 +20,7 @@ class CsvSink final : public ResultSink {
   void begin_run(RunInfo& info) override;
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
+  void add_replica_stats(const ReplicaStats& stats) override;
   void end_run(const RunSummary& summary) override;
 
  private:
@@ -33,7 +35,7 @@ class CsvSink final : public ResultSink {
 
   std::string dir_;
   RunInfo info_;
-  Table requests_, samples_;
+  Table requests_, samples_, replica_stats_;
   bool open_ = false;
 };
 

@@ -26,6 +26,8 @@ class ResultSink {
   virtual void begin_run(RunInfo& info) = 0;
   virtual void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) = 0;
   virtual void add_sample(const ReplicaSample& sample) = 0;
+  // Per-replica results, once per replica just before end_run.
+  virtual void add_replica_stats(const ReplicaStats& /*stats*/) {}
   virtual void end_run(const RunSummary& summary) = 0;
 };
 

@@ -21,6 +21,13 @@ std::string runs_columns_sql() {
 
 }  // namespace
 
+static std::string replica_stats_columns_sql() {
+  std::string cols = "run_id INTEGER NOT NULL REFERENCES runs(run_id),\n  replica INTEGER NOT NULL,\n"
+                     "  role TEXT NOT NULL,\n  gpu TEXT NOT NULL";
+  for (const auto& v : flatten(ReplicaStats{})) cols += ",\n  " + v.name + (v.integer ? " INTEGER" : " REAL");
+  return cols;
+}
+
 std::string sqlite_schema() {
   return "CREATE TABLE IF NOT EXISTS runs (\n  " + runs_columns_sql() +
          "\n);\n"
@@ -38,7 +45,10 @@ std::string sqlite_schema() {
          "  tpot_ms REAL,\n"
          "  e2e_ms REAL,\n"
          "  preemptions INTEGER NOT NULL,\n"
-         "  meets_slo INTEGER NOT NULL\n"
+         "  meets_slo INTEGER NOT NULL,\n"
+         "  cached_tokens INTEGER NOT NULL,\n"
+         "  decode_replica INTEGER NOT NULL,\n"
+         "  kv_transfer_bytes REAL NOT NULL\n"
          ");\n"
          "CREATE INDEX IF NOT EXISTS requests_by_run ON requests(run_id, request_id);\n"
          "CREATE TABLE IF NOT EXISTS replica_timeseries (\n"
@@ -50,7 +60,8 @@ std::string sqlite_schema() {
          "  kv_blocks_used INTEGER NOT NULL,\n"
          "  kv_blocks_total INTEGER NOT NULL\n"
          ");\n"
-         "CREATE INDEX IF NOT EXISTS timeseries_by_run ON replica_timeseries(run_id, replica, time_ns);\n";
+         "CREATE INDEX IF NOT EXISTS timeseries_by_run ON replica_timeseries(run_id, replica, time_ns);\n"
+         "CREATE TABLE IF NOT EXISTS replica_stats (\n  " + replica_stats_columns_sql() + "\n);\n";
 }
 
 void SqliteSink::fail(const std::string& what, const std::exception& e) const {
@@ -100,8 +111,8 @@ void SqliteSink::begin_run(RunInfo& info) {
     insert_request_ = std::make_unique<SQLite::Statement>(
         *db_,
         "INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, arrival_ns, "
-        "first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo, cached_tokens, "
+        "decode_replica, kv_transfer_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     insert_sample_ = std::make_unique<SQLite::Statement>(
         *db_,
         "INSERT INTO replica_timeseries (run_id, replica, time_ns, queued, running, kv_blocks_used, "
@@ -133,6 +144,9 @@ void SqliteSink::add_request(const core::RequestRecord& r, const RequestMetrics&
     }
     st.bind(13, static_cast<int64_t>(r.preemptions));
     st.bind(14, m.meets_slo ? 1 : 0);
+    st.bind(15, r.cached_tokens);
+    st.bind(16, static_cast<int64_t>(r.decode_replica));
+    st.bind(17, r.kv_transfer_bytes);
     st.exec();
     st.reset();
   } catch (const std::exception& e) {
@@ -157,6 +171,29 @@ void SqliteSink::add_sample(const ReplicaSample& s) {
   }
 }
 
+void SqliteSink::add_replica_stats(const ReplicaStats& r) {
+  try {
+    const auto values = flatten(r);
+    std::string sql = "INSERT INTO replica_stats (run_id, replica, role, gpu";
+    for (const auto& v : values) sql += ", " + v.name;
+    sql += ") VALUES (?, ?, ?, ?";
+    for (size_t i = 0; i < values.size(); ++i) sql += ", ?";
+    sql += ")";
+    SQLite::Statement st(*db_, sql);
+    st.bind(1, run_id_);
+    st.bind(2, static_cast<int64_t>(r.replica));
+    st.bind(3, r.role);
+    st.bind(4, r.gpu);
+    int k = 5;
+    for (const auto& v : values) {
+      if (v.integer) st.bind(k++, static_cast<int64_t>(v.value)); else st.bind(k++, v.value);
+    }
+    st.exec();
+  } catch (const std::exception& e) {
+    fail("cannot write a replica_stats row", e);
+  }
+}
+
 void SqliteSink::end_run(const RunSummary& summary) {
   try {
     const auto values = flatten(summary);
@@ -170,6 +207,7 @@ void SqliteSink::end_run(const RunSummary& summary) {
     }
     st.bind(k, run_id_);
     st.exec();
+    if (before_commit_) before_commit_(*db_, run_id_);
     insert_request_.reset();
     insert_sample_.reset();
     tx_->commit();

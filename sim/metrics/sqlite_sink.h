@@ -1,8 +1,9 @@
 #pragma once
-// Results in SQLite: tables `runs` (one row per run), `requests` (one row per request) and
-// `replica_timeseries` (sampled replica state). Each run is written inside one transaction, so a
+// Results in SQLite: tables `runs` (one row per run), `requests` (one row per request),
+// `replica_timeseries` (sampled replica state) and `replica_stats` (one row per replica). Each run is written inside one transaction, so a
 // run's rows appear whole or not at all, whatever happens to the process.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,7 +27,15 @@ class SqliteSink final : public ResultSink {
   void begin_run(RunInfo& info) override;
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
+  void add_replica_stats(const ReplicaStats& stats) override;
   void end_run(const RunSummary& summary) override;
+
+  // Runs inside each run's transaction just before it commits: sweeps record the point there, so
+  // that a point and its run appear together or not at all.
+  using CommitHook = std::function<void(SQLite::Database& db, int64_t run_id)>;
+  void set_before_commit(CommitHook hook) { before_commit_ = std::move(hook); }
+  // The open connection (sweeps keep their own tables in the same file).
+  SQLite::Database& database() { return *db_; }
 
  private:
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const;
@@ -37,6 +46,7 @@ class SqliteSink final : public ResultSink {
   std::unique_ptr<SQLite::Statement> insert_request_;
   std::unique_ptr<SQLite::Statement> insert_sample_;
   int64_t run_id_ = 0;
+  CommitHook before_commit_;
 };
 
 // The CREATE statements of the three tables (also used by tests and docs).

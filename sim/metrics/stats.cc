@@ -29,16 +29,6 @@ LatencyStats summarize(std::vector<double>& samples) {
   return s;
 }
 
-size_t LogHistogram::index_of(uint64_t v) {
-  constexpr uint64_t kExact = uint64_t{1} << kSubBits;
-  if (v < kExact) return static_cast<size_t>(v);
-  const int e = 63 - std::countl_zero(v);          // >= kSubBits
-  const int shift = e - (kSubBits - 1);             // >= 1
-  const uint64_t mantissa = v >> shift;             // in [2^(kSubBits-1), 2^kSubBits)
-  return static_cast<size_t>(kExact + static_cast<uint64_t>(shift - 1) * (kExact / 2) +
-                             (mantissa - kExact / 2));
-}
-
 double LogHistogram::value_of(size_t index) {
   constexpr uint64_t kExact = uint64_t{1} << kSubBits;
   if (index < kExact) return static_cast<double>(index);
@@ -47,15 +37,6 @@ double LogHistogram::value_of(size_t index) {
   const uint64_t mantissa = rest % (kExact / 2) + kExact / 2;
   const double low = std::ldexp(static_cast<double>(mantissa), shift);
   return low + std::ldexp(1.0, shift) / 2.0 - 0.5;  // midpoint of [low, low + 2^shift - 1]
-}
-
-void LogHistogram::add(int64_t value, uint64_t count) {
-  const uint64_t v = value < 0 ? 0 : static_cast<uint64_t>(value);
-  const size_t i = index_of(v);
-  if (i >= buckets_.size()) buckets_.resize(i + 1, 0);
-  buckets_[i] += count;
-  count_ += count;
-  sum_ += static_cast<long double>(v) * count;
 }
 
 double LogHistogram::mean() const {
@@ -68,7 +49,7 @@ double LogHistogram::value_at_rank(uint64_t rank) const {
     seen += buckets_[i];
     if (seen > rank) return value_of(i);
   }
-  return buckets_.empty() ? 0 : value_of(buckets_.size() - 1);
+  return value_of(buckets_.size() - 1);
 }
 
 double LogHistogram::percentile(double p) const {

@@ -53,8 +53,41 @@ std::vector<NamedValue> flatten(const RunSummary& s) {
                             f("kv_util_mean", s.kv_util_mean),
                             f("mean_batch_size", s.mean_batch_size),
                             i("preemptions", s.preemptions),
+                            i("prefix_prompt_blocks", s.prefix_prompt_blocks),
+                            i("prefix_matched_blocks", s.prefix_matched_blocks),
+                            f("prefix_block_hit_rate", s.prefix_block_hit_rate),
+                            i("prefix_prompt_tokens", static_cast<uint64_t>(s.prefix_prompt_tokens)),
+                            i("prefix_hit_tokens", static_cast<uint64_t>(s.prefix_hit_tokens)),
+                            f("prefix_token_hit_rate", s.prefix_token_hit_rate),
+                            f("prefix_saved_tflop", s.prefix_saved_tflop),
+                            i("kv_transfers", s.kv_transfers),
+                            f("kv_transfer_gb", s.kv_transfer_gb),
                         });
+  latency("kv_transfer_ms", s.kv_transfer_ms);
   return out;
+}
+
+std::vector<NamedValue> flatten(const ReplicaStats& r) {
+  auto i = [](const char* n, int64_t v) { return NamedValue{n, static_cast<double>(v), true}; };
+  auto f = [](const char* n, double v) { return NamedValue{n, v, false}; };
+  return {
+      i("tensor_parallel", r.tensor_parallel),
+      i("routed", static_cast<int64_t>(r.routed)),
+      i("completed", static_cast<int64_t>(r.completed)),
+      i("iterations", static_cast<int64_t>(r.iterations)),
+      f("busy_seconds", r.busy_seconds),
+      i("prefill_tokens", r.prefill_tokens),
+      i("decode_tokens", r.decode_tokens),
+      i("preemptions", static_cast<int64_t>(r.preemptions)),
+      i("prefix_prompt_blocks", static_cast<int64_t>(r.prefix_prompt_blocks)),
+      i("prefix_matched_blocks", static_cast<int64_t>(r.prefix_matched_blocks)),
+      i("prefix_prompt_tokens", r.prefix_prompt_tokens),
+      i("prefix_hit_tokens", r.prefix_hit_tokens),
+      f("prefix_saved_tflop", r.prefix_saved_tflop),
+      f("mfu", r.mfu),
+      f("mbu", r.mbu),
+      f("kv_util_mean", r.kv_util_mean),
+  };
 }
 
 }  // namespace servesim::metrics

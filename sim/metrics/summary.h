@@ -64,6 +64,41 @@ struct RunSummary {
   double kv_util_mean = 0;      // time-weighted KV blocks used / capacity, whole cluster
   double mean_batch_size = 0;   // iteration-time-weighted sequences per iteration
   uint64_t preemptions = 0;
+  // Prefix caching (first admission of each request).
+  uint64_t prefix_prompt_blocks = 0;    // prefix hash blocks covering the prompts looked up
+  uint64_t prefix_matched_blocks = 0;   // of those, found in the cache (longest cached chain)
+  double prefix_block_hit_rate = 0;     // matched / prompt blocks
+  int64_t prefix_prompt_tokens = 0;
+  int64_t prefix_hit_tokens = 0;        // prompt tokens whose prefill a hit skipped
+  double prefix_token_hit_rate = 0;     // hit tokens / prompt tokens
+  double prefix_saved_tflop = 0;        // prefill FLOPs the hits skipped, 1e12
+  // Prefill -> decode KV transfers (disaggregation).
+  uint64_t kv_transfers = 0;
+  double kv_transfer_gb = 0;            // 1e9 bytes
+  LatencyStats kv_transfer_ms;          // from prefill end to KV arrival
+};
+
+// One replica's share of a run (table replica_stats).
+struct ReplicaStats {
+  uint32_t replica = 0;
+  std::string role;                 // "unified", "prefill", "decode"
+  std::string gpu;
+  int64_t tensor_parallel = 1;
+  uint64_t routed = 0;              // requests the router sent here (first admission)
+  uint64_t completed = 0;           // requests that finished here
+  uint64_t iterations = 0;
+  double busy_seconds = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t prefix_prompt_blocks = 0;
+  uint64_t prefix_matched_blocks = 0;
+  int64_t prefix_prompt_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  double prefix_saved_tflop = 0;
+  double mfu = 0;                   // over its busy time
+  double mbu = 0;
+  double kv_util_mean = 0;          // time-weighted, whole run
 };
 
 // The summary as named numbers, in a fixed order: the columns of the `runs` table and of runs.csv.
@@ -74,5 +109,7 @@ struct NamedValue {
   bool integer;
 };
 std::vector<NamedValue> flatten(const RunSummary& s);
+// A replica's numbers (everything but replica, role and gpu), in the column order of replica_stats.
+std::vector<NamedValue> flatten(const ReplicaStats& r);
 
 }  // namespace servesim::metrics

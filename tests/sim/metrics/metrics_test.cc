@@ -98,7 +98,11 @@ struct MemorySink : ResultSink {
 TEST(CollectorTest, SeedCostPerMillionTokens) {
   // An H100 at $2/h sustaining 3,000 output tok/s: $0.19 per 1M output tokens.
   CollectorConfig cfg;
-  cfg.replicas = {ReplicaHardware{1e15, 3e12, 1, 2.0}};
+  ReplicaHardware hw;
+  hw.peak_flops = 1e15;
+  hw.hbm_bandwidth = 3e12;
+  hw.usd_per_hour = 2.0;
+  cfg.replicas = {hw};
   MetricsCollector c(cfg, {});
   c.on_request_done(completed(0, 0, 1, 3600, 3000 * 3600));
   RunSummary s = c.finish(sec(3600), 1, 0);
@@ -132,7 +136,10 @@ TEST(CollectorTest, GoodputAttainmentAndRejections) {
 
 TEST(CollectorTest, UtilisationIsTimeWeighted) {
   CollectorConfig cfg;
-  cfg.replicas = {ReplicaHardware{100.0, 10.0, 1, 0}};
+  ReplicaHardware hw;
+  hw.peak_flops = 100.0;
+  hw.hbm_bandwidth = 10.0;
+  cfg.replicas = {hw};
   MetricsCollector c(cfg, {});
   core::IterationRecord a;
   a.duration = core::Duration::from_seconds(1);
@@ -263,7 +270,7 @@ TEST(CsvSinkTest, AppendsRunsAndDropsUnfinishedOnes) {
   }
   const std::string requests = slurp(dir.file("requests.csv"));
   EXPECT_EQ(requests.find("run_id,request_id"), 0u);
-  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1\n"), std::string::npos)
+  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1,0,0,0\n"), std::string::npos)
       << requests;
   EXPECT_NE(requests.find("\n2,7,"), std::string::npos);
   EXPECT_EQ(requests.find(",8,"), std::string::npos);  // the abandoned run left nothing

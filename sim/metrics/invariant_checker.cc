@@ -1,0 +1,300 @@
+#include "sim/metrics/invariant_checker.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "sim/core/error.h"
+
+namespace servesim::metrics {
+namespace {
+
+std::string time_str(core::Time t) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "t = %lld ns (%.9f s)", static_cast<long long>(t.ns()), t.seconds());
+  return buf;
+}
+
+std::string n(int64_t v) { return std::to_string(v); }
+std::string n(uint64_t v) { return std::to_string(v); }
+std::string n(uint32_t v) { return std::to_string(v); }
+
+}  // namespace
+
+void InvariantChecker::fail(const std::string& invariant, const std::string& what, core::Time t) const {
+  throw core::Error("invariant violated [" + invariant + "] at " + time_str(t) + ": " + what +
+                    " (a simulator bug, not an input problem: please report it with the configuration and seed)");
+}
+
+void InvariantChecker::advance_clock(core::Time t, const char* signal) {
+  ++totals_.checks;
+  if (t < now_)
+    fail("clock",
+         std::string(signal) + " signal at " + n(t.ns()) + " ns, after a signal at " + n(now_.ns()) +
+             " ns: simulated time went back",
+         t);
+  now_ = t;
+}
+
+InvariantChecker::ReplicaView& InvariantChecker::replica(uint32_t index, const char* signal, core::Time t) {
+  ++totals_.checks;
+  if (index >= replicas_.size() || !replicas_[index].seen)
+    fail("replicas",
+         std::string(signal) + " names replica " + n(index) + ", which never reported its state (" +
+             n(static_cast<uint64_t>(replicas_.size())) + " replicas known)",
+         t);
+  return replicas_[index];
+}
+
+InvariantChecker::Pending& InvariantChecker::pending(uint64_t id, const char* signal, core::Time t) {
+  ++totals_.checks;
+  auto it = in_flight_.find(id);
+  if (it == in_flight_.end())
+    fail("requests",
+         std::string(signal) + " for request " + n(id) + ", which is not in flight (" +
+             (id < totals_.arrived ? "it already finished" : "it never arrived") + ")",
+         t);
+  return it->second;
+}
+
+void InvariantChecker::on_arrival(uint64_t id, core::Time t) {
+  advance_clock(t, "arrival");
+  check(id == totals_.arrived, "requests", t, [&] {
+    return std::string("request " + n(id) + " arrived, expected id " + n(totals_.arrived) +
+                       " (ids are the arrival order from 0)");
+  });
+  in_flight_.emplace(id, Pending{t, 0});
+  ++totals_.arrived;
+  if (next_) next_->on_arrival(id, t);
+}
+
+void InvariantChecker::on_request_done(const core::RequestRecord& r) {
+  const bool completed = r.outcome == core::RequestOutcome::kCompleted;
+  advance_clock(r.finish, "request-done");
+  Pending& p = pending(r.id, "request-done", r.finish);
+  const auto who = [&] {
+    return "request " + n(r.id) + " (" + std::string(core::outcome_name(r.outcome)) + ", replica " + n(r.replica) + ")";
+  };
+  replica(r.replica, "request-done", r.finish);
+  check(r.arrival == p.arrival, "requests", r.finish, [&] {
+    return std::string(who() + " reports arrival " + n(r.arrival.ns()) + " ns, but arrived at " + n(p.arrival.ns()) +
+                       " ns");
+  });
+  check(r.prompt_tokens >= 1 && r.output_tokens >= 1, "tokens", r.finish, [&] {
+    return std::string(who() + " has " + n(r.prompt_tokens) + " prompt and " + n(r.output_tokens) +
+                       " output tokens (each must be >= 1)");
+  });
+  check(r.preemptions == p.preemptions, "requests", r.finish, [&] {
+    return std::string(who() + " reports " + n(r.preemptions) + " preemptions, " + n(p.preemptions) +
+                       " were signalled");
+  });
+  check(r.cached_tokens >= 0 && r.cached_tokens <= r.prompt_tokens, "prefix", r.finish, [&] {
+    return std::string(who() + " reports " + n(r.cached_tokens) + " cached tokens of a " + n(r.prompt_tokens) +
+                       "-token prompt");
+  });
+  check(std::fabs(r.kv_transfer_bytes - p.kv_transfer_bytes) <= 1e-9 * std::fabs(p.kv_transfer_bytes), "transfers",
+        r.finish, [&] {
+          return std::string(who() + " reports " + std::to_string(r.kv_transfer_bytes) +
+                             " KV bytes transferred, its transfers moved " + std::to_string(p.kv_transfer_bytes));
+        });
+  totals_.cached_tokens += r.cached_tokens;
+  if (completed) {
+    check(r.arrival < r.first_token && r.first_token <= r.finish, "requests", r.finish, [&] {
+      return std::string(who() + ": expected arrival < first token <= finish, got " + n(r.arrival.ns()) + ", " +
+                         n(r.first_token.ns()) + ", " + n(r.finish.ns()) + " ns");
+    });
+    // It leaves when an iteration of the replica that produced its last token ends.
+    const ReplicaView& dv = replica(r.decode_replica, "request-done (decode replica)", r.finish);
+    check(dv.iterated && dv.iteration_end == r.finish, "requests", r.finish, [&] {
+      return std::string(who() + " finished at " + n(r.finish.ns()) + " ns, but the last iteration of replica " +
+                         n(r.decode_replica) + " ended at " +
+                         (dv.iterated ? n(dv.iteration_end.ns()) + " ns" : std::string("(none ran)")));
+    });
+    check((r.finish - r.first_token).ns() >= r.output_tokens - 1, "tokens", r.finish, [&] {
+      return std::string(who() + " emitted " + n(r.output_tokens) + " tokens within " +
+                         n((r.finish - r.first_token).ns()) +
+                         " ns of its first: consecutive tokens must be >= 1 ns apart");
+    });
+    ++totals_.completed;
+    totals_.completed_prompt_tokens += r.prompt_tokens;
+    totals_.completed_output_tokens += r.output_tokens;
+  } else {
+    check(r.first_token == r.arrival && r.finish == r.arrival, "requests", r.finish, [&] {
+      return std::string(who() + ": a rejected request leaves when it arrives (first token and finish = arrival " +
+                         n(r.arrival.ns()) + " ns), got first token " + n(r.first_token.ns()) + ", finish " +
+                         n(r.finish.ns()) + " ns");
+    });
+    check(r.preemptions == 0, "requests", r.finish,
+          [&] { return std::string(who() + " was rejected after " + n(r.preemptions) + " preemptions"); });
+    ++totals_.rejected;
+  }
+  // arrived = completed + rejected + in flight holds by construction from here on: the exactly-once
+  // check above is what can fail.
+  in_flight_.erase(r.id);
+  if (next_) next_->on_request_done(r);
+}
+
+void InvariantChecker::on_preempt(uint64_t id, uint32_t replica_index, core::Time t) {
+  advance_clock(t, "preemption");
+  replica(replica_index, "preemption", t);
+  ++pending(id, "preemption", t).preemptions;
+  ++totals_.preemptions;
+  if (next_) next_->on_preempt(id, replica_index, t);
+}
+
+void InvariantChecker::on_iteration(const core::IterationRecord& it) {
+  advance_clock(it.start, "iteration");
+  ReplicaView& rv = replica(it.replica, "iteration", it.start);
+  const auto who = [&] { return "iteration of replica " + n(it.replica) + " starting at " + n(it.start.ns()) + " ns"; };
+  check(it.duration.ns() > 0, "iterations", it.start,
+        [&] { return std::string(who() + " lasts " + n(it.duration.ns()) + " ns (must be > 0)"); });
+  check(!rv.iterated || it.start >= rv.iteration_end, "iterations", it.start, [&] {
+    return std::string(who() + " overlaps the replica's previous iteration, which ends at " + n(rv.iteration_end.ns()) +
+                       " ns");
+  });
+  const int64_t prefill_seqs = it.batch_size - it.decode_tokens;
+  check(it.batch_size >= 1 && it.decode_tokens >= 0 && it.prefill_tokens >= 0 && prefill_seqs >= 0 &&
+            prefill_seqs <= it.prefill_tokens && (prefill_seqs == 0) == (it.prefill_tokens == 0),
+        "iterations", it.start, [&] {
+          return std::string(who() + " has batch size " + n(it.batch_size) + ", " + n(it.decode_tokens) +
+                             " decode tokens and " + n(it.prefill_tokens) +
+                             " prefill tokens: every sequence must decode one token or prefill at least one");
+        });
+  check(std::isfinite(it.flops) && it.flops >= 0 && std::isfinite(it.bytes) && it.bytes >= 0, "iterations", it.start,
+        [&] {
+          return std::string(who() + " reports " + std::to_string(it.flops) + " FLOPs and " + std::to_string(it.bytes) +
+                             " bytes (must be finite and >= 0)");
+        });
+  int64_t end = 0;
+  check(!__builtin_add_overflow(it.start.ns(), it.duration.ns(), &end), "clock", it.start,
+        [&] { return std::string(who() + " ends beyond the largest representable time"); });
+  rv.iteration_end = core::Time::from_ns(end);
+  rv.iterated = true;
+  ++totals_.iterations;
+  totals_.decode_tokens += it.decode_tokens;
+  totals_.prefill_tokens += it.prefill_tokens;
+  if (next_) next_->on_iteration(it);
+}
+
+void InvariantChecker::on_token_gaps(std::span<const int64_t> gaps_ns) {
+  for (int64_t g : gaps_ns)
+    check(g > 0, "tokens", now_, [&] {
+      return std::string("an inter-token gap of " + n(g) + " ns (consecutive tokens must be > 0 ns apart)");
+    });
+  totals_.token_gaps += gaps_ns.size();
+  if (next_) next_->on_token_gaps(gaps_ns);
+}
+
+void InvariantChecker::on_replica_state(const core::ReplicaState& s) {
+  advance_clock(s.time, "replica-state");
+  if (s.replica >= replicas_.size()) replicas_.resize(s.replica + 1);
+  ReplicaView& rv = replicas_[s.replica];
+  const auto who = [&] { return "replica " + n(s.replica); };
+  if (rv.seen) {
+    check(s.kv_blocks_total == rv.state.kv_blocks_total, "kv", s.time, [&] {
+      return std::string(who() + "'s KV capacity changed from " + n(rv.state.kv_blocks_total) + " to " +
+                         n(s.kv_blocks_total) + " blocks");
+    });
+  } else {
+    check(s.kv_blocks_total >= 0, "kv", s.time,
+          [&] { return std::string(who() + " reports a capacity of " + n(s.kv_blocks_total) + " KV blocks"); });
+  }
+  check(s.kv_blocks_used >= 0 && s.kv_blocks_used <= s.kv_blocks_total, "kv", s.time, [&] {
+    return std::string(who() + " reports " + n(s.kv_blocks_used) + " KV blocks in use of " + n(s.kv_blocks_total) +
+                       " (must be within [0, capacity])");
+  });
+  check(s.queued >= 0 && s.running >= 0, "requests", s.time, [&] {
+    return std::string(who() + " reports " + n(s.queued) + " queued and " + n(s.running) + " running requests");
+  });
+  replica_queued_running_ += (s.queued + s.running) - (rv.seen ? rv.state.queued + rv.state.running : 0);
+  check(replica_queued_running_ <= static_cast<int64_t>(in_flight_.size()), "requests", s.time, [&] {
+    return std::string("the replicas hold " + n(replica_queued_running_) + " queued or running requests, but only " +
+                       n(static_cast<uint64_t>(in_flight_.size())) + " are in flight (arrived " + n(totals_.arrived) +
+                       " - completed " + n(totals_.completed) + " - rejected " + n(totals_.rejected) + ")");
+  });
+  rv.seen = true;
+  rv.state = s;
+  if (next_) next_->on_replica_state(s);
+}
+
+void InvariantChecker::on_prefix_lookup(const core::PrefixLookup& l) {
+  replica(l.replica, "prefix-lookup", now_);
+  check(l.prompt_units >= 0 && l.matched_units >= 0 && l.matched_units <= l.prompt_units && l.hit_tokens >= 0 &&
+            l.hit_tokens <= l.prompt_tokens && std::isfinite(l.saved_flops) && l.saved_flops >= 0,
+        "prefix", now_, [&] {
+          return std::string("a lookup on replica " + n(l.replica) + " matched " + n(l.matched_units) + " of " +
+                             n(l.prompt_units) + " units, " + n(l.hit_tokens) + " of " + n(l.prompt_tokens) +
+                             " prompt tokens, saving " + std::to_string(l.saved_flops) + " FLOPs");
+        });
+  ++totals_.prefix_lookups;
+  totals_.prefix_hit_tokens += l.hit_tokens;
+  if (next_) next_->on_prefix_lookup(l);
+}
+
+void InvariantChecker::on_kv_transfer(const core::KvTransfer& t) {
+  Pending& p = pending(t.id, "kv-transfer", t.start);
+  replica(t.from_replica, "kv-transfer (from)", t.start);
+  replica(t.to_replica, "kv-transfer (to)", t.start);
+  check(t.from_replica != t.to_replica && t.end >= t.start && std::isfinite(t.bytes) && t.bytes >= 0, "transfers",
+        t.start, [&] {
+          return std::string("request " + n(t.id) + "'s KV transfer from replica " + n(t.from_replica) + " to " +
+                             n(t.to_replica) + " moves " + std::to_string(t.bytes) + " bytes from " + n(t.start.ns()) +
+                             " to " + n(t.end.ns()) + " ns");
+        });
+  p.kv_transfer_bytes += t.bytes;
+  ++totals_.kv_transfers;
+  totals_.kv_transfer_bytes += t.bytes;
+  if (next_) next_->on_kv_transfer(t);
+}
+
+void InvariantChecker::check_drained() {
+  if (!in_flight_.empty()) {
+    std::string ids;
+    int listed = 0;
+    for (const auto& [id, p] : in_flight_) {
+      if (listed++ == 5) {
+        ids += ", ...";
+        break;
+      }
+      ids += (ids.empty() ? "" : ", ") + n(id);
+    }
+    fail("requests",
+         n(static_cast<uint64_t>(in_flight_.size())) + " requests arrived but never completed nor were rejected (ids " +
+             ids + "); arrived " + n(totals_.arrived) + ", completed " + n(totals_.completed) + ", rejected " +
+             n(totals_.rejected),
+         now_);
+  }
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const ReplicaView& rv = replicas_[i];
+    check(rv.seen, "replicas", now_,
+          [&] { return std::string("replica " + n(static_cast<uint64_t>(i)) + " never reported its state"); });
+    check(rv.state.queued == 0 && rv.state.running == 0 && rv.state.kv_blocks_used == 0, "kv", now_, [&] {
+      return std::string("after the run replica " + n(static_cast<uint64_t>(i)) + " reports " + n(rv.state.queued) +
+                         " queued, " + n(rv.state.running) + " running, " + n(rv.state.kv_blocks_used) +
+                         " KV blocks in use (expected 0)");
+    });
+  }
+  const int64_t expected_gaps = totals_.completed_output_tokens - static_cast<int64_t>(totals_.completed);
+  const int64_t gaps = static_cast<int64_t>(totals_.token_gaps);
+  check(gaps == expected_gaps, "tokens", now_, [&] {
+    return std::string("the completed requests produced " + n(totals_.completed_output_tokens) + " output tokens, so " +
+                       n(expected_gaps) + " inter-token gaps (all but each request's first token), but " + n(gaps) +
+                       " gaps were signalled");
+  });
+  check(totals_.decode_tokens <= gaps && gaps <= totals_.decode_tokens + static_cast<int64_t>(totals_.preemptions),
+        "tokens", now_, [&] {
+          return std::string(n(totals_.decode_tokens) + " decode tokens and " + n(totals_.preemptions) +
+                             " preemptions cannot produce " + n(gaps) +
+                             " inter-token gaps (decodes <= gaps <= decodes + preemptions)");
+        });
+  check(totals_.prefix_hit_tokens == totals_.cached_tokens, "prefix", now_, [&] {
+    return std::string(n(totals_.prefix_lookups) + " prefix lookups hit " + n(totals_.prefix_hit_tokens) +
+                       " tokens, but the requests' records report " + n(totals_.cached_tokens) + " cached tokens");
+  });
+  check(totals_.prefill_tokens >= totals_.completed_prompt_tokens - totals_.cached_tokens, "tokens", now_, [&] {
+    return std::string("iterations prefilled " + n(totals_.prefill_tokens) + " tokens, fewer than the " +
+                       n(totals_.completed_prompt_tokens) + " prompt tokens of the completed requests less the " +
+                       n(totals_.cached_tokens) + " a prefix cache spared");
+  });
+}
+
+}  // namespace servesim::metrics

@@ -1,0 +1,123 @@
+#pragma once
+// The invariant checker: an observer that checks, from the lifecycle signals alone, what must hold in
+// every run, and throws core::Error naming the invariant, the simulated time, the replica and the
+// request the moment one breaks. It sits in front of another observer (the metrics collector) and
+// forwards each signal after checking it, so nothing downstream sees a signal that broke a rule.
+// Always on in the tests; `servesim run --check` turns it on for users.
+//
+// What it checks (the lifecycle contract the cluster keeps):
+//   clock       every signal's time (arrival, finish, preemption, iteration start, state) is >= the
+//               previous signal's: simulated time never goes back.
+//   requests    ids arrive once each, in order 0, 1, 2, ...; a request finishes (completed or
+//               rejected) exactly once and only after it arrived; arrived = completed + rejected + in
+//               flight at every signal, and the replicas' queued + running never exceed the requests
+//               in flight; at the end nothing is in flight and every replica is empty.
+//   KV blocks   each replica's blocks in use stay in [0, capacity], and its capacity never changes.
+//   iterations  a replica runs one iteration at a time (the next starts no earlier than the last
+//               ended), each lasts > 0 ns, its prefill/decode counts are consistent (every sequence
+//               prefills >= 1 token or decodes 1), FLOPs and bytes are finite and >= 0.
+//   a request   rejected: first token = finish = arrival, never preempted; completed: arrival < first
+//               token <= finish, finish is the end of its replica's last iteration, finish - first
+//               token >= output tokens - 1 ns, its preemption count equals the preemption signals it
+//               got, prompt and output tokens >= 1.
+//   tokens      every token after a request's first is one inter-token gap (> 0 ns): gaps = sum over
+//               completed requests of (output tokens - 1); decodes <= gaps <= decodes + preemptions
+//               (a recompute prefill emits a token too); prefilled tokens >= the completed requests'
+//               prompt tokens.
+//
+//   prefix      a lookup matches at most the prompt's units and tokens; the hits of all lookups add
+//               up to the cached tokens the requests' records report; prefilled tokens >= prompt
+//               tokens - cached tokens.
+//   transfers   a KV transfer moves a request in flight between two different known replicas,
+//               ends no earlier than it starts, moves a finite, non-negative number of bytes; the
+//               bytes of a request's transfers add up to what its record reports.
+//
+// Checks that need data the signals do not carry are not made: per-unit prefix-cache reference
+// counts (the cache's own accounting, checked inside sim/cluster/kv_cache), and the bytes of a
+// transfer against the model's KV size (the signals carry no model). docs/architecture.md lists
+// them.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/core/lifecycle.h"
+
+namespace servesim::metrics {
+
+class InvariantChecker final : public core::LifecycleObserver {
+ public:
+  // Running totals of what the checker has seen (for reports and tests).
+  struct Totals {
+    uint64_t arrived = 0;
+    uint64_t completed = 0;
+    uint64_t rejected = 0;
+    uint64_t preemptions = 0;
+    uint64_t iterations = 0;
+    uint64_t token_gaps = 0;
+    int64_t decode_tokens = 0;
+    int64_t prefill_tokens = 0;
+    int64_t completed_prompt_tokens = 0;
+    int64_t completed_output_tokens = 0;
+    uint64_t prefix_lookups = 0;
+    int64_t prefix_hit_tokens = 0;       // summed over the lookups
+    int64_t cached_tokens = 0;           // summed over the requests' records
+    uint64_t kv_transfers = 0;
+    double kv_transfer_bytes = 0;        // summed over the transfers
+    uint64_t checks = 0;  // individual conditions evaluated
+  };
+
+  // `next` (may be null) receives every signal once it has passed the checks.
+  explicit InvariantChecker(core::LifecycleObserver* next = nullptr) : next_(next) {}
+
+  void on_arrival(uint64_t id, core::Time t) override;
+  void on_request_done(const core::RequestRecord& r) override;
+  void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
+  void on_iteration(const core::IterationRecord& it) override;
+  void on_token_gaps(std::span<const int64_t> gaps_ns) override;
+  void on_replica_state(const core::ReplicaState& s) override;
+  void on_prefix_lookup(const core::PrefixLookup& lookup) override;
+  void on_kv_transfer(const core::KvTransfer& transfer) override;
+
+  // The end-of-run checks: call once the event loop has finished. Throws like the others.
+  void check_drained();
+
+  const Totals& totals() const { return totals_; }
+  uint64_t in_flight() const { return in_flight_.size(); }
+
+ private:
+  struct Pending {
+    core::Time arrival;
+    uint32_t preemptions = 0;
+    double kv_transfer_bytes = 0;
+  };
+  struct ReplicaView {
+    bool seen = false;  // has reported its state (the cluster reports every replica before the run)
+    core::ReplicaState state;
+    core::Time iteration_end;  // end of the last iteration started
+    bool iterated = false;
+  };
+
+  [[noreturn]] void fail(const std::string& invariant, const std::string& what, core::Time t) const;
+  // `what` builds the message only when the check fails: formatting text at every signal would cost
+  // ten times the simulation itself.
+  template <class What>
+  void check(bool ok, const char* invariant, core::Time t, What&& what) {
+    ++totals_.checks;
+    if (!ok) fail(invariant, what(), t);
+  }
+  void advance_clock(core::Time t, const char* signal);
+  ReplicaView& replica(uint32_t index, const char* signal, core::Time t);
+  Pending& pending(uint64_t id, const char* signal, core::Time t);
+
+  core::LifecycleObserver* next_;
+  Totals totals_;
+  core::Time now_;
+  std::unordered_map<uint64_t, Pending> in_flight_;
+  std::vector<ReplicaView> replicas_;
+  int64_t replica_queued_running_ = 0;  // sum over replicas of the last reported queued + running
+};
+
+}  // namespace servesim::metrics
