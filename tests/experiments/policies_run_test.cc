@@ -1,0 +1,179 @@
+// The serving policies end to end from configurations, on the real traces where the issue asks.
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "experiments/run.h"
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+#include "tests/test_paths.h"
+
+namespace servesim::experiments {
+namespace {
+
+std::string mooncake() { return servesim::testing::shared_file("traces/mooncake-fast25/conversation_trace.jsonl"); }
+std::string azure() { return servesim::testing::shared_file("traces/azure-2023/AzureLLMInferenceTrace_conv.csv"); }
+
+RunResult run(const std::string& text, const std::vector<std::string>& sets = {}, const std::string& db = "") {
+  return run_simulation(core::parse_config(text, "policy.toml", run_schema(), sets), RunOutputs{db, "", true});
+}
+
+TEST(PrefixCachingRunTest, MooncakeOneReplicaReachesTheReuseCeiling) {
+  ASSERT_TRUE(std::filesystem::exists(mooncake())) << mooncake();
+  // One replica whose cache keeps every block: the block hit rate is the trace's reuse ceiling,
+  // 36.6% of all prompt blocks repeat an earlier block id.
+  const RunResult r = run(R"(
+[workload]
+kind = "mooncake_jsonl"
+path = ")" + mooncake() + R"("
+[model]
+kind = "llama-3-8b"
+max_context = 200000
+[gpu]
+kind = "h100-sxm"
+memory_gib = 100000
+[cluster]
+replicas = 1
+prefix_caching = true
+[scheduler]
+kind = "chunked"
+max_num_batched_tokens = 8192
+)");
+  EXPECT_EQ(r.summary.requests_completed, 12031u);
+  EXPECT_NEAR(r.summary.prefix_block_hit_rate * 100, 36.6, 0.1);
+  EXPECT_GT(r.summary.prefix_token_hit_rate, 0.3);
+  EXPECT_GT(r.summary.prefix_saved_tflop, 0);
+}
+
+const char* kAzurePd = R"(
+[workload]
+kind = "azure_csv"
+path = "@TRACE@"
+max_requests = 3000
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster.prefill]
+replicas = 2
+[cluster.decode]
+replicas = 2
+[cluster.decode.gpu]
+kind = "a100-80gb-sxm"
+[network]
+gpus_per_node = 2
+[router]
+kind = "least_outstanding"
+)";
+
+std::string with_trace(std::string text) {
+  text.replace(text.find("@TRACE@"), 7, azure());
+  return text;
+}
+
+TEST(DisaggregationRunTest, HeterogeneousPoolsEndToEnd) {
+  servesim::testing::TempDir dir;
+  const RunResult r = run(with_trace(kAzurePd), {}, dir.file("pd.db"));
+  EXPECT_EQ(r.summary.requests_total, 3000u);
+  ASSERT_EQ(r.pools.size(), 2u);
+  EXPECT_EQ(r.pools[0].gpu_kind, "h100-sxm");
+  EXPECT_EQ(r.pools[1].gpu_kind, "a100-80gb-sxm");
+  // Every request with more than one output token moved its KV once, across nodes (2 GPUs each).
+  SQLite::Database db(dir.file("pd.db"));
+  const int64_t multi = db.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'completed' AND output_tokens > 1").getInt64();
+  EXPECT_EQ(static_cast<int64_t>(r.summary.kv_transfers), multi);
+  // KV bytes = 131,072 B/token (Llama-3-8B) x prompt tokens.
+  EXPECT_NEAR(db.execAndGet("SELECT SUM(kv_transfer_bytes) / SUM(prompt_tokens) FROM requests WHERE kv_transfer_bytes > 0").getDouble(),
+              131072.0, 1e-6);
+  // Prefill replicas are 0-1, decode replicas 2-3.
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM requests WHERE output_tokens > 1 AND outcome = 'completed' AND (replica > 1 OR decode_replica < 2)").getInt64(), 0);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM replica_stats WHERE role = 'decode' AND gpu = 'a100-80gb-sxm'").getInt64(), 2);
+  EXPECT_GT(r.summary.kv_transfer_ms.mean, 0);
+}
+
+TEST(DisaggregationRunTest, PoolsNeedEachOther) {
+  std::string text = with_trace(kAzurePd);
+  text.erase(text.find("[cluster.decode]"), std::string("[cluster.decode]\nreplicas = 2\n").size());
+  text.erase(text.find("[cluster.decode.gpu]"), std::string("[cluster.decode.gpu]\nkind = \"a100-80gb-sxm\"\n").size());
+  try {
+    run(text);
+    FAIL();
+  } catch (const core::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster.decode"), std::string::npos) << e.what();
+  }
+  try {
+    run(with_trace(kAzurePd), {"cluster.replicas=4"});
+    FAIL();
+  } catch (const core::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster.replicas"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChunkedRunTest, ChunkedPrefillCutsTheDecodeStallsOfLongPrompts) {
+  // The same load with whole-prompt prefills (continuous) and with chunked prefills: chunks keep
+  // decodes flowing, so the worst inter-token gaps shrink.
+  const std::string base = R"(
+[workload]
+kind = "azure_csv"
+path = ")" + azure() + R"("
+max_requests = 4000
+rate_scale = 6
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 2
+)";
+  const RunResult cont = run(base + "[scheduler]\nkind = \"continuous\"\n");
+  const RunResult chunk = run(base + "[scheduler]\nkind = \"chunked\"\nmax_num_batched_tokens = 512\n");
+  EXPECT_LT(chunk.summary.itl_ms.p99, cont.summary.itl_ms.p99);
+  EXPECT_EQ(chunk.summary.requests_completed + chunk.summary.requests_rejected, 4000u);
+}
+
+TEST(SessionsRunTest, PrefixAffinityKeepsConversationsWarm) {
+  const std::string base = R"(
+[workload]
+kind = "sessions"
+rate = 4.0
+think_time_s = 20
+max_requests = 3000
+[workload.turns]
+kind = "uniform"
+min = 2
+max = 8
+[workload.system_tokens]
+kind = "fixed"
+value = 1500
+[workload.user]
+kind = "lognormal"
+mean = 200
+sd = 150
+[workload.output]
+kind = "lognormal"
+mean = 250
+sd = 200
+max = 1000
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 4
+prefix_caching = true
+[scheduler]
+kind = "chunked"
+)";
+  const RunResult rr = run(base + "[router]\nkind = \"round_robin\"\n");
+  const RunResult pa = run(base + "[router]\nkind = \"prefix_affinity\"\n");
+  const RunResult ch = run(base + "[router]\nkind = \"consistent_hash\"\n");
+  EXPECT_GT(pa.summary.prefix_token_hit_rate, rr.summary.prefix_token_hit_rate + 0.1);
+  EXPECT_GT(ch.summary.prefix_token_hit_rate, rr.summary.prefix_token_hit_rate + 0.1);
+  EXPECT_GT(pa.summary.prefix_saved_tflop, rr.summary.prefix_saved_tflop);
+}
+
+}  // namespace
+}  // namespace servesim::experiments

@@ -1,0 +1,181 @@
+// Reports: runs grouped into configurations, plots drawn (PNG and SVG) and an index.html.
+#include "experiments/report.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "experiments/cli/cli.h"
+#include "experiments/process.h"
+#include "experiments/run.h"
+#include "experiments/sweep.h"
+#include "sim/core/config.h"
+#include "tests/experiments/results_dump.h"
+#include "tests/test_paths.h"
+
+namespace servesim::experiments {
+namespace {
+
+using servesim::testing::file_bytes;
+using servesim::testing::TempDir;
+
+const std::string kExperiment = R"(
+name = "report"
+seeds = [1, 2]
+[base]
+[base.workload]
+kind = "poisson"
+rate = 20.0
+max_requests = 300
+[base.workload.prompt]
+kind = "uniform"
+min = 50
+max = 800
+[base.workload.output]
+kind = "uniform"
+min = 2
+max = 200
+[base.model]
+kind = "llama-3-8b"
+[base.gpu]
+kind = "h100-sxm"
+[base.cluster]
+replicas = 2
+[base.slo]
+ttft_ms = 300
+tpot_ms = 40
+[base.output]
+sample_interval_ms = 250
+[[axis]]
+key = "router.kind"
+values = ["round_robin", "least_outstanding"]
+[[axis]]
+key = "workload.rate"
+values = [20.0, 60.0, 120.0]
+)";
+
+std::string sweep_db(const TempDir& dir) {
+  Experiment e = Experiment::parse(kExperiment, "report.toml", ".");
+  SweepOptions o;
+  o.db_path = dir.file("r.db");
+  o.jobs = 2;
+  run_sweep(e, o);
+  return o.db_path;
+}
+
+TEST(ReportTest, GroupsRunsIntoConfigurationsByWhatDiffers) {
+  TempDir dir;
+  ReportOptions o;
+  o.db_path = sweep_db(dir);
+  const ReportData d = load_report(o);
+  EXPECT_EQ(d.experiment.name, "report");
+  EXPECT_EQ(d.knob, "workload.rate");
+  ASSERT_EQ(d.runs.size(), 12u);
+  ASSERT_EQ(d.series.size(), 2u);
+  EXPECT_EQ(d.series[0].label, "router.kind=round_robin");
+  EXPECT_EQ(d.series[1].label, "router.kind=least_outstanding");
+  for (const auto& s : d.series) {
+    ASSERT_EQ(s.points.size(), 3u);
+    EXPECT_DOUBLE_EQ(*s.points[0].knob, 20.0);
+    EXPECT_DOUBLE_EQ(*s.points[2].knob, 120.0);
+    for (const auto& p : s.points) {
+      ASSERT_EQ(p.runs.size(), 2u);  // two seeds pooled
+      uint64_t meeting = 0, total = 0;
+      for (size_t i : p.runs) {
+        meeting += d.runs[i].requests_meeting_slo;
+        total += d.runs[i].requests_total;
+      }
+      EXPECT_DOUBLE_EQ(p.slo_attainment, static_cast<double>(meeting) / static_cast<double>(total));
+      EXPECT_NEAR(p.offered_req_s / *p.knob, 1.0, 0.25);
+    }
+    EXPECT_LT(s.points[0].offered_req_s, s.points[2].offered_req_s);
+    // Overload shows: attainment falls from the lowest to the highest rate.
+    EXPECT_GT(s.points[0].slo_attainment, s.points[2].slo_attainment);
+  }
+  // The representative run is taken near the median offered rate: the 60 req/s point.
+  EXPECT_DOUBLE_EQ(*d.runs[d.series[0].representative].knob, 60.0);
+}
+
+TEST(ReportTest, WritesPlotsAndAnIndex) {
+  ASSERT_FALSE(find_program("gnuplot").empty()) << "servesim report needs gnuplot: apt-get install gnuplot-nox "
+                                                   "(scripts/bootstrap.sh installs it)";
+  TempDir dir;
+  const std::string db = sweep_db(dir);
+  const std::string out_dir = dir.file("report");
+  std::ostringstream out, err;
+  const char* argv[] = {"servesim", "report", db.c_str(), "--out", out_dir.c_str()};
+  ASSERT_EQ(run_cli(5, argv, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("report of 12 runs in 2 configurations"), std::string::npos) << out.str();
+  for (const char* name : {"goodput", "slo_attainment", "ttft_cdf", "tpot_cdf", "timeline_0", "timeline_1"}) {
+    const std::string png = file_bytes(out_dir + "/" + name + ".png");
+    ASSERT_GT(png.size(), 5000u) << name;
+    EXPECT_EQ(png.substr(0, 4), "\x89PNG") << name;
+    const std::string svg = file_bytes(out_dir + "/" + name + ".svg");
+    EXPECT_NE(svg.find("<svg"), std::string::npos) << name;
+  }
+  const std::string svg = file_bytes(out_dir + "/goodput.svg");
+  EXPECT_NE(svg.find("router.kind=least_outstanding"), std::string::npos);
+  const std::string index = file_bytes(out_dir + "/index.html");
+  EXPECT_NE(index.find("<img src=\"goodput.png\""), std::string::npos);
+  EXPECT_NE(index.find("timeline_1.png"), std::string::npos);
+  EXPECT_NE(index.find("router.kind=round_robin"), std::string::npos);
+  EXPECT_NE(index.find("sweep 'report'"), std::string::npos);
+  // The data behind the goodput plot: one line per point with the rate, offered rate and goodput.
+  std::ifstream series(out_dir + "/data/series_0.dat");
+  std::string line;
+  int rows = 0;
+  while (std::getline(series, line))
+    if (!line.empty() && line[0] != '#') ++rows;
+  EXPECT_EQ(rows, 3);
+  // Four replicas' blocks would be four; two replicas, two blocks.
+  const std::string timeline = file_bytes(out_dir + "/data/timeline_0.dat");
+  EXPECT_NE(timeline.find("# replica 1"), std::string::npos);
+  EXPECT_EQ(timeline.find("# replica 2"), std::string::npos);
+}
+
+TEST(ReportTest, PlainRunsAndMistakes) {
+  TempDir dir;
+  const std::string db = dir.file("plain.db");
+  const std::string config = R"(
+[workload]
+kind = "poisson"
+rate = 10.0
+max_requests = 100
+[workload.prompt]
+kind = "fixed"
+value = 100
+[workload.output]
+kind = "fixed"
+value = 20
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+)";
+  for (const char* rate : {"workload.rate=10", "workload.rate=30"})
+    run_simulation(core::parse_config(config, "plain.toml", run_schema(), {rate}), RunOutputs{db, ""});
+  ReportOptions o;
+  o.db_path = db;
+  o.out_dir = dir.file("out");
+  o.run_gnuplot = false;
+  const ReportData d = load_report(o);
+  ASSERT_EQ(d.series.size(), 1u);
+  EXPECT_EQ(d.series[0].label, "all runs");
+  EXPECT_EQ(d.series[0].points.size(), 2u);
+  write_report(d, o);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("out/index.html")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("out/plots.gp")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/goodput.png")));
+
+  std::ostringstream out, err;
+  const std::string missing = dir.file("missing.db");
+  const std::string where = dir.file("x");
+  const char* argv[] = {"servesim", "report", missing.c_str(), "--out", where.c_str()};
+  EXPECT_EQ(run_cli(5, argv, out, err), 1);
+  EXPECT_NE(err.str().find("missing.db: no such results database"), std::string::npos) << err.str();
+}
+
+}  // namespace
+}  // namespace servesim::experiments

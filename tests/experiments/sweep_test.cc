@@ -1,0 +1,294 @@
+// Sweeps: the same database for any --jobs, shards that merge into the whole, resuming, refusals.
+#include "experiments/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "experiments/cli/cli.h"
+#include "experiments/results_db.h"
+#include "experiments/run.h"
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+#include "tests/experiments/results_dump.h"
+#include "tests/test_paths.h"
+
+namespace servesim::experiments {
+namespace {
+
+using servesim::testing::dump_results;
+using servesim::testing::file_bytes;
+using servesim::testing::TempDir;
+
+const std::string kExperiment = R"(
+name = "routers"
+seeds = [1, 2]
+[base]
+seed = 1
+[base.workload]
+kind = "poisson"
+rate = 20.0
+max_requests = 200
+[base.workload.prompt]
+kind = "uniform"
+min = 50
+max = 800
+[base.workload.output]
+kind = "uniform"
+min = 1
+max = 200
+[base.model]
+kind = "llama-3-8b"
+[base.gpu]
+kind = "h100-sxm"
+[base.cluster]
+replicas = 2
+[base.slo]
+ttft_ms = 500
+tpot_ms = 50
+[base.output]
+sample_interval_ms = 500
+[[axis]]
+key = "router.kind"
+values = ["round_robin", "least_outstanding"]
+[[axis]]
+key = "workload.rate"
+values = [20.0, 40.0, 80.0]
+)";
+
+Experiment experiment(const std::string& text = kExperiment) { return Experiment::parse(text, "routers.toml", "."); }
+
+SweepStats sweep(const std::string& db, int jobs, int64_t shard = 0, int64_t shards = 1,
+                 const std::string& text = kExperiment) {
+  Experiment e = experiment(text);
+  SweepOptions o;
+  o.db_path = db;
+  o.jobs = jobs;
+  o.shard_index = shard;
+  o.shard_count = shards;
+  return run_sweep(e, o);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+TEST(SweepTest, AnyNumberOfJobsWritesTheSameBytes) {
+  TempDir dir;
+  const SweepStats one = sweep(dir.file("1.db"), 1);
+  EXPECT_EQ(one.points, 12);
+  EXPECT_EQ(one.ran, 12);
+  EXPECT_EQ(one.results.size(), 12u);
+  sweep(dir.file("2.db"), 2);
+  sweep(dir.file("3.db"), 3);
+  const std::string bytes = file_bytes(dir.file("1.db"));
+  ASSERT_GT(bytes.size(), 10000u);
+  EXPECT_TRUE(bytes == file_bytes(dir.file("2.db")));
+  EXPECT_TRUE(bytes == file_bytes(dir.file("3.db")));
+
+  // Every point is a whole run, numbered point_index + 1, with its settings.
+  SQLite::Database db(dir.file("1.db"), SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM points WHERE run_id = point_index + 1").getInt(), 12);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM runs").getInt(), 12);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM requests").getInt(), 12 * 200);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM point_settings").getInt(), 12 * 3);
+  EXPECT_EQ(db.execAndGet("SELECT label FROM points WHERE point_index = 7").getString(),
+            "router.kind=least_outstanding workload.rate=20.0 seed=2");
+  EXPECT_EQ(db.execAndGet("SELECT value FROM point_settings WHERE point_index = 7 AND key = 'router.kind'").getString(),
+            "\"least_outstanding\"");
+  EXPECT_EQ(db.execAndGet("SELECT p.point_key = r.config_hash FROM points p JOIN runs r USING (run_id) "
+                          "WHERE point_index = 5").getInt(), 1);
+  EXPECT_EQ(db.execAndGet("SELECT value FROM experiment WHERE key = 'name'").getString(), "routers");
+  EXPECT_EQ(db.execAndGet("SELECT value FROM experiment WHERE key = 'points'").getString(), "12");
+  // A run swept is the run `servesim run` gives for the same configuration.
+  Experiment e = experiment();
+  e.check(1);
+  RunResult direct = run_simulation(e.resolve(e.points()[7].settings), RunOutputs{});
+  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT ttft_ms_p90 FROM runs WHERE run_id = 8").getDouble(), direct.summary.ttft_ms.p90);
+  EXPECT_EQ(one.results[7].second.requests_meeting_slo, direct.summary.requests_meeting_slo);
+}
+
+TEST(SweepTest, ShardsMergeIntoTheWholeSweepIdempotently) {
+  TempDir dir;
+  sweep(dir.file("whole.db"), 2);
+  int64_t in_shards = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    const SweepStats s = sweep(dir.file("shard" + std::to_string(i) + ".db"), 1, i, 3);
+    EXPECT_EQ(s.in_shard, 4);
+    in_shards += s.ran;
+  }
+  EXPECT_EQ(in_shards, 12);
+  const std::vector<std::string> shards = {dir.file("shard0.db"), dir.file("shard1.db"), dir.file("shard2.db")};
+  MergeStats m = merge_databases(dir.file("merged.db"), shards);
+  EXPECT_EQ(m.points_added, 12);
+  EXPECT_EQ(m.points_total, 12);
+  EXPECT_EQ(m.points_expected, 12);
+  const std::string whole = dump_results(dir.file("whole.db"));
+  EXPECT_EQ(dump_results(dir.file("merged.db")), whole);
+  // Again: nothing changes.
+  m = merge_databases(dir.file("merged.db"), shards);
+  EXPECT_EQ(m.points_added, 0);
+  EXPECT_EQ(m.points_already, 12);
+  EXPECT_EQ(dump_results(dir.file("merged.db")), whole);
+  // In another order, one at a time, with a repeat: the same content.
+  merge_databases(dir.file("other.db"), {dir.file("shard2.db")});
+  merge_databases(dir.file("other.db"), {dir.file("shard0.db"), dir.file("shard2.db"), dir.file("shard1.db")});
+  EXPECT_EQ(dump_results(dir.file("other.db")), whole);
+  // The merged database is a sweep database: a re-run there has nothing left to do.
+  EXPECT_EQ(sweep(dir.file("merged.db"), 2).ran, 0);
+}
+
+TEST(SweepTest, RerunSkipsCommittedPointsAndFinishesIdentically) {
+  TempDir dir;
+  sweep(dir.file("whole.db"), 2);
+  EXPECT_EQ(sweep(dir.file("part.db"), 1, 1, 2).ran, 6);
+  const SweepStats rest = sweep(dir.file("part.db"), 2);
+  EXPECT_EQ(rest.already_done, 6);
+  EXPECT_EQ(rest.ran, 6);
+  EXPECT_EQ(dump_results(dir.file("part.db")), dump_results(dir.file("whole.db")));
+}
+
+TEST(SweepTest, DatabasesOfOtherExperimentsAreRefused) {
+  TempDir dir;
+  sweep(dir.file("a.db"), 2, 0, 2);
+  std::string other = kExperiment;
+  other.replace(other.find("80.0"), 4, "60.0");
+  sweep(dir.file("b.db"), 2, 0, 2, other);
+
+  std::string err = error_of([&] { sweep(dir.file("a.db"), 2, 1, 2, other); });
+  EXPECT_NE(err.find("a.db: holds the results of sweep 'routers'"), std::string::npos) << err;
+  EXPECT_NE(err.find("never mixed"), std::string::npos) << err;
+
+  err = error_of([&] { merge_databases(dir.file("m.db"), {dir.file("a.db"), dir.file("b.db")}); });
+  EXPECT_NE(err.find("b.db"), std::string::npos) << err;
+  EXPECT_NE(err.find("only shards of one experiment merge"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.db")));
+
+  merge_databases(dir.file("m.db"), {dir.file("a.db")});
+  err = error_of([&] { merge_databases(dir.file("m.db"), {dir.file("b.db")}); });
+  EXPECT_NE(err.find("m.db: holds sweep 'routers'"), std::string::npos) << err;
+
+  // A database of plain runs is no experiment's.
+  const std::string plain = dir.file("plain.db");
+  Experiment e = experiment();
+  e.check(1);
+  run_simulation(e.resolve(e.points()[0].settings), RunOutputs{plain, ""});
+  err = error_of([&] { sweep(plain, 1); });
+  EXPECT_NE(err.find("not part of an experiment"), std::string::npos) << err;
+  err = error_of([&] { merge_databases(dir.file("m2.db"), {plain}); });
+  EXPECT_NE(err.find("not an experiment database"), std::string::npos) << err;
+  err = error_of([&] { merge_databases(dir.file("a.db"), {dir.file("a.db")}); });
+  EXPECT_NE(err.find("output database itself"), std::string::npos) << err;
+  err = error_of([&] { merge_databases(dir.file("m3.db"), {dir.file("missing.db")}); });
+  EXPECT_NE(err.find("missing.db: no such results database"), std::string::npos) << err;
+}
+
+TEST(SweepTest, ARunTimeFailureStopsAfterTheEarlierPointsAreCommitted) {
+  TempDir dir;
+  std::ofstream(dir.file("trace.csv")) << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                          "2023-11-16 18:15:46.0000000,374,44\n"
+                                          "2023-11-16 18:15:47.0000000,396,109\n"
+                                          "2023-11-16 18:15:48.0000000,396,109\n";
+  std::ofstream(dir.file("e.toml")) << R"(
+[base]
+[base.workload]
+kind = "azure_csv"
+path = "trace.csv"
+[base.model]
+kind = "llama-3-8b"
+[base.gpu]
+kind = "h100-sxm"
+[[axis]]
+key = "workload.window_start_s"
+values = [0.0, 1.5, 100.0]
+)";
+  Experiment e = Experiment::load(dir.file("e.toml"));
+  SweepOptions o;
+  o.db_path = dir.file("r.db");
+  o.jobs = 2;
+  const std::string err = error_of([&] { run_sweep(e, o); });
+  EXPECT_NE(err.find("point 2 (workload.window_start_s=100.0)"), std::string::npos) << err;
+  EXPECT_NE(err.find("no requests"), std::string::npos) << err;
+  SQLite::Database db(dir.file("r.db"), SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM points").getInt(), 2);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM requests").getInt(), 3 + 1);
+}
+
+TEST(SweepTest, CommandLineProgressAndListing) {
+  TempDir dir;
+  const std::string exp = dir.file("routers.toml");
+  std::ofstream(exp) << kExperiment;
+  std::ostringstream out, err;
+  const std::string db = dir.file("cli.db");
+  const char* argv[] = {"servesim", "sweep", exp.c_str(), "--db", db.c_str(), "--jobs", "2"};
+  ASSERT_EQ(run_cli(7, argv, out, err), 0) << err.str();
+  EXPECT_NE(err.str().find("sweep 'routers': 12 points, 2 jobs, into"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("sweep: 12/12 done in"), std::string::npos) << err.str();
+  EXPECT_NE(out.str().find("0 already in"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("router.kind=least_outstanding workload.rate=80.0 seed=2"), std::string::npos);
+  EXPECT_EQ(dump_results(db), [&] {
+    sweep(dir.file("api.db"), 1);
+    return dump_results(dir.file("api.db"));
+  }());
+
+  std::ostringstream out2, err2;
+  const char* list[] = {"servesim", "sweep", exp.c_str(), "--list"};
+  ASSERT_EQ(run_cli(4, list, out2, err2), 0) << err2.str();
+  EXPECT_NE(out2.str().find("12 points"), std::string::npos) << out2.str();
+  EXPECT_NE(out2.str().find("11     "), std::string::npos) << out2.str();
+
+  std::ostringstream out3, err3;
+  const char* bad[] = {"servesim", "sweep", exp.c_str(), "--db", db.c_str(), "--shard", "3/3"};
+  EXPECT_EQ(run_cli(7, bad, out3, err3), 1);
+  EXPECT_NE(err3.str().find("0 <= I < N"), std::string::npos) << err3.str();
+
+  std::ostringstream out4, err4;
+  const std::string merged = dir.file("m.db");
+  const char* merge[] = {"servesim", "merge", merged.c_str(), db.c_str(), "--require-complete"};
+  EXPECT_EQ(run_cli(5, merge, out4, err4), 0) << err4.str();
+  EXPECT_NE(out4.str().find("12 points added"), std::string::npos) << out4.str();
+}
+
+TEST(SweepTest, ProgressBarOnATerminalPlainLinesOtherwise) {
+  std::ostringstream tty, plain;
+  Progress bar(&tty, true, "sweep", 4);
+  Progress lines(&plain, false, "sweep", 4, /*period_s=*/0);
+  for (int i = 0; i < 4; ++i) {
+    bar.advance();
+    lines.advance();
+  }
+  bar.finish();
+  lines.finish();
+  // Redrawn in place: carriage returns, a bar, done/total, a rate, an ETA, then the total time.
+  EXPECT_NE(tty.str().find("\rsweep [" + std::string(30, '.') + "] 0/4"), std::string::npos) << tty.str();
+  EXPECT_NE(tty.str().find("] 4/4"), std::string::npos) << tty.str();
+  EXPECT_NE(tty.str().find("[##############################] 4/4"), std::string::npos) << tty.str();
+  EXPECT_NE(tty.str().find("done in 0:00"), std::string::npos) << tty.str();
+  EXPECT_EQ(tty.str().back(), '\n');
+  // One line per period (here: every point) and one at the end; no carriage returns.
+  EXPECT_NE(plain.str().find("sweep: 1/4 (25.0%), "), std::string::npos) << plain.str();
+  EXPECT_NE(plain.str().find("/s, ETA "), std::string::npos) << plain.str();
+  EXPECT_NE(plain.str().find("sweep: 4/4 done in "), std::string::npos) << plain.str();
+  EXPECT_EQ(plain.str().find('\r'), std::string::npos);
+}
+
+TEST(SweepTest, ShardSyntax) {
+  EXPECT_EQ(parse_shard("0/4"), (std::pair<int64_t, int64_t>{0, 4}));
+  EXPECT_EQ(parse_shard("3/4"), (std::pair<int64_t, int64_t>{3, 4}));
+  for (const char* bad : {"4/4", "-1/4", "1/0", "a/4", "1", "1/", "/4", "1/4x"})
+    EXPECT_THROW(parse_shard(bad), core::Error) << bad;
+}
+
+}  // namespace
+}  // namespace servesim::experiments
