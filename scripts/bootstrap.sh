@@ -6,7 +6,12 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ meson ninja-build pkg-config cmake
           libboost-graph-dev libboost-program-options-dev libtomlplusplus-dev
-          libsqlitecpp-dev libsqlite3-dev libtbb-dev libgtest-dev nlohmann-json3-dev)
+          libsqlitecpp-dev libsqlite3-dev libtbb-dev libgtest-dev nlohmann-json3-dev
+          # servesim report draws its PNG and SVG plots with gnuplot (no X11; cairo terminals),
+          # labelled in DejaVu Sans
+          gnuplot-nox fonts-dejavu-core
+          # the CI's fuzz step (scripts/ci-steps/30-fuzz.sh): libFuzzer comes with clang's runtime
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,106 @@
+#pragma once
+// Running the real servesim binary from tests: in a chosen working directory, with a time limit,
+// capturing stdout and stderr; and killing it at a chosen moment (crash-safety tests).
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace servesim::testing {
+
+struct ProcessResult {
+  int exit_code = -1;     // when it exited
+  int signal = 0;         // when a signal ended it (SIGKILL from a timeout or a crash test, SIGSEGV, ...)
+  bool timed_out = false; // killed because it ran past the limit
+  std::string out, err;
+  double wall_seconds = 0;
+};
+
+// Runs argv[0] (a path) with `argv` in `cwd`. When `kill_after_s` >= 0 the process gets SIGKILL at
+// that moment (if still running); otherwise it is killed at `timeout_s` and marked timed_out.
+inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
+                                 double kill_after_s = -1) {
+  ProcessResult r;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    r.err = "pipe failed";
+    return r;
+  }
+  // Built before fork(): between fork and exec the child may only make async-signal-safe calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  const double limit = kill_after_s >= 0 ? kill_after_s : timeout_s;
+  bool killed = false;
+  int status = 0;
+  bool reaped = false;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  char buf[65536];
+  for (;;) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!killed && elapsed >= limit) {
+      kill(pid, SIGKILL);
+      killed = true;
+      r.timed_out = kill_after_s < 0;
+    }
+    if (open_fds == 0) {
+      if (!reaped) {
+        if (killed) {
+          waitpid(pid, &status, 0);
+          reaped = true;
+        } else {
+          const pid_t w = waitpid(pid, &status, WNOHANG);
+          if (w == pid) reaped = true;
+          else std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }
+      if (reaped) break;
+      continue;
+    }
+    const int wait_ms = killed ? 50 : std::max(0, static_cast<int>((limit - elapsed) * 1000) + 1);
+    poll(fds, 2, std::min(wait_ms, 50));
+    for (auto& f : fds) {
+      if (f.fd < 0) continue;
+      for (;;) {
+        const ssize_t n = read(f.fd, buf, sizeof buf);
+        if (n > 0) {
+          (f.fd == out_pipe[0] ? r.out : r.err).append(buf, static_cast<size_t>(n));
+          continue;
+        }
+        if (n == 0) {
+          close(f.fd);
+          f.fd = -1;
+          --open_fds;
+        }
+        break;
+      }
+    }
+  }
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+}  // namespace servesim::testing
