@@ -18,12 +18,31 @@
 #include "sim/engine/simulation.h"
 #include "sim/metrics/collector.h"
 #include "sim/metrics/csv_sink.h"
+#include "sim/metrics/invariant_checker.h"
+#include "sim/metrics/observer_fanout.h"
 #include "sim/metrics/sqlite_sink.h"
 #include "traces/arrival_source.h"
 
 namespace servesim::experiments {
 
 using core::ParamSpec;
+
+// [cluster.prefill] / [cluster.decode]: one pool of a disaggregated cluster.
+static ParamSpec pool_table(const std::string& role, const std::string& description) {
+  return ParamSpec::table(
+             role,
+             {
+                 ParamSpec::integer("replicas", 1, "replicas", "replicas in the " + role + " pool").range(1, 1 << 20).required(),
+                 ParamSpec::integer("tensor_parallel", 1, "GPUs", "tensor-parallel degree; unset = cluster.tensor_parallel")
+                     .range(1, 1024)
+                     .optional(),
+                 ParamSpec::section("gpu", "gpus", "", "GPU type of this pool; unset = [gpu]").optional(),
+                 ParamSpec::section("scheduler", "schedulers", "", "batch scheduler of this pool; unset = [scheduler]")
+                     .optional(),
+             },
+             description)
+      .optional();
+}
 
 const std::vector<core::ParamSpec>& run_schema() {
   static const std::vector<ParamSpec> schema = {
@@ -36,7 +55,8 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::table(
           "cluster",
           {
-              ParamSpec::integer("replicas", 1, "replicas", "identical model replicas").range(1, 1 << 20),
+              ParamSpec::integer("replicas", 1, "replicas", "identical model replicas (unified: each prefills and decodes)")
+                  .range(1, 1 << 20),
               ParamSpec::integer("tensor_parallel", 1, "GPUs", "tensor-parallel degree of each replica")
                   .range(1, 1024),
               ParamSpec::integer("block_size", 16, "tokens", "tokens per paged KV-cache block").range(1, 1 << 16),
@@ -47,9 +67,57 @@ const std::vector<core::ParamSpec>& run_schema() {
               ParamSpec::real("activation_reserve_gib", 2.0, "GiB",
                               "memory per GPU kept for activations, CUDA graphs and the runtime")
                   .range(0, 1e6),
+              ParamSpec::boolean("prefix_caching", false,
+                                 "share KV of common prompt prefixes between requests (needs a workload "
+                                 "with prefix block hashes: mooncake_jsonl or sessions)"),
+              ParamSpec::string("preemption", "recompute",
+                                "what preemption does to a request's KV: drop it and prefill again, or "
+                                "swap it to host memory over network.pcie_gb_s")
+                  .one_of({"recompute", "swap"}),
+              ParamSpec::real("swap_space_gib", 4.0, "GiB",
+                              "host memory per GPU for swapped-out KV (vLLM's swap_space); when full, "
+                              "preemption falls back to recompute")
+                  .range(0, 1e6),
+              pool_table("prefill", "prefill/decode disaggregation: the prefill pool (with [cluster.decode])"),
+              pool_table("decode", "prefill/decode disaggregation: the decode pool (with [cluster.prefill])"),
           },
           "the replicas and their KV cache"),
-      ParamSpec::section("router", "routers", "round_robin", "global policy that picks a replica per request"),
+      ParamSpec::table(
+          "network",
+          {
+              ParamSpec::integer("gpus_per_node", 8, "GPUs", "GPUs per node, joined by NVLink through an NVSwitch")
+                  .range(1, 1024),
+              ParamSpec::real("nvlink_gb_s", 0, "GB/s", "NVLink bandwidth per GPU, one direction; unset = the GPU's nvlink_gb_s")
+                  .above(0)
+                  .optional(),
+              ParamSpec::real("nvlink_latency_us", 1, "us", "latency of a GPU - NVSwitch hop").range(0, 1e6),
+              ParamSpec::real("pcie_gb_s", 50, "GB/s",
+                              "GPU - NIC and GPU - host bandwidth, one direction (PCIe Gen5 x16: 64 theoretical)")
+                  .above(0),
+              ParamSpec::real("pcie_latency_us", 1, "us", "latency of a PCIe hop").range(0, 1e6),
+              ParamSpec::integer("nics_per_node", 8, "NICs", "NICs per node; GPU i uses NIC i mod nics_per_node")
+                  .range(1, 1024),
+              ParamSpec::real("nic_gb_s", 50, "GB/s",
+                              "NIC - switch bandwidth, one direction (400 Gb/s InfiniBand NDR or RoCE = 50)")
+                  .above(0),
+              ParamSpec::real("nic_latency_us", 2, "us", "latency of a NIC - leaf switch hop (InfiniBand ~1-2, RoCE ~2-5)")
+                  .range(0, 1e6),
+              ParamSpec::integer("nodes_per_switch", 32, "nodes", "nodes per leaf switch; leaf switches join through a spine")
+                  .range(1, 1 << 20),
+              ParamSpec::real("spine_gb_s", 0, "GB/s",
+                              "leaf - spine uplink bandwidth, one direction; unset = non-blocking (sum of the leaf's NICs)")
+                  .above(0)
+                  .optional(),
+              ParamSpec::real("switch_latency_us", 1, "us", "latency of a leaf - spine hop").range(0, 1e6),
+              ParamSpec::boolean("layerwise_kv_transfer", false,
+                                 "stream each layer's KV during the last prefill iteration (overlaps the transfer "
+                                 "with the prefill) instead of sending it after"),
+          },
+          "the cluster network KV transfers between prefill and decode replicas cross"),
+      ParamSpec::section("router", "routers", "round_robin",
+                         "global policy that picks a replica per request (the prefill replica when disaggregated)"),
+      ParamSpec::section("decode_router", "routers", "least_outstanding",
+                         "disaggregated only: picks the decode replica for each prefilled request"),
       ParamSpec::section("scheduler", "schedulers", "continuous", "per-replica batch scheduler"),
       ParamSpec::table(
           "slo",
@@ -89,8 +157,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib(double bytes) { return core::format_double(std::round(bytes / kGiB * 100) / 100) + " GiB"; }
 
 // KV blocks per replica, from what GPU memory leaves after weights and the activation reserve.
-int64_t kv_blocks(const core::Params& cluster, const hwmodels::ModelSpec& model, const hwmodels::GpuSpec& gpu,
-                  int64_t tp) {
+int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const hwmodels::ModelSpec& model,
+                  const hwmodels::GpuSpec& gpu, int64_t tp) {
   const int64_t block_size = cluster.get_int("block_size");
   const double util = cluster.get_float("gpu_memory_utilization");
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
@@ -99,7 +167,7 @@ int64_t kv_blocks(const core::Params& cluster, const hwmodels::ModelSpec& model,
   const double kv_per_block = hwmodels::kv_bytes_per_token_per_gpu(model, tp) * static_cast<double>(block_size);
   const double left = budget - weights;
   if (left < kv_per_block)
-    cluster.fail("tensor_parallel",
+    pool.fail("tensor_parallel",
                  "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at tensor_parallel = " +
                      std::to_string(tp) + ": its weights need " + gib(weights) + " per GPU, and " +
                      gib(gpu.memory_bytes) + " x gpu_memory_utilization " + core::format_double(util) +
@@ -111,29 +179,132 @@ int64_t kv_blocks(const core::Params& cluster, const hwmodels::ModelSpec& model,
 
 }  // namespace
 
+namespace {
+
+// One pool of identical replicas: the unified pool, or the prefill or decode pool.
+struct Pool {
+  std::string name;                  // "cluster", "cluster.prefill", "cluster.decode"
+  const core::Params* cfg = nullptr; // where its replicas and tensor_parallel were set
+  int64_t replicas = 0;
+  int64_t tp = 1;
+  std::unique_ptr<hwmodels::GpuSpec> gpu;
+  std::string gpu_kind;
+  std::unique_ptr<hwmodels::StepCostModel> cost;
+  int64_t kv_blocks = 0;
+  const core::Params* scheduler = nullptr;
+  std::string scheduler_kind;
+};
+
+Pool build_pool(const std::string& name, const core::Params& pool_cfg, const core::Params& config,
+                const core::Params& cluster_cfg, const hwmodels::ModelSpec& model, int64_t replicas, int64_t tp) {
+  Pool p;
+  p.name = name;
+  p.cfg = &pool_cfg;
+  p.replicas = replicas;
+  p.tp = tp;
+  const core::Params& gpu_cfg = pool_cfg.has("gpu") ? pool_cfg.section("gpu") : config.section("gpu");
+  p.gpu = hwmodels::gpu_registry().make(gpu_cfg);
+  p.gpu_kind = gpu_cfg.kind();
+  if (std::string why = hwmodels::tp_problem(model, tp); !why.empty()) pool_cfg.fail("tensor_parallel", why);
+  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, model, *p.gpu, tp);
+  p.cost = hwmodels::cost_model_registry().make(config.section("cost_model"), model, *p.gpu, tp);
+  p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");
+  p.scheduler_kind = p.scheduler->kind();
+  return p;
+}
+
+sim::TopologyConfig topology_config(const core::Params& net, const hwmodels::GpuSpec& gpu, int64_t num_gpus) {
+  sim::TopologyConfig t;
+  t.num_gpus = num_gpus;
+  t.gpus_per_node = net.get_int("gpus_per_node");
+  t.nvlink_bytes_per_s = net.has("nvlink_gb_s") ? net.get_float("nvlink_gb_s") * 1e9 : gpu.interconnect_bandwidth;
+  t.nvlink_latency_s = net.get_float("nvlink_latency_us") * 1e-6;
+  t.pcie_bytes_per_s = net.get_float("pcie_gb_s") * 1e9;
+  t.pcie_latency_s = net.get_float("pcie_latency_us") * 1e-6;
+  t.nics_per_node = net.get_int("nics_per_node");
+  t.nic_bytes_per_s = net.get_float("nic_gb_s") * 1e9;
+  t.nic_latency_s = net.get_float("nic_latency_us") * 1e-6;
+  t.nodes_per_switch = net.get_int("nodes_per_switch");
+  t.spine_bytes_per_s = net.has("spine_gb_s") ? net.get_float("spine_gb_s") * 1e9 : 0;
+  t.switch_latency_s = net.get_float("switch_latency_us") * 1e-6;
+  return t;
+}
+
+}  // namespace
+
 RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) {
   RunResult result;
   const uint64_t seed = static_cast<uint64_t>(config.get_int("seed"));
 
   // ---- Build everything first: every configuration error surfaces before anything is written.
   std::unique_ptr<hwmodels::ModelSpec> model = hwmodels::model_registry().make(config.section("model"));
-  std::unique_ptr<hwmodels::GpuSpec> gpu = hwmodels::gpu_registry().make(config.section("gpu"));
   const core::Params& cluster_cfg = config.section("cluster");
-  const int64_t replicas = cluster_cfg.get_int("replicas");
-  const int64_t tp = cluster_cfg.get_int("tensor_parallel");
-  if (std::string why = hwmodels::tp_problem(*model, tp); !why.empty()) cluster_cfg.fail("tensor_parallel", why);
-  const int64_t blocks = kv_blocks(cluster_cfg, *model, *gpu, tp);
+  const core::Params& net_cfg = config.section("network");
+  const bool disaggregated = cluster_cfg.has("prefill") || cluster_cfg.has("decode");
+  std::vector<Pool> pools;
+  if (disaggregated) {
+    for (const char* role : {"prefill", "decode"})
+      if (!cluster_cfg.has(role))
+        cluster_cfg.fail(cluster_cfg.has("prefill") ? "prefill" : "decode",
+                         std::string("prefill/decode disaggregation needs both [cluster.prefill] and "
+                                     "[cluster.decode]; [cluster.") + role + "] is missing");
+    if (cluster_cfg.given("replicas"))
+      cluster_cfg.fail("replicas",
+                       "with [cluster.prefill] and [cluster.decode] each pool sets its own replicas; remove "
+                       "cluster.replicas");
+    for (const char* role : {"prefill", "decode"}) {
+      const core::Params& pc = cluster_cfg.section(role);
+      const int64_t tp = pc.has("tensor_parallel") ? pc.get_int("tensor_parallel") : cluster_cfg.get_int("tensor_parallel");
+      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"), tp));
+    }
+  } else {
+    pools.push_back(build_pool("cluster", cluster_cfg, config, cluster_cfg, *model, cluster_cfg.get_int("replicas"),
+                               cluster_cfg.get_int("tensor_parallel")));
+  }
+  int64_t replicas = 0;
+  for (const auto& p : pools) replicas += p.replicas;
 
-  std::unique_ptr<hwmodels::StepCostModel> cost =
-      hwmodels::cost_model_registry().make(config.section("cost_model"), *model, *gpu, tp);
+  // GPUs in order, pool after pool; a replica never spans two nodes.
+  const int64_t gpus_per_node = net_cfg.get_int("gpus_per_node");
+  std::vector<std::vector<int64_t>> placement;
+  int64_t next_gpu = 0;
+  for (const auto& p : pools) {
+    if (p.tp > gpus_per_node)
+      p.cfg->fail("tensor_parallel", "a replica of " + std::to_string(p.tp) + " GPUs does not fit a node of " +
+                                         std::to_string(gpus_per_node) + " (network.gpus_per_node)");
+    for (int64_t i = 0; i < p.replicas; ++i) {
+      if (next_gpu % gpus_per_node + p.tp > gpus_per_node) next_gpu += gpus_per_node - next_gpu % gpus_per_node;
+      std::vector<int64_t> gpus;
+      for (int64_t g = 0; g < p.tp; ++g) gpus.push_back(next_gpu + g);
+      next_gpu += p.tp;
+      placement.push_back(std::move(gpus));
+    }
+  }
+  std::unique_ptr<sim::Network> network;
+  sim::Simulation simulation;
+  if (disaggregated)
+    network = std::make_unique<sim::Network>(simulation,
+                                             sim::Topology(topology_config(net_cfg, *pools[0].gpu, next_gpu)));
+
   policies::SchedulerContext sched_ctx;
   sched_ctx.max_context = model->max_context;
   std::vector<std::unique_ptr<sim::BatchScheduler>> schedulers;
-  for (int64_t i = 0; i < replicas; ++i)
-    schedulers.push_back(policies::scheduler_registry().make(config.section("scheduler"), sched_ctx));
+  for (const auto& p : pools)
+    for (int64_t i = 0; i < p.replicas; ++i)
+      schedulers.push_back(policies::scheduler_registry().make(*p.scheduler, sched_ctx));
   std::unique_ptr<sim::Router> router = policies::router_registry().make(config.section("router"), seed);
+  std::unique_ptr<sim::Router> decode_router;
+  if (disaggregated) decode_router = policies::router_registry().make(config.section("decode_router"), seed + 1);
   std::unique_ptr<traces::ArrivalSource> source =
       traces::workload_registry().make(config.section("workload"), seed);
+  const bool prefix_caching = cluster_cfg.get_bool("prefix_caching");
+  if (prefix_caching && source->hash_block_tokens() > 0 &&
+      source->hash_block_tokens() % cluster_cfg.get_int("block_size") != 0)
+    cluster_cfg.fail("block_size",
+                     "prefix caching shares whole hash blocks of " + std::to_string(source->hash_block_tokens()) +
+                         " tokens (the workload's block size), which block_size " +
+                         std::to_string(cluster_cfg.get_int("block_size")) +
+                         " does not divide; make the hash block a multiple of the KV block");
 
   const core::Params& slo_cfg = config.section("slo");
   metrics::Slo slo;
@@ -143,16 +314,27 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   metrics::CollectorConfig collector_cfg;
   collector_cfg.slo = slo;
-  collector_cfg.sample_interval_ns =
-      std::llround(config.section("output").get_float("sample_interval_ms") * 1e6);
-  for (int64_t i = 0; i < replicas; ++i) {
-    metrics::ReplicaHardware hw;
-    hw.gpus = static_cast<double>(tp);
-    hw.peak_flops = gpu->peak_flops * static_cast<double>(tp);
-    hw.hbm_bandwidth = gpu->hbm_bandwidth * static_cast<double>(tp);
-    hw.usd_per_hour = gpu->price_usd_per_hour * static_cast<double>(tp);
-    collector_cfg.replicas.push_back(hw);
+  const double interval_ms = config.section("output").get_float("sample_interval_ms");
+  // Shorter periods would write a row per replica per fraction of a millisecond of simulated time:
+  // hours of simulated traffic would never finish writing.
+  if (interval_ms > 0 && interval_ms < 1)
+    config.section("output").fail("sample_interval_ms",
+                                  "must be 0 (no time series) or at least 1 ms; got " + core::format_double(interval_ms));
+  collector_cfg.sample_interval_ns = std::llround(interval_ms * 1e6);
+  for (const auto& p : pools) {
+    for (int64_t i = 0; i < p.replicas; ++i) {
+      metrics::ReplicaHardware hw;
+      hw.gpus = static_cast<double>(p.tp);
+      hw.peak_flops = p.gpu->peak_flops * static_cast<double>(p.tp);
+      hw.hbm_bandwidth = p.gpu->hbm_bandwidth * static_cast<double>(p.tp);
+      hw.usd_per_hour = p.gpu->price_usd_per_hour * static_cast<double>(p.tp);
+      hw.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");
+      hw.gpu = p.gpu_kind;
+      collector_cfg.replicas.push_back(hw);
+    }
   }
+
+  if (outputs.build_only) return result;
 
   // ---- Outputs: opened now, committed only when the run has finished cleanly.
   std::vector<std::unique_ptr<metrics::ResultSink>> sinks;
@@ -160,28 +342,52 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   if (!outputs.csv_dir.empty()) sinks.push_back(std::make_unique<metrics::CsvSink>(outputs.csv_dir));
   std::vector<metrics::ResultSink*> sink_ptrs;
   for (auto& s : sinks) sink_ptrs.push_back(s.get());
+  sink_ptrs.insert(sink_ptrs.end(), outputs.sinks.begin(), outputs.sinks.end());
 
   result.info.config_toml = config.to_toml();
   result.info.config_hash = config_hash(config);
   result.info.seed = seed;
   result.info.version = SERVESIM_VERSION;
+  result.info.run_id = outputs.run_id;
   for (auto* s : sink_ptrs) s->begin_run(result.info);
 
   // ---- Run.
   metrics::MetricsCollector collector(collector_cfg, sink_ptrs);
-  sim::Simulation simulation;
-  sim::Cluster cluster(simulation, *source, std::move(router), collector, static_cast<size_t>(replicas));
-  sim::ReplicaConfig replica_cfg;
-  replica_cfg.kv_blocks = blocks;
-  replica_cfg.block_size = cluster_cfg.get_int("block_size");
-  replica_cfg.max_context = model->max_context;
-  for (int64_t i = 0; i < replicas; ++i) cluster.add_replica(replica_cfg, *cost, std::move(schedulers[i]));
+  metrics::InvariantChecker checker(&collector);  // checks each signal, then hands it to the collector
+  core::LifecycleObserver& observer = outputs.check ? static_cast<core::LifecycleObserver&>(checker) : collector;
+  std::vector<core::LifecycleObserver*> watchers{&observer};
+  watchers.insert(watchers.end(), outputs.observers.begin(), outputs.observers.end());
+  metrics::ObserverFanout fanout(std::move(watchers));
+  sim::ClusterLayout layout;
+  layout.replicas = static_cast<size_t>(replicas);
+  layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
+  layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
+  sim::Cluster cluster(simulation, *source, std::move(router), outputs.observers.empty() ? observer : fanout, layout,
+                       std::move(decode_router), network.get());
+
+  const double host_link = net_cfg.get_float("pcie_gb_s") * 1e9;
+  size_t r = 0;
+  for (const auto& p : pools) {
+    sim::ReplicaConfig rc;
+    rc.kv_blocks = p.kv_blocks;
+    rc.block_size = cluster_cfg.get_int("block_size");
+    rc.max_context = model->max_context;
+    rc.prefix_unit_tokens = prefix_caching ? source->hash_block_tokens() : 0;
+    rc.preemption = cluster_cfg.get_string("preemption") == "swap" ? sim::PreemptionMode::kSwap
+                                                                    : sim::PreemptionMode::kRecompute;
+    rc.swap_capacity_bytes = cluster_cfg.get_float("swap_space_gib") * kGiB;
+    rc.host_link_bytes_per_s = host_link;
+    rc.kv_bytes_per_token_per_gpu = hwmodels::kv_bytes_per_token_per_gpu(*model, p.tp);
+    for (int64_t i = 0; i < p.replicas; ++i, ++r)
+      cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r]);
+  }
 
   const auto wall_start = std::chrono::steady_clock::now();
   cluster.start();
   simulation.run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   cluster.check_drained();
+  if (outputs.check) checker.check_drained();
 
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
   if (result.summary.requests_total == 0)
@@ -190,14 +396,25 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   result.workload_kind = config.section("workload").kind();
   result.model_kind = config.section("model").kind();
-  result.gpu_kind = config.section("gpu").kind();
   result.router_kind = config.section("router").kind();
-  result.scheduler_kind = config.section("scheduler").kind();
+  for (const auto& p : pools) {
+    RunResult::PoolInfo info;
+    info.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");
+    info.replicas = p.replicas;
+    info.tensor_parallel = p.tp;
+    info.gpu_kind = p.gpu_kind;
+    info.scheduler_kind = p.scheduler_kind;
+    info.kv_blocks_per_replica = p.kv_blocks;
+    info.usd_per_gpu_hour = p.gpu->price_usd_per_hour;
+    result.pools.push_back(info);
+  }
+  result.gpu_kind = pools[0].gpu_kind;
+  result.scheduler_kind = pools[0].scheduler_kind;
   result.replicas = replicas;
-  result.tensor_parallel = tp;
-  result.kv_blocks_per_replica = blocks;
-  result.block_size = replica_cfg.block_size;
-  result.usd_per_gpu_hour = gpu->price_usd_per_hour;
+  result.tensor_parallel = pools[0].tp;
+  result.kv_blocks_per_replica = pools[0].kv_blocks;
+  result.block_size = cluster_cfg.get_int("block_size");
+  result.usd_per_gpu_hour = pools[0].gpu->price_usd_per_hour;
   result.slo = slo;
   return result;
 }

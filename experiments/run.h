@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "sim/core/params.h"
+#include "sim/core/lifecycle.h"
+#include "sim/metrics/sink.h"
 #include "sim/metrics/summary.h"
 
 namespace servesim::experiments {
 
-// The schema of a run configuration: seed, [workload], [model], [gpu], [cost_model], [cluster],
-// [router], [scheduler], [slo], [output].
+// The schema of a run configuration: seed, [workload], [model], [gpu], [cost_model], [cluster]
+// (with optional [cluster.prefill] and [cluster.decode] pools), [network], [router],
+// [decode_router], [scheduler], [slo], [output].
 const std::vector<core::ParamSpec>& run_schema();
 
 // Loads and validates CONFIG.toml with "--set section.key=value" overrides.
@@ -21,6 +24,14 @@ core::Params load_run_config(const std::string& path, const std::vector<std::str
 struct RunOutputs {
   std::string db_path;   // "" = no database
   std::string csv_dir;   // "" = no CSV
+  bool check = false;    // attach metrics::InvariantChecker (servesim run --check; always on in tests)
+  // Sweeps and --timeline (issue 5): sinks and lifecycle observers besides the database and CSV
+  // (not owned), the run's number in the sinks (0 = the next free one), and a check-only mode that
+  // builds every component, so that construction errors surface, and returns without running.
+  std::vector<metrics::ResultSink*> sinks = {};
+  std::vector<core::LifecycleObserver*> observers = {};
+  int64_t run_id = 0;
+  bool build_only = false;
 };
 
 struct RunResult {
@@ -31,6 +42,13 @@ struct RunResult {
   int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0, block_size = 0;
   double usd_per_gpu_hour = 0;
   metrics::Slo slo;
+  struct PoolInfo {
+    std::string role;  // "unified", "prefill", "decode"
+    int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0;
+    std::string gpu_kind, scheduler_kind;
+    double usd_per_gpu_hour = 0;
+  };
+  std::vector<PoolInfo> pools;
 };
 
 // Runs the simulation. Throws core::ConfigError for inconsistent settings (before anything is

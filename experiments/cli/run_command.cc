@@ -10,6 +10,7 @@
 #include "experiments/cli/command.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
+#include "sim/metrics/timeline.h"
 
 namespace servesim::experiments {
 namespace po = boost::program_options;
@@ -21,9 +22,14 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   const auto& s = r.summary;
   out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (config " << r.info.config_hash << ", seed "
       << r.info.seed << ")\n";
-  out << "cluster      " << r.replicas << " x " << r.model_kind << " on " << r.gpu_kind << " (TP " << r.tensor_parallel
-      << ", " << grouped(static_cast<uint64_t>(r.kv_blocks_per_replica)) << " KV blocks of " << r.block_size
-      << " tokens each), router " << r.router_kind << ", scheduler " << r.scheduler_kind << "\n";
+  out << "cluster      " << r.model_kind << ":";
+  for (size_t i = 0; i < r.pools.size(); ++i) {
+    const auto& p = r.pools[i];
+    out << (i ? " +" : "") << " " << p.replicas << " x " << (p.role == "unified" ? "" : p.role + " ") << p.gpu_kind
+        << " (TP " << p.tensor_parallel << ", " << grouped(static_cast<uint64_t>(p.kv_blocks_per_replica))
+        << " KV blocks of " << r.block_size << " tokens, scheduler " << p.scheduler_kind << ")";
+  }
+  out << ", router " << r.router_kind << "\n";
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
       << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
@@ -55,6 +61,13 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
       << ")\n";
   out << "utilisation  MFU " << percent(s.mfu_mean) << ", MBU " << percent(s.mbu_mean) << ", KV cache "
       << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << "\n";
+  if (s.prefix_prompt_blocks > 0)
+    out << "prefix cache " << percent(s.prefix_block_hit_rate) << " of prompt blocks found cached, "
+        << percent(s.prefix_token_hit_rate) << " of prompt tokens not recomputed, " << fixed(s.prefix_saved_tflop, 1)
+        << " TFLOP of prefill saved\n";
+  if (s.kv_transfers > 0)
+    out << "kv transfer  " << grouped(s.kv_transfers) << " prefill -> decode transfers, " << fixed(s.kv_transfer_gb, 1)
+        << " GB, " << fixed(s.kv_transfer_ms.mean, 2) << " ms mean, " << fixed(s.kv_transfer_ms.p99, 2) << " ms p99\n";
   if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
   if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
 }
@@ -85,10 +98,11 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
   return j;
 }
 
-int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
+int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts("servesim run options");
   std::vector<std::string> sets;
-  std::string db = "results.db", csv, config;
+  std::string db = "results.db", csv, config, timeline;
+  uint64_t timeline_max_events = metrics::TimelineRecorder::kDefaultMaxEvents;
   opts.add_options()
       ("help,h", "this help")
       ("config", po::value<std::string>(&config), "the run configuration (TOML)")
@@ -97,7 +111,12 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("db", po::value<std::string>(&db)->default_value("results.db"), "SQLite results database (created if missing)")
       ("no-db", "do not write a results database")
       ("csv", po::value<std::string>(&csv), "also write runs.csv, requests.csv, replica_timeseries.csv to this directory")
-      ("json", "print the summary as one JSON object on stdout instead of the table");
+      ("json", "print the summary as one JSON object on stdout instead of the table")
+      ("check", "check the simulator's invariants at every signal (slower; a violation is an error, exit 1)")
+      ("timeline", po::value<std::string>(&timeline),
+       "write a Chrome/Perfetto trace-event JSON of each replica's iterations and request spans to this file")
+      ("timeline-max-events", po::value<uint64_t>(&timeline_max_events)->default_value(timeline_max_events),
+       "keep at most this many trace events (the first ones in simulated time; the file says how many were dropped)");
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm;
@@ -110,7 +129,21 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (config.empty()) throw UsageError("run needs a configuration file: servesim run CONFIG.toml");
   if (vm.count("no-db")) db.clear();
   core::Params params = load_run_config(config, sets);
-  RunResult result = run_simulation(params, RunOutputs{db, csv});
+  RunOutputs outputs;
+  outputs.db_path = db;
+  outputs.csv_dir = csv;
+  outputs.check = vm.count("check") > 0;
+  metrics::TimelineRecorder timeline_recorder(timeline_max_events);
+  if (!timeline.empty()) outputs.observers.push_back(&timeline_recorder);
+  RunResult result = run_simulation(params, outputs);
+  if (!timeline.empty()) {
+    timeline_recorder.write(timeline, result.info);
+    err << "timeline     " << timeline << ": " << timeline_recorder.events_kept() << " trace events"
+        << (timeline_recorder.events_dropped()
+                ? ", " + std::to_string(timeline_recorder.events_dropped()) + " dropped over --timeline-max-events"
+                : "")
+        << "\n";
+  }
   if (vm.count("json")) {
     out << summary_json(result, db).dump() << "\n";
   } else {
@@ -121,7 +154,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 
 const bool kRegistered = register_command(
-    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json]",
+    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json] [--check] [--timeline FILE]",
      "simulate the serving cluster a configuration describes; print a summary and write the results\n"
      "(runs, requests, replica_timeseries) to the SQLite database",
      cmd_run});

@@ -1,0 +1,39 @@
+#pragma once
+// The fixed benchmark scenarios of `servesim bench` (issue 6): each a complete run configuration,
+// run without result outputs so that the figure is the simulator's own speed.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servesim::experiments {
+
+struct BenchScenario {
+  std::string name;         // "S1"
+  std::string description;
+  std::string trace;        // file under the traces directory it needs, "" for none
+  std::string config;       // TOML; "@TRACES@" stands for the traces directory
+};
+
+const std::vector<BenchScenario>& bench_scenarios();
+const BenchScenario* find_bench_scenario(const std::string& name);
+
+struct BenchSample {
+  double wall_seconds = 0;
+  uint64_t requests = 0;
+  uint64_t iterations = 0;
+  uint64_t events = 0;
+  double sim_seconds = 0;
+  double peak_rss_mib = 0;   // of the process that ran it
+};
+
+// The sweep scenario S5: `servesim sweep` of experiments/sweeps/bench64.toml (64 points) with
+// `jobs` threads, into a fresh database in a temporary directory. `experiments_dir` holds sweeps/.
+BenchSample run_bench_sweep(const std::string& experiments_dir, int jobs);
+
+// Runs one scenario in this process. `requests` > 0 overrides the scenario's request count (for
+// scaling curves). Throws core::Error when its trace is missing.
+BenchSample run_bench_scenario(const BenchScenario& s, const std::string& traces_dir, int64_t requests = 0);
+
+}  // namespace servesim::experiments

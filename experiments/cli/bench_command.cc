@@ -1,0 +1,194 @@
+// servesim bench: the fixed speed scenarios, each repeated in a fresh process (so that its peak
+// memory is its own), reporting the median wall time.
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "experiments/bench.h"
+#include "experiments/cli/command.h"
+#include "sim/core/error.h"
+
+namespace servesim::experiments {
+namespace po = boost::program_options;
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw core::Error("bench: cannot find its own executable (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+nlohmann::json sample_json(const BenchSample& b) {
+  return {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
+          {"events", b.events},             {"sim_seconds", b.sim_seconds}, {"peak_rss_mib", b.peak_rss_mib}};
+}
+
+// One repetition in a child process: its stdout is one JSON object.
+BenchSample run_child(const std::string& scenario, const std::string& traces, int64_t requests,
+                      const std::string& experiments, int jobs = 0) {
+  std::string cmd = quote(self_exe()) + " bench --child --scenario " + scenario + " --traces " + quote(traces) +
+                    " --experiments " + quote(experiments);
+  if (requests > 0) cmd += " --requests " + std::to_string(requests);
+  if (jobs > 0) cmd += " --jobs " + std::to_string(jobs);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw core::Error("bench: cannot start " + cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  if (status != 0) throw core::Error("bench: scenario " + scenario + " failed");
+  const auto j = nlohmann::json::parse(out);
+  BenchSample b;
+  b.wall_seconds = j["wall_seconds"];
+  b.requests = j["requests"];
+  b.iterations = j["iterations"];
+  b.events = j["events"];
+  b.sim_seconds = j["sim_seconds"];
+  b.peak_rss_mib = j["peak_rss_mib"];
+  return b;
+}
+
+int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description opts("servesim bench options");
+  std::vector<std::string> scenarios;
+  std::string traces = "../shared/traces";
+  int repeat = 3;
+  int64_t requests = 0;
+  std::string experiments = "experiments";
+  int jobs = 0;
+  opts.add_options()("help,h", "this help")(
+      "scenario", po::value<std::vector<std::string>>(&scenarios)->composing(),
+      "S1, S2, S3, S4 or S5 (repeatable; default all)")("repeat", po::value<int>(&repeat)->default_value(3),
+                                                     "runs per scenario; the median wall time is reported")(
+      "requests", po::value<int64_t>(&requests), "override the scenario's request count (S1, S4)")(
+      "traces", po::value<std::string>(&traces)->default_value("../shared/traces"),
+      "directory holding azure-2023/ and mooncake-fast25/")(
+      "experiments", po::value<std::string>(&experiments)->default_value("experiments"),
+      "directory holding sweeps/bench64.toml (S5)")(
+      "jobs", po::value<int>(&jobs), "internal: S5's thread count in --child")("json", "one JSON object per scenario")(
+      "child", "internal: run one repetition in this process");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    out << "usage: servesim bench [--scenario S1 ...] [--repeat N] [--requests N] [--traces DIR] [--json]\n\n"
+        << opts << "\nscenarios:\n";
+    for (const auto& s : bench_scenarios()) out << "  " << s.name << "  " << s.description << "\n";
+    out << "  S5  a 64-point sweep (experiments/sweeps/bench64.toml) with --jobs 1 and --jobs 2: the speed-up\n";
+    return 0;
+  }
+  if (repeat < 1) throw UsageError("--repeat must be at least 1");
+  if (scenarios.empty()) {
+    for (const auto& s : bench_scenarios()) scenarios.push_back(s.name);
+    scenarios.push_back("S5");
+  }
+  for (const auto& name : scenarios)
+    if (name != "S5" && !find_bench_scenario(name))
+      throw UsageError("unknown scenario '" + name + "'; scenarios: S1, S2, S3, S4, S5");
+
+  if (vm.count("child")) {
+    if (scenarios.size() != 1) throw UsageError("--child runs exactly one scenario");
+    const BenchSample b = scenarios[0] == "S5" ? run_bench_sweep(experiments, std::max(1, jobs))
+                                               : run_bench_scenario(*find_bench_scenario(scenarios[0]), traces, requests);
+    out << sample_json(b).dump() << "\n";
+    return 0;
+  }
+
+  const bool json = vm.count("json") > 0;
+  if (!json)
+    out << "scenario   requests   iterations   wall s (median of " << repeat
+        << ")   sim req/s   iterations/s   peak RSS MiB\n";
+  int failures = 0;
+  auto median = [](std::vector<BenchSample> v) {
+    std::sort(v.begin(), v.end(), [](const BenchSample& a, const BenchSample& b) { return a.wall_seconds < b.wall_seconds; });
+    BenchSample m = v[v.size() / 2];
+    for (const auto& s : v) m.peak_rss_mib = std::max(m.peak_rss_mib, s.peak_rss_mib);
+    return m;
+  };
+  for (const auto& name : scenarios) {
+    if (name == "S5") {
+      // The same 64-point sweep with one thread and with two: the speed-up is the figure.
+      std::vector<BenchSample> one, two;
+      try {
+        for (int i = 0; i < repeat; ++i) {
+          one.push_back(run_child(name, traces, 0, experiments, 1));
+          two.push_back(run_child(name, traces, 0, experiments, 2));
+        }
+      } catch (const core::Error& e) {
+        err << "servesim bench: S5: " << e.what() << "\n";
+        if (!json) out << "S5         skipped (see stderr)\n";
+        ++failures;
+        continue;
+      }
+      const BenchSample m1 = median(one), m2 = median(two);
+      const double speedup = m1.wall_seconds / m2.wall_seconds;
+      if (json) {
+        nlohmann::json j = sample_json(m2);
+        j["scenario"] = "S5";
+        j["repeat"] = repeat;
+        j["wall_seconds_jobs1"] = m1.wall_seconds;
+        j["speedup_jobs2_vs_jobs1"] = speedup;
+        out << j.dump() << "\n";
+      } else {
+        out << "S5         " << grouped(m2.requests) << " requests in 64 points: --jobs 1 " << fixed(m1.wall_seconds, 3)
+            << " s, --jobs 2 " << fixed(m2.wall_seconds, 3) << " s, speed-up " << fixed(speedup, 2) << "x, peak RSS "
+            << fixed(std::max(m1.peak_rss_mib, m2.peak_rss_mib), 1) << " MiB\n";
+      }
+      continue;
+    }
+    std::vector<BenchSample> samples;
+    try {
+      for (int i = 0; i < repeat; ++i) samples.push_back(run_child(name, traces, requests, experiments));
+    } catch (const core::Error& e) {
+      // Say clearly why (a missing trace), go on with the others.
+      err << "servesim bench: " << name << ": " << e.what() << "\n";
+      if (!json) out << std::left << std::setw(11) << name << "skipped (see stderr)\n";
+      ++failures;
+      continue;
+    }
+    const BenchSample m = median(samples);
+    if (json) {
+      nlohmann::json j = sample_json(m);
+      j["scenario"] = name;
+      j["repeat"] = repeat;
+      j["requests_per_second"] = static_cast<double>(m.requests) / m.wall_seconds;
+      j["iterations_per_second"] = static_cast<double>(m.iterations) / m.wall_seconds;
+      std::vector<double> walls;
+      for (const auto& s : samples) walls.push_back(s.wall_seconds);
+      j["wall_seconds_all"] = walls;
+      out << j.dump() << "\n";
+    } else {
+      out << std::left << std::setw(11) << name << std::right << std::setw(8) << grouped(m.requests)
+          << std::setw(13) << grouped(m.iterations) << std::setw(21) << fixed(m.wall_seconds, 3) << std::setw(12)
+          << grouped(static_cast<uint64_t>(static_cast<double>(m.requests) / m.wall_seconds)) << std::setw(15)
+          << grouped(static_cast<uint64_t>(static_cast<double>(m.iterations) / m.wall_seconds)) << std::setw(15)
+          << fixed(m.peak_rss_mib, 1) << "\n";
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+const bool kRegistered = register_command(
+    {"bench", "[--scenario S1|S2|S3|S4|S5 ...] [--repeat N] [--requests N] [--traces DIR] [--json]",
+     "the fixed speed scenarios, each run --repeat times in a fresh process: median wall time, simulated\n"
+     "requests and iterations per second, peak RSS",
+     cmd_bench});
+
+}  // namespace
+}  // namespace servesim::experiments
