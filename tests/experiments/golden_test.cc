@@ -1,0 +1,172 @@
+// The results of the example experiments must not change when the simulator is made faster (issue 6):
+// each example is run through the real binary into a fresh database, and a digest of the database's
+// content is compared with the one recorded in tests/experiments/golden_results.txt.
+//
+// Volatile or location-dependent columns are left out of the digest: `config` (the configuration text
+// names trace files by absolute path) and `version`. Everything the simulation computes is in it: every
+// request row, every time-series sample, every per-replica statistic, every summary column.
+//
+// A deliberate change of results (a new metric, a model fix) re-records the digests:
+//   SERVESIM_UPDATE_GOLDEN=1 build/tests/servesim_tests --gtest_filter='GoldenResultsTest.*'
+// (with SERVESIM_SHARED_DIR, SERVESIM_SOURCE_DIR and SERVESIM_BIN set as meson test sets them), and
+// the commit says why the numbers moved.
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/reliability/process.h"
+#include "tests/test_paths.h"
+
+namespace servesim::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Example {
+  std::string name;                // the key in golden_results.txt
+  std::vector<std::string> args;   // servesim arguments; the database goes after them
+  bool needs_shared = false;       // reads a trace from ../shared
+};
+
+// Every example configuration in experiments/ (the 1M-request example capped at 200,000 requests so
+// that the sanitizer build runs it in reasonable time; the cap keeps every mechanism it exercises).
+std::vector<Example> examples() {
+  return {
+      {"quickstart", {"run", "experiments/quickstart.toml"}, false},
+      {"azure_conv", {"run", "experiments/azure_conv.toml"}, true},
+      {"poisson_1m_64_first_200k",
+       {"run", "experiments/poisson_1m_64.toml", "--set", "workload.max_requests=200000"}, false},
+      {"policies_azure_pd", {"run", "experiments/policies/azure_pd.toml"}, true},
+      {"policies_azure_schedulers", {"run", "experiments/policies/azure_schedulers.toml"}, true},
+      {"policies_mooncake_routers", {"run", "experiments/policies/mooncake_routers.toml"}, true},
+      {"sweep_smoke", {"sweep", "experiments/sweeps/smoke.toml", "--jobs", "2", "--quiet"}, false},
+  };
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The database's content as a digest and a row count, the `config` and `version` columns left out.
+std::pair<uint64_t, int64_t> digest(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  std::vector<std::string> tables;
+  {
+    SQLite::Statement st(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
+    while (st.executeStep()) tables.push_back(st.getColumn(0).getString());
+  }
+  uint64_t h = 1469598103934665603ull;
+  int64_t rows = 0;
+  for (const auto& t : tables) {
+    std::vector<std::string> keep;
+    SQLite::Statement cols(db, "PRAGMA table_info(" + t + ")");
+    while (cols.executeStep()) {
+      const std::string c = cols.getColumn(1).getString();
+      if (c != "config" && c != "version") keep.push_back(c);
+    }
+    std::string select, order;
+    for (size_t i = 0; i < keep.size(); ++i) {
+      select += (i ? ", " : "") + keep[i];
+      order += (i ? ", " : "") + std::to_string(i + 1);
+    }
+    h = fnv1a("== " + t + "\n", h);
+    SQLite::Statement st(db, "SELECT " + select + " FROM " + t + " ORDER BY " + order);
+    while (st.executeStep()) {
+      std::string line;
+      for (int i = 0; i < st.getColumnCount(); ++i) {
+        const SQLite::Column c = st.getColumn(i);
+        if (c.isNull()) {
+          line += "NULL";
+        } else if (c.isInteger()) {
+          line += std::to_string(c.getInt64());
+        } else if (c.isFloat()) {
+          char buf[40];
+          std::snprintf(buf, sizeof buf, "%.17g", c.getDouble());
+          line += buf;
+        } else {
+          line += "'" + c.getString() + "'";
+        }
+        line += i + 1 < st.getColumnCount() ? "|" : "\n";
+      }
+      h = fnv1a(line, h);
+      ++rows;
+    }
+  }
+  return {h, rows};
+}
+
+std::string golden_path() { return source_dir() + "/tests/experiments/golden_results.txt"; }
+
+std::map<std::string, std::string> read_golden() {
+  std::map<std::string, std::string> m;
+  std::ifstream in(golden_path());
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream s(line);
+    std::string name, value;
+    s >> name;
+    std::getline(s >> std::ws, value);
+    m[name] = value;
+  }
+  return m;
+}
+
+TEST(GoldenResultsTest, ExampleExperimentsWriteTheRecordedResults) {
+  ASSERT_FALSE(source_dir().empty());
+  ASSERT_FALSE(servesim_bin().empty());
+  const bool update = std::getenv("SERVESIM_UPDATE_GOLDEN") != nullptr;
+  const bool have_shared = fs::exists(shared_file("traces/azure-2023/AzureLLMInferenceTrace_conv.csv"));
+  const auto golden = read_golden();
+  const fs::path work = fs::temp_directory_path() / ("servesim-golden-" + std::to_string(::getpid()));
+  fs::remove_all(work);
+  fs::create_directories(work);
+  std::map<std::string, std::string> measured;
+  for (const auto& ex : examples()) {
+    SCOPED_TRACE(ex.name);
+    if (ex.needs_shared && !have_shared) {
+      ADD_FAILURE() << "needs ../shared/traces (SERVESIM_SHARED_DIR=" << shared_dir() << ")";
+      continue;
+    }
+    const std::string db = (work / (ex.name + ".db")).string();
+    std::vector<std::string> argv = {servesim_bin()};
+    argv.insert(argv.end(), ex.args.begin(), ex.args.end());
+    argv.insert(argv.end(), {"--db", db});
+    if (ex.args[0] == "run") argv.push_back("--json");  // no table on stdout to read
+    const ProcessResult r = run_process(argv, source_dir(), 600);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto [h, rows] = digest(db);
+    char text[64];
+    std::snprintf(text, sizeof text, "%016" PRIx64 " %" PRId64 " rows", h, rows);
+    measured[ex.name] = text;
+    if (!update) {
+      const auto it = golden.find(ex.name);
+      ASSERT_NE(it, golden.end()) << "no recorded digest in " << golden_path() << " (record with SERVESIM_UPDATE_GOLDEN=1)";
+      EXPECT_EQ(measured[ex.name], it->second)
+          << "the results of " << ex.name << " changed; if on purpose, re-record (see the top of golden_test.cc)";
+    }
+  }
+  fs::remove_all(work);
+  if (update) {
+    std::ofstream out(golden_path());
+    out << "# Digests of the example experiments' results databases (tests/experiments/golden_test.cc).\n";
+    for (const auto& [name, value] : measured) out << name << " " << value << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace servesim::testing
