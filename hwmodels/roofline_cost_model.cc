@@ -470,13 +470,9 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   auto attention = [&](std::string_view name, double pairs, double new_tokens, double keys_read, double flops_per_pair,
                        double group_flops_per_pair, double read_bytes_per_token, double compute_rate,
                        double memory_rate) {
-    const double flops = flops_per_pair * pairs;
-    const double bytes = read_bytes_per_token == kv_write_bytes_per_token_
-                             ? read_bytes_per_token * (keys_read + new_tokens) + q_o_bytes_per_token_ * new_tokens
-                             : read_bytes_per_token * keys_read + kv_write_bytes_per_token_ * new_tokens +
-                                   q_o_bytes_per_token_ * new_tokens;
-    const double seconds = launched(std::max(flops / compute_rate, bytes / memory_rate) + kernel_s_);
-    add(name, model_.num_layers, layers * seconds, layers * group_flops_per_pair * pairs, layers * t * bytes);
+    const Term term = attention_term(graph, pairs, new_tokens, keys_read, flops_per_pair, group_flops_per_pair,
+                                     read_bytes_per_token, compute_rate, memory_rate);
+    add(name, model_.num_layers, term.seconds, term.flops, term.bytes);
   };
 
   linear(embedding_, time_rows, rows);
@@ -491,12 +487,8 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
               prefill_kv_bytes_per_token_, rate, attn_memory_rate_);
   }
   if (s.decode_seqs > 0) {
-    const double ctx = static_cast<double>(s.decode_context_tokens);
-    const double seqs = static_cast<double>(s.decode_seqs);
-    const double rate = attention_decode_table_.empty() ? attn_memory_rate_
-                                                        : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
-    attention("attention_decode", ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
-              kv_bytes_per_token_, attn_compute_rate_, rate);
+    const Term term = decode_attention_term(graph, s.decode_seqs, s.decode_context_tokens);
+    add("attention_decode", model_.num_layers, term.seconds, term.flops, term.bytes);
   }
   for (const LinearOp& op : post_attention_ops_) linear_op(op);
   if (moe_.present) {
@@ -530,7 +522,72 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   return total;
 }
 
+RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double pairs, double new_tokens, double keys_read,
+                                                          double flops_per_pair, double group_flops_per_pair,
+                                                          double read_bytes_per_token, double compute_rate,
+                                                          double memory_rate) const {
+  const double t = static_cast<double>(tp_);
+  const double layers = static_cast<double>(model_.num_layers);
+  const double flops = flops_per_pair * pairs;
+  const double bytes = read_bytes_per_token == kv_write_bytes_per_token_
+                           ? read_bytes_per_token * (keys_read + new_tokens) + q_o_bytes_per_token_ * new_tokens
+                           : read_bytes_per_token * keys_read + kv_write_bytes_per_token_ * new_tokens +
+                                 q_o_bytes_per_token_ * new_tokens;
+  double seconds = std::max(flops / compute_rate, bytes / memory_rate) + kernel_s_;
+  if (!graph) seconds = std::max(seconds, eager_launch_s_);
+  return {layers * seconds, layers * group_flops_per_pair * pairs, layers * t * bytes};
+}
+
+RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, int64_t decode_seqs,
+                                                                 int64_t decode_context_tokens) const {
+  const double ctx = static_cast<double>(decode_context_tokens);
+  const double seqs = static_cast<double>(decode_seqs);
+  const double rate = attention_decode_table_.empty() ? attn_memory_rate_
+                                                      : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
+  return attention_term(graph, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
+                        kv_bytes_per_token_, attn_compute_rate_, rate);
+}
+
 StepCost RooflineCostModel::step(const BatchShape& shape) const {
+  // Decode-only iterations (most of a run's): every term but the attention's depends on the batch
+  // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
+  // which gives the same bits as evaluating afresh.
+  if (shape.prefill_tokens == 0 && shape.prefill_seqs == 0 && shape.decode_seqs > 0 &&
+      shape.decode_seqs < kMemoDecodeSeqs) {
+    const size_t b = static_cast<size_t>(shape.decode_seqs);
+    if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
+    DecodeTerms& memo = decode_memo_[b];
+    if (!memo.ready) {
+      BatchShape probe;
+      probe.decode_seqs = shape.decode_seqs;
+      probe.decode_context_tokens = shape.decode_seqs;
+      bool after = false;
+      evaluate(probe, [&](std::string_view name, int64_t, double seconds, double flops, double bytes) {
+        if (name == "attention_decode") {
+          after = true;
+        } else if (after) {
+          memo.after.push_back({seconds, flops, bytes});
+        } else {  // the running sum up to the attention, as evaluate() forms it
+          memo.before.seconds += seconds;
+          memo.before.flops += flops;
+          memo.before.bytes += bytes;
+        }
+      });
+      memo.graph = params_.cuda_graphs && shape.decode_seqs <= params_.cuda_graph_max_batch;
+      memo.ready = true;
+    }
+    const Term attention = decode_attention_term(memo.graph, shape.decode_seqs, shape.decode_context_tokens);
+    StepCost total;
+    total.seconds = memo.before.seconds + attention.seconds;
+    total.flops = memo.before.flops + attention.flops;
+    total.bytes = memo.before.bytes + attention.bytes;
+    for (const Term& term : memo.after) {
+      total.seconds += term.seconds;
+      total.flops += term.flops;
+      total.bytes += term.bytes;
+    }
+    return total;
+  }
   return evaluate(shape, [](std::string_view, int64_t, double, double, double) {});
 }
 

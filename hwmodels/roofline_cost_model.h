@@ -158,6 +158,26 @@ class RooflineCostModel final : public StepCostModel {
 
   template <class Sink>
   StepCost evaluate(const BatchShape& shape, Sink&& sink) const;
+  // One term of an iteration's sum: per-GPU seconds, whole-group FLOPs and bytes.
+  struct Term {
+    double seconds = 0, flops = 0, bytes = 0;
+  };
+  // An attention kernel over all layers (launch floor unless replayed in a graph).
+  Term attention_term(bool graph, double pairs, double new_tokens, double keys_read, double flops_per_pair,
+                      double group_flops_per_pair, double read_bytes_per_token, double compute_rate,
+                      double memory_rate) const;
+  Term decode_attention_term(bool graph, int64_t decode_seqs, int64_t decode_context_tokens) const;
+  // step()'s memo of decode-only iterations, by batch size: evaluate()'s running sum of the terms
+  // before the attention's, and the terms after it in order (the attention's own value is
+  // recomputed from the context each time).
+  struct DecodeTerms {
+    Term before;
+    std::vector<Term> after;
+    bool graph = false;
+    bool ready = false;
+  };
+  static constexpr int64_t kMemoDecodeSeqs = 8192;
+  mutable std::vector<DecodeTerms> decode_memo_;  // one simulation uses a model from one thread
   double linear_seconds(const LinearOp& op, double rows) const;
   double curve_seconds(const LinearOp& op, double rows) const;
   void tabulate(LinearOp& op) const;

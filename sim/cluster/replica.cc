@@ -170,10 +170,8 @@ int64_t Replica::growth_blocks(RequestId id, int64_t kv_tokens) const {
   return g.unit_blocks + g.private_delta;
 }
 
-bool Replica::reserve(RequestId id, int64_t kv_tokens) {
-  Request& r = requests_[id];
+bool Replica::reserve_slow(Request& r, int64_t kv_tokens) {
   if (!kv_.prefix_caching()) {
-    // The common case (every decode step): private blocks only.
     const int64_t need = kv_.blocks_for(kv_tokens) - r.kv_blocks;
     if (need <= 0) return true;
     if (!kv_.try_allocate(need)) return false;
@@ -356,16 +354,6 @@ void Replica::try_start_iteration() {
   rec.bytes = cost.bytes;
   observer_.on_iteration(rec);
   publish_state();
-}
-
-void Replica::emit_token(Request& r, core::Time now) {
-  if (r.generated == 0) {
-    r.first_token = now;
-  } else {
-    gaps_.push_back((now - r.last_token).ns());
-  }
-  r.last_token = now;
-  ++r.generated;
 }
 
 void Replica::on_event(uint64_t /*payload*/) {

@@ -138,7 +138,12 @@ class Replica final : public EventHandler {
   int64_t growth_blocks(RequestId id, int64_t kv_tokens) const;
   // Takes the blocks needed for request `id` to hold `kv_tokens` tokens (registering the prefix
   // units those tokens complete); false when not available.
-  bool reserve(RequestId id, int64_t kv_tokens);
+  bool reserve(RequestId id, int64_t kv_tokens) {
+    Request& r = requests_[id];
+    // The common case (every decode step without prefix caching): the blocks held already suffice.
+    if (!kv_.prefix_caching() && kv_tokens <= r.kv_blocks * kv_.block_size()) return true;
+    return reserve_slow(r, kv_tokens);
+  }
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is
   // room and it is decoding, otherwise by recompute (blocks freed; its prompt and generated tokens
   // are prefilled again when readmitted). It goes back to the front of the waiting queue.
@@ -175,7 +180,16 @@ class Replica final : public EventHandler {
   int64_t unit_end(const Request& r, size_t j) const;
   void release_kv(Request& r);
   void try_start_iteration();
-  void emit_token(Request& r, core::Time now);
+  bool reserve_slow(Request& r, int64_t kv_tokens);
+  void emit_token(Request& r, core::Time now) {
+    if (r.generated == 0) {
+      r.first_token = now;
+    } else {
+      gaps_.push_back((now - r.last_token).ns());
+    }
+    r.last_token = now;
+    ++r.generated;
+  }
   void publish_state();
 
   uint32_t index_;
