@@ -26,7 +26,7 @@ bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max
       }
     }
     if (self_preempted) break;
-    plan.decodes.push_back(id);
+    plan.add_decode(id, need);
     ++tokens;
     ++i;
   }
@@ -44,7 +44,7 @@ int64_t admit_resumable(sim::Replica& replica, sim::IterationPlan& plan, int64_t
     const int64_t need = r.kv_tokens + 1;
     if (replica.kv().available() - replica.admission_blocks(need) < reserved) break;
     if (!replica.admit_front(need)) break;
-    plan.decodes.push_back(id);
+    plan.add_decode(id, need);
     ++admitted;
     --max_tokens;
   }

@@ -1,5 +1,7 @@
 #include "sim/cluster/replica.h"
 
+#include <span>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -329,10 +331,16 @@ void Replica::try_start_iteration() {
     shape.prefill_attention_pairs += c * prior + c * (c + 1) / 2;
     if (prior + c == r.prefill_target()) shape.prefill_logits += 1;
   }
-  for (RequestId id : plan_.decodes) {
-    shape.decode_seqs += 1;
-    shape.decode_context_tokens += requests_[id].kv_tokens + 1;
+  shape.decode_seqs = static_cast<int64_t>(plan_.decodes.size());
+  shape.decode_context_tokens = plan_.decode_context_tokens;
+#ifndef NDEBUG
+  {
+    int64_t context = 0;
+    for (RequestId id : plan_.decodes) context += requests_[id].kv_tokens + 1;
+    if (context != plan_.decode_context_tokens)
+      throw core::Error("internal: a scheduler added decodes without IterationPlan::add_decode");
   }
+#endif
   const hwmodels::StepCost cost = cost_.step(shape);
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
@@ -361,6 +369,9 @@ void Replica::on_event(uint64_t /*payload*/) {
   const core::Time now = sim_.now();
   gaps_.clear();
   int64_t outstanding_delta = 0;
+  // Whether a request finished or (on a prefill replica) became ready to hand off: only then does
+  // the running set change.
+  bool leaving = false;
   for (const auto& p : plan_.prefills) {
     Request& r = requests_[p.id];
     const int64_t before = r.outstanding_tokens();
@@ -368,6 +379,7 @@ void Replica::on_event(uint64_t /*payload*/) {
     if (r.kv_tokens == r.prefill_target()) {
       emit_token(r, now);
       r.decoding = true;
+      leaving = leaving || role_ == ReplicaRole::kPrefill || r.generated >= r.output_tokens;
     }
     outstanding_delta += r.outstanding_tokens() - before;
   }
@@ -375,6 +387,7 @@ void Replica::on_event(uint64_t /*payload*/) {
     Request& r = requests_[id];
     r.kv_tokens += 1;
     emit_token(r, now);
+    leaving = leaving || r.generated >= r.output_tokens;
   }
   outstanding_delta -= static_cast<int64_t>(plan_.decodes.size());
 
@@ -383,7 +396,8 @@ void Replica::on_event(uint64_t /*payload*/) {
   size_t kept = 0;
   std::vector<RequestId>& handoffs = handoffs_;
   handoffs.clear();
-  for (RequestId id : running_) {
+  if (!leaving) kept = running_.size();
+  for (RequestId id : leaving ? std::span<const RequestId>(running_) : std::span<const RequestId>()) {
     Request& r = requests_[id];
     if (r.generated >= r.output_tokens) {
       release_kv(r);

@@ -34,13 +34,21 @@ struct PlannedPrefill {
   int64_t tokens = 0;
 };
 
-// What one iteration processes. Buffers are reused from iteration to iteration.
+// What one iteration processes. Buffers are reused from iteration to iteration. Decodes go in
+// through add_decode, which keeps the attention context the cost model needs as a running sum.
 struct IterationPlan {
   std::vector<PlannedPrefill> prefills;
   std::vector<RequestId> decodes;
+  int64_t decode_context_tokens = 0;  // sum over decodes of the tokens their attention reads
+  // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1).
+  void add_decode(RequestId id, int64_t context_tokens) {
+    decodes.push_back(id);
+    decode_context_tokens += context_tokens;
+  }
   void clear() {
     prefills.clear();
     decodes.clear();
+    decode_context_tokens = 0;
   }
   bool empty() const { return prefills.empty() && decodes.empty(); }
 };

@@ -1,27 +1,63 @@
 #include "sim/engine/simulation.h"
 
-#include <algorithm>
 #include <string>
 
 #include "sim/core/error.h"
 
 namespace servesim::sim {
 
+void Simulation::sift_up(size_t i, Event e) {
+  while (i > 0) {
+    const size_t parent = (i - 1) / 2;
+    if (!before(e, heap_[parent])) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+// Floyd's method: the hole at the root moves down to a leaf along the smaller children (one
+// comparison per level), then `e` rises from there. A replica's next iteration usually belongs
+// near the bottom, so it rarely rises far.
+void Simulation::replace_root(Event e) {
+  const size_t n = heap_.size();
+  size_t i = 0;
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
+    heap_[i] = heap_[child];
+    i = child;
+  }
+  sift_up(i, e);
+}
+
 void Simulation::schedule_at(core::Time t, EventHandler* handler, uint64_t payload) {
   if (t < now_)
     throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
                       std::to_string(now_.ns()) + " ns)");
-  heap_.push_back(Event{t.ns(), next_seq_++, handler, payload});
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  const Event e{t.ns(), next_seq_++, handler, payload};
+  if (root_is_done_) {
+    root_is_done_ = false;
+    replace_root(e);
+    return;
+  }
+  heap_.push_back(e);
+  sift_up(heap_.size() - 1, e);
 }
 
 bool Simulation::step() {
+  if (root_is_done_) {  // the previous handler scheduled nothing (or threw): drop its event
+    root_is_done_ = false;
+    const Event last = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) replace_root(last);
+  }
   if (heap_.empty()) return false;
-  std::pop_heap(heap_.begin(), heap_.end(), later);
-  const Event e = heap_.back();
-  heap_.pop_back();
+  const Event e = heap_[0];
   now_ = core::Time::from_ns(e.t);
   ++processed_;
+  root_is_done_ = true;
   e.handler->on_event(e.payload);
   return true;
 }

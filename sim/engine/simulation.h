@@ -24,7 +24,7 @@ class Simulation {
  public:
   core::Time now() const { return now_; }
   uint64_t events_processed() const { return processed_; }
-  size_t pending() const { return heap_.size(); }
+  size_t pending() const { return heap_.size() - (root_is_done_ ? 1 : 0); }
 
   // Schedules `handler` at `t` (>= now); throws core::Error if `t` is in the past.
   void schedule_at(core::Time t, EventHandler* handler, uint64_t payload = 0);
@@ -44,14 +44,20 @@ class Simulation {
     EventHandler* handler;
     uint64_t payload;
   };
-  static bool later(const Event& a, const Event& b) {
-    return a.t != b.t ? a.t > b.t : a.seq > b.seq;
-  }
+  static bool before(const Event& a, const Event& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; }
+  void sift_up(size_t i, Event e);
+  void replace_root(Event e);
 
   core::Time now_;
   uint64_t next_seq_ = 0;
   uint64_t processed_ = 0;
-  std::vector<Event> heap_;  // binary min-heap on (t, seq)
+  // Binary min-heap on (t, seq). While an event's handler runs, the event stays at the root (its
+  // (t, seq) is below anything the handler can schedule): the first event the handler schedules
+  // takes its place (one pass down the heap instead of a pop and a push), the common case of a
+  // replica scheduling its next iteration. (t, seq) is a total order, so the order events run in
+  // is the same for any valid heap.
+  std::vector<Event> heap_;
+  bool root_is_done_ = false;  // heap_[0] is the event being handled
 };
 
 }  // namespace servesim::sim
