@@ -180,6 +180,12 @@ bool Replica::reserve_slow(Request& r, int64_t kv_tokens) {
     r.kv_blocks += need;
     return true;
   }
+  // Most decode steps neither complete a prefix unit nor need another block: nothing changes
+  // (what plan_growth would find, without walking the unit chain).
+  if (const size_t j = r.units.size(); j >= hashed_units(r, kv_.unit_tokens()) || unit_end(r, j) > kv_tokens) {
+    const int64_t tokens = kv_tokens - r.shared_tokens, bs = kv_.block_size();
+    if (tokens > (r.kv_blocks - 1) * bs && tokens <= r.kv_blocks * bs) return true;
+  }
   const Growth g = plan_growth(r, held(r), kv_tokens);
   if (g.unit_blocks + g.private_delta > kv_.available()) return false;
   apply_growth(r, kv_tokens);
