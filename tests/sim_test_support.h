@@ -73,7 +73,9 @@ struct RecordingObserver final : core::LifecycleObserver {
   void on_kv_transfer(const core::KvTransfer& t) override { transfers.push_back(t); }
   void on_request_done(const core::RequestRecord& r) override { done.push_back(r); }
   void on_iteration(const core::IterationRecord& it) override { iterations.push_back(it); }
-  void on_token_gaps(std::span<const int64_t> g) override { gaps.insert(gaps.end(), g.begin(), g.end()); }
+  void on_token_gaps(std::span<const core::GapRun> runs) override {
+    for (const core::GapRun& run : runs) gaps.insert(gaps.end(), static_cast<size_t>(run.count), run.gap_ns);
+  }
   void on_preempt(uint64_t id, uint32_t, core::Time) override { preempted.push_back(id); }
   void on_replica_state(const core::ReplicaState& s) override { states.push_back(s); }
   const core::RequestRecord* find(uint64_t id) const {

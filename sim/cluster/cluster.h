@@ -84,7 +84,7 @@ class Cluster final : public EventHandler,
   void on_request_done(const core::RequestRecord& r) override;
   void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
   void on_iteration(const core::IterationRecord& it) override { observer_.on_iteration(it); }
-  void on_token_gaps(std::span<const int64_t> gaps) override { observer_.on_token_gaps(gaps); }
+  void on_token_gaps(std::span<const core::GapRun> runs) override { observer_.on_token_gaps(runs); }
   void on_replica_state(const core::ReplicaState& s) override { observer_.on_replica_state(s); }
   void on_prefix_lookup(const core::PrefixLookup& l) override { observer_.on_prefix_lookup(l); }
   void on_kv_transfer(const core::KvTransfer& t) override { observer_.on_kv_transfer(t); }

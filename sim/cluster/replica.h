@@ -193,7 +193,12 @@ class Replica final : public EventHandler {
     if (r.generated == 0) {
       r.first_token = now;
     } else {
-      gaps_.push_back((now - r.last_token).ns());
+      const int64_t gap = (now - r.last_token).ns();
+      if (!gaps_.empty() && gaps_.back().gap_ns == gap) {
+        ++gaps_.back().count;
+      } else {
+        gaps_.push_back({gap, 1});
+      }
     }
     r.last_token = now;
     ++r.generated;
@@ -220,7 +225,7 @@ class Replica final : public EventHandler {
   std::vector<RequestId> running_;
   int64_t transferring_ = 0;
   IterationPlan plan_;
-  std::vector<int64_t> gaps_;
+  std::vector<core::GapRun> gaps_;
   std::vector<RequestId> handoffs_;   // scratch of on_event
   std::vector<uint64_t> unit_keys_;   // scratch of apply_growth
   bool busy_ = false;

@@ -76,6 +76,12 @@ struct ReplicaState {
   int64_t kv_blocks_total = 0;
 };
 
+// `count` consecutive inter-token gaps of `gap_ns` each.
+struct GapRun {
+  int64_t gap_ns = 0;
+  int64_t count = 0;
+};
+
 class LifecycleObserver {
  public:
   virtual ~LifecycleObserver() = default;
@@ -83,8 +89,9 @@ class LifecycleObserver {
   virtual void on_request_done(const RequestRecord& /*record*/) {}
   virtual void on_preempt(uint64_t /*id*/, uint32_t /*replica*/, Time /*t*/) {}
   virtual void on_iteration(const IterationRecord& /*it*/) {}
-  // Inter-token gaps of the tokens one iteration emitted after each request's first token.
-  virtual void on_token_gaps(std::span<const int64_t> /*gaps_ns*/) {}
+  // Inter-token gaps of the tokens one iteration emitted after each request's first token, as runs
+  // of equal gaps (most sequences of an iteration also decoded in the one before).
+  virtual void on_token_gaps(std::span<const GapRun> /*runs*/) {}
   virtual void on_replica_state(const ReplicaState& /*state*/) {}
   virtual void on_prefix_lookup(const PrefixLookup& /*lookup*/) {}
   virtual void on_kv_transfer(const KvTransfer& /*transfer*/) {}

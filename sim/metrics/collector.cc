@@ -93,17 +93,9 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   b.bytes += it.bytes;
 }
 
-void MetricsCollector::on_token_gaps(std::span<const int64_t> gaps_ns) {
-  // Runs of equal gaps (the sequences that decoded in the previous iteration too) go in at once:
-  // the histogram's counts and exact integer sum are the same.
-  size_t i = 0;
-  while (i < gaps_ns.size()) {
-    const int64_t g = gaps_ns[i];
-    size_t j = i + 1;
-    while (j < gaps_ns.size() && gaps_ns[j] == g) ++j;
-    itl_ns_.add(g, j - i);
-    i = j;
-  }
+void MetricsCollector::on_token_gaps(std::span<const core::GapRun> runs) {
+  // A run goes in at once: the histogram's counts and exact integer sum are those of its gaps.
+  for (const core::GapRun& run : runs) itl_ns_.add(run.gap_ns, static_cast<uint64_t>(run.count));
 }
 
 void MetricsCollector::flush_samples_until(int64_t t_exclusive) {

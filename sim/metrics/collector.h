@@ -36,7 +36,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   void on_request_done(const core::RequestRecord& r) override;
   void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
   void on_iteration(const core::IterationRecord& it) override;
-  void on_token_gaps(std::span<const int64_t> gaps_ns) override;
+  void on_token_gaps(std::span<const core::GapRun> runs) override;
   void on_replica_state(const core::ReplicaState& s) override;
   void on_prefix_lookup(const core::PrefixLookup& l) override;
   void on_kv_transfer(const core::KvTransfer& t) override;

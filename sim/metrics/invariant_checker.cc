@@ -1,5 +1,6 @@
 #include "sim/metrics/invariant_checker.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -175,13 +176,15 @@ void InvariantChecker::on_iteration(const core::IterationRecord& it) {
   if (next_) next_->on_iteration(it);
 }
 
-void InvariantChecker::on_token_gaps(std::span<const int64_t> gaps_ns) {
-  for (int64_t g : gaps_ns)
-    check(g > 0, "tokens", now_, [&] {
-      return std::string("an inter-token gap of " + n(g) + " ns (consecutive tokens must be > 0 ns apart)");
+void InvariantChecker::on_token_gaps(std::span<const core::GapRun> runs) {
+  for (const core::GapRun& run : runs) {
+    check(run.gap_ns > 0, "tokens", now_, [&] {
+      return std::string("an inter-token gap of " + n(run.gap_ns) + " ns (consecutive tokens must be > 0 ns apart)");
     });
-  totals_.token_gaps += gaps_ns.size();
-  if (next_) next_->on_token_gaps(gaps_ns);
+    check(run.count > 0, "tokens", now_, [&] { return std::string("a run of " + n(run.count) + " inter-token gaps"); });
+    totals_.token_gaps += static_cast<uint64_t>(std::max<int64_t>(0, run.count));
+  }
+  if (next_) next_->on_token_gaps(runs);
 }
 
 void InvariantChecker::on_replica_state(const core::ReplicaState& s) {

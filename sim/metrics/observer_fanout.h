@@ -27,8 +27,8 @@ class ObserverFanout final : public core::LifecycleObserver {
   void on_iteration(const core::IterationRecord& it) override {
     for (auto* o : observers_) o->on_iteration(it);
   }
-  void on_token_gaps(std::span<const int64_t> gaps_ns) override {
-    for (auto* o : observers_) o->on_token_gaps(gaps_ns);
+  void on_token_gaps(std::span<const core::GapRun> runs) override {
+    for (auto* o : observers_) o->on_token_gaps(runs);
   }
   void on_replica_state(const core::ReplicaState& state) override {
     for (auto* o : observers_) o->on_replica_state(state);

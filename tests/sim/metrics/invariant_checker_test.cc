@@ -64,7 +64,7 @@ void healthy_run(InvariantChecker& c) {
   c.on_arrival(0, at(0));
   c.on_iteration(iteration(0, 0, 100, 10, 0, 1));
   c.on_replica_state(state(0, 0, 0, 1, 1));
-  const int64_t gap[] = {50};
+  const core::GapRun gap[] = {{50, 1}};
   c.on_iteration(iteration(0, 100, 50, 0, 1, 1));
   c.on_replica_state(state(0, 100, 0, 1, 1));
   c.on_token_gaps(gap);
@@ -90,7 +90,7 @@ struct Forwarded final : core::LifecycleObserver {
   void on_arrival(uint64_t, core::Time) override { ++signals; }
   void on_request_done(const core::RequestRecord&) override { ++signals; }
   void on_iteration(const core::IterationRecord&) override { ++signals; }
-  void on_token_gaps(std::span<const int64_t>) override { ++signals; }
+  void on_token_gaps(std::span<const core::GapRun>) override { ++signals; }
   void on_replica_state(const core::ReplicaState&) override { ++signals; }
 };
 
@@ -234,13 +234,13 @@ TEST(InvariantCheckerTest, TokensAddUp) {
         c.on_arrival(0, at(0));
         c.on_iteration(iteration(0, 0, 100, 10, 0, 1));
         c.on_iteration(iteration(0, 100, 50, 0, 1, 1));
-        const int64_t gap[] = {50};
+        const core::GapRun gap[] = {{50, 1}};
         c.on_token_gaps(gap);
         c.on_request_done(completed(0, 0, 0, 100, 150, 10, 3));
       },
       [](InvariantChecker& c) { c.check_drained(); }, {"[tokens]", "3 output tokens", "2 inter-token gaps", "1 gaps"});
   expect_violation(two_replicas, [](InvariantChecker& c) {
-    const int64_t gap[] = {0};
+    const core::GapRun gap[] = {{0, 1}};
     c.on_token_gaps(gap);
   }, {"[tokens]", "gap of 0 ns"});
 }
