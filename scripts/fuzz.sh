@@ -6,11 +6,11 @@
 #   scripts/fuzz.sh --merge TARGET                        fold what it found into the seed corpus
 #   scripts/fuzz.sh --list                                the targets
 #
-# Builds build-fuzz/ (clang, -fsanitize=fuzzer,address,undefined; override with
-# SERVESIM_FUZZ_BUILD_DIR) on first use. The inputs a run finds are kept in
-# build-fuzz/corpus/TARGET/ (grown from the seed corpus tests/fuzz/corpus/TARGET/, which is only
+# Uses the sanitized build build-san/ (scripts/sanitized_build.sh: clang, libFuzzer coverage, ASan
+# + UBSan; override with SERVESIM_SAN_BUILD_DIR), building it on first use. The inputs a run finds
+# are kept in build-san/corpus/TARGET/ (grown from the seed corpus tests/fuzz/corpus/TARGET/, which is only
 # read); a crash, an oracle failure or a timeout stops the run and is saved under
-# build-fuzz/artifacts/TARGET/. Replay one with `build-fuzz/tests/fuzz/fuzz_TARGET FILE`, then make
+# build-san/artifacts/TARGET/. Replay one with `build-san/tests/fuzz/fuzz_TARGET FILE`, then make
 # it a test in tests/reliability/ before fixing it.
 #
 # --merge minimizes (libFuzzer -merge=1) the found inputs into tests/fuzz/corpus/TARGET/: the
@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dir=${SERVESIM_FUZZ_BUILD_DIR:-build-fuzz}
+dir=${SERVESIM_SAN_BUILD_DIR:-${SERVESIM_FUZZ_BUILD_DIR:-build-san}}
 max_len=4096
 max_kept=100  # merged inputs kept in the repository per target
 
@@ -31,20 +31,9 @@ usage() {
 }
 
 setup() {
-  if ! command -v clang++ >/dev/null; then
-    echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2
-    exit 1
-  fi
-  if [ ! -f "$dir/build.ninja" ]; then
-    # The same build as scripts/ci-steps/30-fuzz.sh (-O1, line tables: quick to build, readable traces).
-    CXX=clang++ meson setup "$dir" -Dfuzz=true -Dtests=false --buildtype=plain \
-      -Db_sanitize=address,undefined -Db_lundef=false \
-      "-Dcpp_args=['-O1','-gline-tables-only','-fsanitize=fuzzer-no-link','-fno-sanitize-recover=undefined']" \
-      >/dev/null
-  fi
   # SERVESIM_FUZZ_NO_BUILD=1: use the binaries as built (to run several targets side by side).
-  [ -n "${SERVESIM_FUZZ_NO_BUILD:-}" ] && return 0
-  ninja -C "$dir" >"$dir/fuzz-build.log" 2>&1 || { tail -40 "$dir/fuzz-build.log"; exit 1; }
+  if [ -n "${SERVESIM_FUZZ_NO_BUILD:-}" ]; then return 0; fi
+  scripts/sanitized_build.sh "$dir" >/dev/null
 }
 
 targets() { sed -n "s/^fuzz_target_names = \[\(.*\)\]/\1/p" tests/fuzz/meson.build | tr -d "', " | tr ',' '\n'; }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A short libFuzzer run of every fuzz target (tests/fuzz), two at a time on the CI's two cores.
 #
-# Builds build-fuzz/ with clang (-fsanitize=fuzzer,address,undefined) once per CI run, then fuzzes
+# Uses the sanitized build the sanitizer step made (scripts/sanitized_build.sh: clang with
+# -fsanitize=fuzzer-no-link,address,undefined; built here if that step did not run), then fuzzes
 # each target for SERVESIM_FUZZ_SECONDS (default 30) starting from its seed corpus. New inputs go
 # to a scratch directory, never into the repository. One JUnit case per target (fuzz.<target>):
 # it fails on a crash, a sanitizer report, an oracle failure, a leak or a 25 s hang, and its
-# message names the saved input (build-fuzz/artifacts/<target>/) to replay with
-# `build-fuzz/tests/fuzz/fuzz_<target> FILE`. Long runs: scripts/fuzz.sh TARGET SECONDS.
+# message names the saved input (build-san/artifacts/<target>/) to replay with
+# `build-san/tests/fuzz/fuzz_<target> FILE`. Long runs: scripts/fuzz.sh TARGET SECONDS.
 #
 # Without clang (and libclang-rt-14-dev, which holds libFuzzer) the step fails: scripts/bootstrap.sh
 # installs both.
@@ -14,26 +15,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 seconds=${SERVESIM_FUZZ_SECONDS:-30}
-dir=${SERVESIM_FUZZ_BUILD_DIR:-build-fuzz}
+dir=${SERVESIM_SAN_BUILD_DIR:-build-san}
 results=build/ci-results
 mkdir -p "$results"
+scripts/sanitized_build.sh "$dir" || exit 1
 
-if ! command -v clang++ >/dev/null; then
-  echo "30-fuzz: clang++ not found (scripts/bootstrap.sh installs clang and libclang-rt-14-dev)"
-  exit 1
-fi
-if [ ! -f "$dir/build.ninja" ]; then
-  # -O1 and line tables only: a third faster to build than debugoptimized, and stack traces still
-  # name the lines.
-  CXX=clang++ meson setup "$dir" -Dfuzz=true -Dtests=false --buildtype=plain \
-    -Db_sanitize=address,undefined -Db_lundef=false \
-    "-Dcpp_args=['-O1','-gline-tables-only','-fsanitize=fuzzer-no-link','-fno-sanitize-recover=undefined']" \
-    >/dev/null || exit 1
-fi
-TIMEFORMAT="30-fuzz: build %R s wall, %U s user + %S s sys CPU"
-time ninja -C "$dir" >"$dir/ci-build.log" 2>&1 || { tail -40 "$dir/ci-build.log"; echo "30-fuzz: build failed"; exit 1; }
-
-mapfile -t targets < <(SERVESIM_FUZZ_BUILD_DIR="$dir" SERVESIM_FUZZ_NO_BUILD=1 scripts/fuzz.sh --list)
+mapfile -t targets < <(SERVESIM_SAN_BUILD_DIR="$dir" SERVESIM_FUZZ_NO_BUILD=1 scripts/fuzz.sh --list)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
