@@ -132,7 +132,8 @@ class Reader {
   void check_nesting() const {
     int depth = 0;
     bool in_string = false, escaped = false;
-    for (const char c : text_) {
+    for (size_t i = 0; i < text_.size(); ++i) {
+      const char c = text_[i];
       if (in_string) {
         if (escaped) escaped = false;
         else if (c == '\\') escaped = true;
@@ -140,7 +141,8 @@ class Reader {
       } else if (c == '"') {
         in_string = true;
       } else if (c == '{' || c == '[') {
-        if (++depth > kMaxNesting) fail("", "nested deeper than 64 levels: not a model config.json");
+        if (++depth > kMaxNesting)
+          throw core::InputError(source_, line_at(i), "", "nested deeper than 64 levels: not a model config.json");
       } else if (c == '}' || c == ']') {
         --depth;
       }

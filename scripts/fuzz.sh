@@ -36,7 +36,7 @@ setup() {
   scripts/sanitized_build.sh "$dir" >/dev/null
 }
 
-targets() { sed -n "s/^fuzz_target_names = \[\(.*\)\]/\1/p" tests/fuzz/meson.build | tr -d "', " | tr ',' '\n'; }
+targets() { sed -n "s/^fuzz_target_names = \[\(.*\)\]/\1/p" tests/fuzz/meson.build | tr -d "' " | tr ',' '\n'; }
 known() { sed -n "s/^fuzz_target_names = \[\(.*\)\]/\1/p" tests/fuzz/meson.build | grep -q "'$1'"; }
 
 # libFuzzer flags shared with the CI step: leaks are real failures, a 25 s input is a hang.

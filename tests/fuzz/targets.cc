@@ -444,11 +444,14 @@ void fuzz_operator_csv(std::string_view data, const std::string& /*scratch*/) {
           return std::string("accepted line " + std::to_string(row.line) + " with num_tokens " +
                              std::to_string(row.num_tokens) + " and TP " + std::to_string(row.tensor_parallel));
         });
-        for (const auto& [op, ms] : row.median_ms)
+        for (const auto& entry : row.median_ms) {
+          const auto& op = entry.first;  // named, not bound: clang 14 lambdas cannot capture bindings
+          const double ms = entry.second;
           expect(std::isfinite(ms) && ms >= 0, [&] {
             return std::string("accepted " + op + " = " + std::to_string(ms) + " ms at line " +
                                std::to_string(row.line));
           });
+        }
       }
     }
   } catch (const core::InputError& e) {

@@ -172,6 +172,8 @@ TEST(HfConfigTest, ErrorsNameTheFieldAndLine) {
   }
   EXPECT_EQ(parse_error("[1, 2]").line(), 1);  // where the value that is not an object starts
   EXPECT_EQ(parse_error("\n\n  \"text\"").line(), 3);
+  // Nesting too deep: the line where it passes 64 levels (a fuzzer's find).
+  EXPECT_EQ(parse_error("{\"a\":\n" + std::string(70, '[')).line(), 2);
   EXPECT_THROW(read_hf_config("/no/such/config.json"), core::InputError);
 }
 
