@@ -63,7 +63,9 @@ std::string lengths(core::Rng& rng, const std::string& section, int64_t hi) {
   }
 }
 
-// A random run configuration; the KV capacity is set afterwards (needs the model's sizes).
+// A random run configuration; the KV capacity is set afterwards (needs the model's sizes). At most one
+// draw per expression: C++ leaves the order of a `+` chain's operands open, and the draws must not
+// depend on the compiler.
 Draw draw_config(uint64_t seed) {
   core::Rng rng(seed, "property-test");
   Draw d;
@@ -88,19 +90,23 @@ Draw draw_config(uint64_t seed) {
     case 2: {
       d.workload = "azure_csv";
       const bool conv = rng.uniform_int(2);
+      const double window_start = std::floor(rng.uniform() * 600);
+      const double rate_scale = 0.5 + rng.uniform() * 8;
       t += "[workload]\nkind = \"azure_csv\"\npath = " +
            core::toml_quote(shared_file(std::string("traces/azure-2023/AzureLLMInferenceTrace_") +
                                         (conv ? "conv" : "code") + ".csv")) +
-           "\nwindow_start_s = " + num(std::floor(rng.uniform() * 600)) + "\nmax_requests = " +
-           std::to_string(max_requests) + "\nrate_scale = " + num(0.5 + rng.uniform() * 8) + "\n";
+           "\nwindow_start_s = " + num(window_start) + "\nmax_requests = " + std::to_string(max_requests) +
+           "\nrate_scale = " + num(rate_scale) + "\n";
       break;
     }
     case 3: {
       d.workload = "sessions";
       d.hash_block = pick(rng, std::vector<int64_t>{1, 16, 64});
-      t += "[workload]\nkind = \"sessions\"\nrate = " + num(0.2 + rng.uniform() * 20) +
-           "\nthink_time_s = " + num(rng.uniform() * 5) + "\nsystem_prompts = " + std::to_string(1 + rng.uniform_int(4)) +
-           "\nblock_tokens = " + std::to_string(d.hash_block) +
+      const double rate = 0.2 + rng.uniform() * 20;
+      const double think = rng.uniform() * 5;
+      const uint64_t system_prompts = 1 + rng.uniform_int(4);
+      t += "[workload]\nkind = \"sessions\"\nrate = " + num(rate) + "\nthink_time_s = " + num(think) +
+           "\nsystem_prompts = " + std::to_string(system_prompts) + "\nblock_tokens = " + std::to_string(d.hash_block) +
            "\nmax_requests = " + std::to_string(max_requests) + "\n";
       t += "[workload.turns]\nkind = \"uniform\"\nmin = 1\nmax = " + std::to_string(1 + rng.uniform_int(6)) + "\n";
       t += lengths(rng, "workload.system_tokens", 1500);
@@ -111,10 +117,12 @@ Draw draw_config(uint64_t seed) {
     default: {
       d.workload = "mooncake_jsonl";
       d.hash_block = 512;
+      const double window_start = std::floor(rng.uniform() * 600);
+      const double rate_scale = 0.5 + rng.uniform() * 8;
       t += "[workload]\nkind = \"mooncake_jsonl\"\npath = " +
            core::toml_quote(shared_file("traces/mooncake-fast25/conversation_trace.jsonl")) +
-           "\nwindow_start_s = " + num(std::floor(rng.uniform() * 600)) + "\nmax_requests = " +
-           std::to_string(max_requests) + "\nrate_scale = " + num(0.5 + rng.uniform() * 8) + "\n";
+           "\nwindow_start_s = " + num(window_start) + "\nmax_requests = " + std::to_string(max_requests) +
+           "\nrate_scale = " + num(rate_scale) + "\n";
       break;
     }
   }
