@@ -12,8 +12,6 @@
 // the commit says why the numbers moved.
 #include <gtest/gtest.h>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/rng.h"
+#include "tests/experiments/results_dump.h"
 #include "tests/reliability/process.h"
 #include "tests/test_paths.h"
 
@@ -53,60 +53,11 @@ std::vector<Example> examples() {
   };
 }
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// The database's content as a digest and a row count, the `config` and `version` columns left out.
+// The database's content (config text and version left out) as a digest and a row count.
 std::pair<uint64_t, int64_t> digest(const std::string& path) {
-  SQLite::Database db(path, SQLite::OPEN_READONLY);
-  std::vector<std::string> tables;
-  {
-    SQLite::Statement st(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
-    while (st.executeStep()) tables.push_back(st.getColumn(0).getString());
-  }
-  uint64_t h = 1469598103934665603ull;
   int64_t rows = 0;
-  for (const auto& t : tables) {
-    std::vector<std::string> keep;
-    SQLite::Statement cols(db, "PRAGMA table_info(" + t + ")");
-    while (cols.executeStep()) {
-      const std::string c = cols.getColumn(1).getString();
-      if (c != "config" && c != "version") keep.push_back(c);
-    }
-    std::string select, order;
-    for (size_t i = 0; i < keep.size(); ++i) {
-      select += (i ? ", " : "") + keep[i];
-      order += (i ? ", " : "") + std::to_string(i + 1);
-    }
-    h = fnv1a("== " + t + "\n", h);
-    SQLite::Statement st(db, "SELECT " + select + " FROM " + t + " ORDER BY " + order);
-    while (st.executeStep()) {
-      std::string line;
-      for (int i = 0; i < st.getColumnCount(); ++i) {
-        const SQLite::Column c = st.getColumn(i);
-        if (c.isNull()) {
-          line += "NULL";
-        } else if (c.isInteger()) {
-          line += std::to_string(c.getInt64());
-        } else if (c.isFloat()) {
-          char buf[40];
-          std::snprintf(buf, sizeof buf, "%.17g", c.getDouble());
-          line += buf;
-        } else {
-          line += "'" + c.getString() + "'";
-        }
-        line += i + 1 < st.getColumnCount() ? "|" : "\n";
-      }
-      h = fnv1a(line, h);
-      ++rows;
-    }
-  }
-  return {h, rows};
+  const std::string text = dump_results(path, {"config", "version"}, &rows);
+  return {core::fnv1a64(text), rows};
 }
 
 std::string golden_path() { return source_dir() + "/tests/experiments/golden_results.txt"; }

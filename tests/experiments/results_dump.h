@@ -5,15 +5,20 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace servesim::testing {
 
-inline std::string dump_results(const std::string& path) {
+// `skip` names columns left out of every table (for content compared across machines: the config
+// text names files by absolute path); `rows`, when given, receives the number of rows dumped.
+inline std::string dump_results(const std::string& path, const std::set<std::string>& skip = {},
+                                int64_t* rows = nullptr) {
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   std::vector<std::string> tables;
   {
@@ -21,17 +26,22 @@ inline std::string dump_results(const std::string& path) {
     while (st.executeStep()) tables.push_back(st.getColumn(0).getString());
   }
   std::string out;
+  int64_t count = 0;
   for (const auto& t : tables) {
     SQLite::Statement cols(db, "PRAGMA table_info(" + t + ")");
+    std::string select, order;
     int n = 0;
-    std::string order;
     while (cols.executeStep()) {
+      const std::string name = cols.getColumn(1).getString();
+      if (skip.count(name)) continue;
+      select += (n ? ", " : "") + name;
       order += (n ? ", " : "") + std::to_string(n + 1);
       ++n;
     }
     out += "== " + t + "\n";
-    SQLite::Statement st(db, "SELECT * FROM " + t + " ORDER BY " + order);
+    SQLite::Statement st(db, "SELECT " + select + " FROM " + t + " ORDER BY " + order);
     while (st.executeStep()) {
+      ++count;
       for (int i = 0; i < st.getColumnCount(); ++i) {
         const SQLite::Column c = st.getColumn(i);
         if (c.isNull()) {
@@ -49,6 +59,7 @@ inline std::string dump_results(const std::string& path) {
       }
     }
   }
+  if (rows) *rows = count;
   return out;
 }
 
