@@ -83,9 +83,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
       "directory holding sweeps/bench64.toml (S5)")(
       "jobs", po::value<int>(&jobs), "internal: S5's thread count in --child")("json", "one JSON object per scenario")(
       "child", "internal: run one repetition in this process");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim bench [--scenario S1 ...] [--repeat N] [--requests N] [--traces DIR] [--json]\n\n"
         << opts << "\nscenarios:\n";

@@ -51,9 +51,7 @@ int cmd_calibrate(const std::vector<std::string>& args, std::ostream& out, std::
       ("quick", "a short smoke run (few shapes, few repetitions): not for a profile you will use")
       ("microbench", po::value<std::string>(&microbench), "the servesim-microbench binary (default: built beside servesim)")
       ("db", po::value<std::string>(&db), "also keep the raw samples in this SQLite database");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim calibrate --out PROFILE.toml [--raw-dir DIR] [--gpu NAME] [--db FILE]\n\n" << opts << "\n";
     return 0;

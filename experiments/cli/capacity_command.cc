@@ -132,11 +132,7 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
       ("progress-interval", po::value<double>(&interval)->default_value(10),
        "seconds between progress lines when stderr is not a terminal")
       ("quiet,q", "no progress output");
-  po::positional_options_description pos;
-  pos.add("experiment", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts, "experiment");
   if (vm.count("help")) {
     out << "usage: servesim capacity EXPERIMENT.toml [options]\n\n" << opts << "\n";
     return 0;

@@ -24,6 +24,18 @@ std::vector<const Command*> commands() {
   return out;
 }
 
+boost::program_options::variables_map parse_options(const std::vector<std::string>& args,
+                                                    const boost::program_options::options_description& options,
+                                                    const char* positional, int max_positional) {
+  namespace po = boost::program_options;
+  po::positional_options_description pos;
+  if (positional) pos.add(positional, max_positional);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(pos).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
 std::string fixed(double v, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << v;

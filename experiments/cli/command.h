@@ -3,6 +3,8 @@
 //   const bool kRegistered = register_command({"run", "CONFIG.toml [options]", "simulate ...", run});
 // so that commands added by different work do not meet in one file.
 
+#include <boost/program_options.hpp>
+
 #include <functional>
 #include <iosfwd>
 #include <string>
@@ -27,6 +29,13 @@ struct Command {
 };
 
 bool register_command(Command command);
+
+// Parses a command's arguments against `options` and notifies the bound variables; bare arguments
+// go to the option named `positional` (at most `max_positional` of them, -1 = any), or are an
+// error when it is null. Boost's errors propagate (the command line turns them into usage errors).
+boost::program_options::variables_map parse_options(const std::vector<std::string>& args,
+                                                    const boost::program_options::options_description& options,
+                                                    const char* positional = nullptr, int max_positional = 1);
 // Registered commands, sorted by name.
 std::vector<const Command*> commands();
 

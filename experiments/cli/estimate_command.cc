@@ -123,9 +123,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
       ("calibration", po::value<std::string>(&calibration), "calibration profile (default: constant efficiencies)")
       ("cuda-graphs", "the decode iteration replays a CUDA graph")
       ("json", "print one JSON object");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim estimate --model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--context C]"
            " [--calibration PROFILE] [--json]\n\n"

@@ -147,9 +147,7 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                       "cuda_graphs = true)")
       ("db", po::value<std::string>(&db), "--from-microbench: also keep the raw samples in this SQLite database")
       ("out", po::value<std::string>(&out_path), "the profile to write (TOML)");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim fit --from-operator-csv DIR --gpu NAME --out PROFILE.toml\n"
            "       servesim fit --from-microbench RAW_DIR [--gpu NAME] [--db FILE] --out PROFILE.toml\n"

@@ -19,11 +19,7 @@ int cmd_merge(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("help,h", "this help")
       ("files", po::value<std::vector<std::string>>(&files), "OUT.db IN.db...")
       ("require-complete", "fail (exit 1) unless OUT then holds every point of the experiment");
-  po::positional_options_description pos;
-  pos.add("files", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts, "files", -1);
   if (vm.count("help")) {
     out << "usage: servesim merge OUT.db IN.db... [--require-complete]\n\n" << opts << "\n";
     return 0;

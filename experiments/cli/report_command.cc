@@ -25,11 +25,7 @@ int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ost
        "offered arrival rate (req/s) the CDFs and timelines are taken at (default: the median of the runs')")
       ("target", po::value<double>(&target)->default_value(0.9), "SLO attainment target drawn on its plot")
       ("no-plots", "write the data files, plots.gp and index.html without running gnuplot");
-  po::positional_options_description pos;
-  pos.add("db", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts, "db");
   if (vm.count("help")) {
     out << "usage: servesim report RESULTS.db --out DIR [options]\n\n" << opts << "\n";
     return 0;

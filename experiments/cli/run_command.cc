@@ -117,11 +117,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
        "write a Chrome/Perfetto trace-event JSON of each replica's iterations and request spans to this file")
       ("timeline-max-events", po::value<uint64_t>(&timeline_max_events)->default_value(timeline_max_events),
        "keep at most this many trace events (the first ones in simulated time; the file says how many were dropped)");
-  po::positional_options_description pos;
-  pos.add("config", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts, "config");
   if (vm.count("help")) {
     out << "usage: servesim run CONFIG.toml [options]\n\n" << opts << "\n";
     return 0;

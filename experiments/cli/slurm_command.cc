@@ -31,11 +31,7 @@ int cmd_slurm(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "an extra sbatch option for both jobs, e.g. --sbatch=--account=abc (repeatable)")
       ("submit", "submit the array and the merge job with sbatch")
       ("wait", "with --submit: wait until the merge job has finished (sbatch --wait)");
-  po::positional_options_description pos;
-  pos.add("experiment", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts, "experiment");
   if (vm.count("help")) {
     out << "usage: servesim slurm EXPERIMENT.toml --tasks N [options]\n\n" << opts << "\n";
     return 0;

@@ -29,9 +29,7 @@ int cmd_validate_ops(const std::vector<std::string>& args, std::ostream& out, st
                                                             "roofline's constant efficiencies)")
       ("min-tokens", po::value<int64_t>(&min_tokens)->default_value(1), "compare rows with at least this many tokens")
       ("json", "print one JSON object: mape_overall, mape_by_op (percent), rows");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
+  const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim validate-ops --profile mlp.csv --gpu NAME [--calibration PROFILE.toml] [--json]\n\n"
         << opts << "\n";
