@@ -19,6 +19,7 @@
 #include "sim/core/config.h"
 #include "sim/core/format.h"
 #include "sim/core/rng.h"
+#include "sim/core/toml_node.h"
 
 namespace servesim::experiments {
 namespace {
@@ -35,28 +36,6 @@ core::SourceLocation where_of_key(const toml::key& key, const toml::node& node, 
   return where_of(node, file);
 }
 
-std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
-
-std::string hint(const std::string& word, const std::vector<std::string>& valid) {
-  const std::string best = core::closest_match(word, valid.data(), valid.size());
-  return best.empty() ? "" : " (did you mean '" + best + "'?)";
-}
-
-std::string type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a bool";
-    default: return "a date or time";
-  }
-}
 
 // A double as TOML text that reads back as a float.
 std::string float_text_impl(double v) {
@@ -181,13 +160,13 @@ class FileParser {
       const std::string name(k.str());
       if (std::find(valid.begin(), valid.end(), name) == valid.end())
         throw core::ConfigError(where_of_key(k, v, file_), path.empty() ? name : path + "." + name,
-                                "unknown key" + hint(name, valid) + "; valid keys" +
-                                    (path.empty() ? "" : " in [" + path + "]") + ": " + join(valid));
+                                "unknown key" + core::did_you_mean(name, valid) + "; valid keys" +
+                                    (path.empty() ? "" : " in [" + path + "]") + ": " + core::join(valid));
     }
   }
 
   double number(const toml::node& node, const std::string& key) const {
-    if (!node.is_number()) fail(node, key, "expected a number, got " + type_name(node));
+    if (!node.is_number()) fail(node, key, "expected a number, got " + core::toml_type_name(node));
     const double v = *node.value<double>();
     if (!std::isfinite(v)) fail(node, key, "expected a finite number");
     return v;
@@ -195,7 +174,7 @@ class FileParser {
 
   int64_t integer(const toml::node& node, const std::string& key, int64_t lo, int64_t hi) const {
     auto v = node.value_exact<int64_t>();
-    if (!v) fail(node, key, "expected an integer, got " + type_name(node));
+    if (!v) fail(node, key, "expected an integer, got " + core::toml_type_name(node));
     if (*v < lo || *v > hi)
       fail(node, key, "value " + std::to_string(*v) + " is out of range; valid: [" + std::to_string(lo) + ", " +
                           std::to_string(hi) + "]");
@@ -203,7 +182,7 @@ class FileParser {
   }
 
   std::string string(const toml::node& node, const std::string& key) const {
-    if (!node.is_string()) fail(node, key, "expected a string, got " + type_name(node));
+    if (!node.is_string()) fail(node, key, "expected a string, got " + core::toml_type_name(node));
     return *node.value<std::string>();
   }
 
@@ -371,7 +350,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     e.base_dir_of_base_ = e.base_dir_;
     p.leaves(*base->as_table(), "", e.base_settings_);
   } else {
-    p.fail(*base, "base", "expected a path (string) or a [base] table, got " + type_name(*base));
+    p.fail(*base, "base", "expected a path (string) or a [base] table, got " + core::toml_type_name(*base));
   }
   if (const toml::node* n = doc.get("set")) {
     if (!n->is_table()) p.fail(*n, "set", "expected a table of overrides ([set] with section.key = value)");
@@ -407,7 +386,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
   // ---- Axes.
   if (const toml::node* axes = doc.get("axis")) {
     if (!axes->is_array_of_tables() && !(axes->is_array() && axes->as_array()->empty()))
-      p.fail(*axes, "axis", "expected [[axis]] tables (an array of tables), got " + type_name(*axes));
+      p.fail(*axes, "axis", "expected [[axis]] tables (an array of tables), got " + core::toml_type_name(*axes));
     std::map<std::string, core::SourceLocation> seen;
     for (const auto& node : *axes->as_array()) {
       const toml::table& t = *node.as_table();
@@ -467,7 +446,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
             if (!v.is_array() || v.as_array()->size() != axis.keys.size())
               p.fail(v, "axis.values",
                      "a zipped axis takes one array of " + std::to_string(axis.keys.size()) +
-                         " values per step (one for each of " + join(axis.keys) + ")");
+                         " values per step (one for each of " + core::join(axis.keys) + ")");
             size_t k = 0;
             for (const auto& x : *v.as_array()) {
               step.push_back(setting(k, toml_text(x, source_name), where_of(x, source_name)));

@@ -6,6 +6,7 @@
 
 #include "experiments/cli/command.h"
 #include "experiments/run.h"
+#include "sim/core/format.h"
 #include "sim/core/params.h"
 
 namespace servesim::experiments {
@@ -52,9 +53,7 @@ int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostre
     out << "kind families (servesim list FAMILY shows each kind's parameters):\n";
     for (const auto* f : core::all_families()) {
       out << "  " << std::left << std::setw(22) << f->name() << f->description() << "\n      ";
-      const auto names = f->kind_names();
-      for (size_t i = 0; i < names.size(); ++i) out << (i ? ", " : "") << names[i];
-      out << "\n";
+      out << core::join(f->kind_names()) << "\n";
     }
     out << "\nrun configuration sections (top level of CONFIG.toml):\n";
     print_params(out, run_schema(), "  ");

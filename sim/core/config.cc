@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "sim/core/format.h"
+#include "sim/core/toml_node.h"
 
 namespace servesim::core {
 namespace {
@@ -35,31 +36,6 @@ SourceLocation location_of(const toml::key& key, const toml::node& node, const s
   return key.source().path ? location_of(key.source(), fallback_file) : location_of(node, fallback_file);
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out;
-}
-
-std::string hint(const std::string& word, const std::vector<std::string>& valid) {
-  const std::string best = closest_match(word, valid.data(), valid.size());
-  return best.empty() ? "" : " (did you mean '" + best + "'?)";
-}
-
-std::string node_type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a bool";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
-  }
-}
 
 class Validator {
  public:
@@ -77,7 +53,7 @@ class Validator {
           std::vector<std::string> valid;
           if (!out.kind().empty()) valid.push_back("kind");
           for (const auto& s : specs) valid.push_back(s.name);
-          std::string msg = "unknown key" + hint(name, valid) + "; valid keys";
+          std::string msg = "unknown key" + did_you_mean(name, valid) + "; valid keys";
           if (!out.kind().empty()) msg += " for kind '" + out.kind() + "'";
           throw ConfigError(location_of(key, node, file_), out.key_path(name), msg + ": " + join(valid));
         }
@@ -117,7 +93,7 @@ class Validator {
       auto value = kind_node->value<std::string>();
       if (!value || !kind_node->is_string())
         throw ConfigError(location_of(*kind_node, file_), key + ".kind",
-                          "expected a string naming a kind, got " + node_type_name(*kind_node) +
+                          "expected a string naming a kind, got " + toml_type_name(*kind_node) +
                               "; valid kinds: " + join(family->kind_names()));
       kind = *value;
       where = location_of(*kind_node, file_);
@@ -131,7 +107,7 @@ class Validator {
     if (!info) {
       auto names = family->kind_names();
       throw ConfigError(where, key + ".kind",
-                        "unknown " + family->name() + " kind '" + kind + "'" + hint(kind, names) +
+                        "unknown " + family->name() + " kind '" + kind + "'" + did_you_mean(kind, names) +
                             "; valid kinds: " + join(names));
     }
     Params child(key, info->name, node ? location_of(*node, file_) : out.where());
@@ -144,7 +120,7 @@ class Validator {
     if (!node->is_table())
       throw ConfigError(location_of(*node, file_), out.key_path(spec.name),
                         "expected a table (section [" + out.key_path(spec.name) + "]), got " +
-                            node_type_name(*node));
+                            toml_type_name(*node));
     return node->as_table();
   }
 
@@ -153,7 +129,7 @@ class Validator {
     throw ConfigError(location_of(node, file_), out.key_path(spec.name),
                       "expected " + std::string(spec.type == ParamType::kInt ? "an " : "a ") + expected +
                           (spec.unit.empty() ? "" : " (" + spec.unit + ")") + ", got " +
-                          node_type_name(node) + describe(spec));
+                          toml_type_name(node) + describe(spec));
   }
 
   static std::string describe(const ParamSpec& spec) {
@@ -223,7 +199,7 @@ class Validator {
           for (const auto& c : spec.choices) ok = ok || c == s;
           if (!ok)
             throw ConfigError(where, out.key_path(spec.name),
-                              "invalid value '" + s + "'" + hint(s, spec.choices) + "; valid: " +
+                              "invalid value '" + s + "'" + did_you_mean(s, spec.choices) + "; valid: " +
                                   join(spec.choices));
         }
         if (spec.type == ParamType::kPath) s = resolve_path(s, where);
@@ -324,6 +300,21 @@ Params load_config(const std::string& file, const std::vector<ParamSpec>& schema
   buf << in.rdbuf();
   std::string base = std::filesystem::path(file).parent_path().string();
   return parse_config(buf.str(), file, schema, overrides, base.empty() ? "." : base);
+}
+
+std::string toml_type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a bool";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
 }
 
 }  // namespace servesim::core

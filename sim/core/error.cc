@@ -69,4 +69,9 @@ std::string closest_match(const std::string& word, const std::string* candidates
   return best;
 }
 
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& valid) {
+  const std::string best = closest_match(word, valid.data(), valid.size());
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
 }  // namespace servesim::core

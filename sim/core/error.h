@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace servesim::core {
 
@@ -49,5 +50,7 @@ class InputError : public Error {
 
 // Closest candidate by edit distance, for "did you mean" hints; empty when nothing is close.
 std::string closest_match(const std::string& word, const std::string* candidates, size_t count);
+// " (did you mean 'X'?)" for the closest of `valid`, or "" when nothing is close: for error messages.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& valid);
 
 }  // namespace servesim::core

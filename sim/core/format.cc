@@ -42,4 +42,13 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
 }  // namespace servesim::core

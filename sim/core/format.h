@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace servesim::core {
 
@@ -10,6 +11,8 @@ namespace servesim::core {
 std::string format_double(double v);
 // A TOML basic string literal, quoted and escaped.
 std::string toml_quote(std::string_view s);
+// The items separated by `sep` ("a, b, c").
+std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
 // Lower-case ASCII copy.
 std::string to_lower(std::string_view s);
 

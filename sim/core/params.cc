@@ -120,9 +120,7 @@ std::string ParamSpec::default_str() const {
 
 std::string ParamSpec::range_str() const {
   if (!choices.empty()) {
-    std::string out = "one of: ";
-    for (size_t i = 0; i < choices.size(); ++i) out += (i ? ", " : "") + choices[i];
-    return out;
+    return "one of: " + join(choices);
   }
   if (type != ParamType::kInt && type != ParamType::kFloat) return "";
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
