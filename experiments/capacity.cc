@@ -47,6 +47,19 @@ struct Prepared {
   std::string slo;
 };
 
+// Configuration `i` of `prep` as a result row: settings, label, knob, and whether it cannot run.
+ConfigurationCapacity configuration(const Prepared& prep, size_t i) {
+  ConfigurationCapacity c;
+  c.settings = prep.configurations[i];
+  c.label = settings_label(c.settings);
+  c.knob = prep.knobs[i];
+  if (!prep.infeasible[i].empty()) {
+    c.status = KneeStatus::kInfeasible;
+    c.infeasible = prep.infeasible[i];
+  }
+  return c;
+}
+
 Prepared prepare(Experiment& experiment, const CapacitySpec& spec, int jobs, bool need_start) {
   experiment.check(jobs);  // every point (configuration x seed) resolves and builds
   Prepared prep;
@@ -269,15 +282,8 @@ CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& optio
   std::vector<double> lo(n, 0), hi(n, std::numeric_limits<double>::infinity());
   std::vector<bool> active(n, true);
   for (size_t i = 0; i < n; ++i) {
-    ConfigurationCapacity c;
-    c.settings = prep.configurations[i];
-    c.label = settings_label(c.settings);
-    c.knob = prep.knobs[i];
-    if (!prep.infeasible[i].empty()) {
-      c.status = KneeStatus::kInfeasible;
-      c.infeasible = prep.infeasible[i];
-      active[i] = false;
-    }
+    ConfigurationCapacity c = configuration(prep, i);
+    if (c.status == KneeStatus::kInfeasible) active[i] = false;
     result.configurations.push_back(std::move(c));
   }
   for (int round = 1;; ++round) {
@@ -375,13 +381,8 @@ CheapestResult run_cheapest(Experiment& experiment, const CapacityOptions& optio
   const auto figures = rounds.run(probes, "cheapest");
   std::vector<ConfigurationCapacity> infeasible;
   for (size_t i = 0, k = 0; i < prep.configurations.size(); ++i) {
-    ConfigurationCapacity c;
-    c.settings = prep.configurations[i];
-    c.label = settings_label(c.settings);
-    c.knob = prep.knobs[i];
-    if (!prep.infeasible[i].empty()) {
-      c.status = KneeStatus::kInfeasible;
-      c.infeasible = prep.infeasible[i];
+    ConfigurationCapacity c = configuration(prep, i);
+    if (c.status == KneeStatus::kInfeasible) {
       infeasible.push_back(std::move(c));
       continue;
     }

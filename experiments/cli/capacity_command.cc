@@ -55,6 +55,17 @@ nlohmann::ordered_json configuration_json(const ConfigurationCapacity& c) {
   return j;
 }
 
+// `j` with the rows of every configuration and the run counts both modes report.
+nlohmann::ordered_json& with_configurations(nlohmann::ordered_json& j, const std::vector<ConfigurationCapacity>& configurations,
+                                            int64_t runs, int64_t reused) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& c : configurations) rows.push_back(configuration_json(c));
+  j["configurations"] = rows;
+  j["runs"] = runs;
+  j["reused"] = reused;
+  return j;
+}
+
 void print_capacity(std::ostream& out, const CapacityResult& r) {
   const std::string knob = r.configurations.empty() ? "rate" : r.configurations.front().knob;
   out << "capacity: highest " << knob << " with SLO attainment >= " << percent(r.target) << " (" << r.slo_text
@@ -160,12 +171,7 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
       j["target"] = r.target;
       j["slo"] = r.slo_text;
       j["cheapest"] = r.best ? nlohmann::ordered_json(r.configurations[*r.best].label) : nlohmann::ordered_json();
-      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-      for (const auto& c : r.configurations) rows.push_back(configuration_json(c));
-      j["configurations"] = rows;
-      j["runs"] = r.runs;
-      j["reused"] = r.reused;
-      out << j.dump() << "\n";
+      out << with_configurations(j, r.configurations, r.runs, r.reused).dump() << "\n";
     } else {
       print_cheapest(out, r);
     }
@@ -178,12 +184,7 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
     j["target"] = r.target;
     j["tolerance"] = r.tolerance;
     j["slo"] = r.slo_text;
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (const auto& c : r.configurations) rows.push_back(configuration_json(c));
-    j["configurations"] = rows;
-    j["runs"] = r.runs;
-    j["reused"] = r.reused;
-    out << j.dump() << "\n";
+    out << with_configurations(j, r.configurations, r.runs, r.reused).dump() << "\n";
   } else {
     print_capacity(out, r);
   }
