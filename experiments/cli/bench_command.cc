@@ -3,10 +3,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -15,45 +12,32 @@
 
 #include "experiments/bench.h"
 #include "experiments/cli/command.h"
+#include "experiments/process.h"
 #include "sim/core/error.h"
 
 namespace servesim::experiments {
 namespace po = boost::program_options;
 namespace {
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw core::Error("bench: cannot find its own executable (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 nlohmann::json sample_json(const BenchSample& b) {
   return {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
           {"events", b.events},             {"sim_seconds", b.sim_seconds}, {"peak_rss_mib", b.peak_rss_mib}};
 }
 
-// One repetition in a child process: its stdout is one JSON object.
+// One repetition in a child process: its stdout is one JSON object; what it says on stderr (a
+// missing trace, ...) is passed on to `err`.
 BenchSample run_child(const std::string& scenario, const std::string& traces, int64_t requests,
-                      const std::string& experiments, int jobs = 0) {
-  std::string cmd = quote(self_exe()) + " bench --child --scenario " + scenario + " --traces " + quote(traces) +
-                    " --experiments " + quote(experiments);
-  if (requests > 0) cmd += " --requests " + std::to_string(requests);
-  if (jobs > 0) cmd += " --jobs " + std::to_string(jobs);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw core::Error("bench: cannot start " + cmd);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  if (status != 0) throw core::Error("bench: scenario " + scenario + " failed");
-  const auto j = nlohmann::json::parse(out);
+                      const std::string& experiments, std::ostream& err, int jobs = 0) {
+  const std::string self = self_executable();
+  if (self.empty()) throw core::Error("bench: cannot find its own executable (/proc/self/exe)");
+  std::vector<std::string> argv = {self, "bench", "--child", "--scenario", scenario, "--traces", traces,
+                                   "--experiments", experiments};
+  if (requests > 0) argv.insert(argv.end(), {"--requests", std::to_string(requests)});
+  if (jobs > 0) argv.insert(argv.end(), {"--jobs", std::to_string(jobs)});
+  const ProcessResult child = run_process(argv);
+  err << child.err;
+  if (child.exit_code != 0) throw core::Error("bench: scenario " + scenario + " failed");
+  const auto j = nlohmann::json::parse(child.out);
   BenchSample b;
   b.wall_seconds = j["wall_seconds"];
   b.requests = j["requests"];
@@ -125,8 +109,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
       std::vector<BenchSample> one, two;
       try {
         for (int i = 0; i < repeat; ++i) {
-          one.push_back(run_child(name, traces, 0, experiments, 1));
-          two.push_back(run_child(name, traces, 0, experiments, 2));
+          one.push_back(run_child(name, traces, 0, experiments, err, 1));
+          two.push_back(run_child(name, traces, 0, experiments, err, 2));
         }
       } catch (const core::Error& e) {
         err << "servesim bench: S5: " << e.what() << "\n";
@@ -152,7 +136,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     }
     std::vector<BenchSample> samples;
     try {
-      for (int i = 0; i < repeat; ++i) samples.push_back(run_child(name, traces, requests, experiments));
+      for (int i = 0; i < repeat; ++i) samples.push_back(run_child(name, traces, requests, experiments, err));
     } catch (const core::Error& e) {
       // Say clearly why (a missing trace), go on with the others.
       err << "servesim bench: " << name << ": " << e.what() << "\n";
