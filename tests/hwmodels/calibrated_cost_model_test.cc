@@ -16,6 +16,8 @@ namespace servesim::hwmodels {
 namespace {
 
 using hwtest::build_hw;
+using hwtest::decode;
+using hwtest::find_op;
 using hwtest::hw_config;
 
 BatchShape prefill(int64_t tokens, int64_t seqs = 1) {
@@ -25,19 +27,6 @@ BatchShape prefill(int64_t tokens, int64_t seqs = 1) {
   s.prefill_logits = seqs;
   s.prefill_attention_pairs = seqs * (tokens * (tokens + 1) / 2);
   return s;
-}
-
-BatchShape decode(int64_t seqs, int64_t context_each) {
-  BatchShape s;
-  s.decode_seqs = seqs;
-  s.decode_context_tokens = seqs * context_each;
-  return s;
-}
-
-const OperatorCost* find_op(const std::vector<OperatorCost>& ops, std::string_view name) {
-  for (const auto& op : ops)
-    if (op.name == name) return &op;
-  return nullptr;
 }
 
 const GpuSpec& h100() { return *find_gpu_preset("h100-sxm"); }

@@ -3,11 +3,13 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hwmodels/cost_model.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/model_spec.h"
+#include "hwmodels/roofline_cost_model.h"
 #include "sim/core/config.h"
 
 namespace servesim::hwmodels::hwtest {
@@ -27,6 +29,21 @@ struct Hw {
   std::unique_ptr<GpuSpec> gpu;
   std::unique_ptr<StepCostModel> cost;
 };
+
+// A decode-only iteration of `seqs` sequences, each attending over `context_each` tokens.
+inline BatchShape decode(int64_t seqs, int64_t context_each) {
+  BatchShape s;
+  s.decode_seqs = seqs;
+  s.decode_context_tokens = seqs * context_each;
+  return s;
+}
+
+// The operator `name` of a breakdown, or null.
+inline const OperatorCost* find_op(const std::vector<OperatorCost>& ops, std::string_view name) {
+  for (const auto& op : ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
 
 // `text` holds [model], [gpu] and optionally [cost_model].
 inline Hw build_hw(const std::string& text, int64_t tp = 1) {

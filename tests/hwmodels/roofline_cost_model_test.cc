@@ -16,6 +16,8 @@ namespace servesim::hwmodels {
 namespace {
 
 using hwtest::build_hw;
+using hwtest::decode;
+using hwtest::find_op;
 using hwtest::hw_config;
 
 BatchShape prefill(int64_t tokens, int64_t prior = 0, bool completes = true) {
@@ -25,13 +27,6 @@ BatchShape prefill(int64_t tokens, int64_t prior = 0, bool completes = true) {
   s.prefill_logits = completes ? 1 : 0;
   s.prefill_context_tokens = prior;
   s.prefill_attention_pairs = tokens * prior + tokens * (tokens + 1) / 2;
-  return s;
-}
-
-BatchShape decode(int64_t seqs, int64_t context_each) {
-  BatchShape s;
-  s.decode_seqs = seqs;
-  s.decode_context_tokens = seqs * context_each;
   return s;
 }
 
@@ -49,12 +44,6 @@ BatchShape mix(const BatchShape& a, const BatchShape& b) {
 
 const RooflineCostModel& roofline(const hwtest::Hw& hw) {
   return dynamic_cast<const RooflineCostModel&>(*hw.cost);
-}
-
-const OperatorCost* find_op(const std::vector<OperatorCost>& ops, std::string_view name) {
-  for (const auto& op : ops)
-    if (op.name == name) return &op;
-  return nullptr;
 }
 
 double sum_ops(const std::vector<OperatorCost>& ops, const std::vector<std::string_view>& names) {

@@ -6,15 +6,14 @@
 
 #include "policies/router/router.h"
 #include "sim/core/config.h"
+#include "tests/policies/router/make_router.h"
 #include "tests/sim/cluster/cluster_harness.h"
 
 namespace servesim::policies {
 namespace {
 
 std::unique_ptr<sim::Router> make(const std::string& toml, uint64_t seed = 1) {
-  static const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("router", "routers", "round_robin", "r")};
-  core::Params cfg = core::parse_config("[router]\n" + toml, "t.toml", schema);
-  return router_registry().make(cfg.section("router"), seed);
+  return testing::make_router(toml, seed);
 }
 
 sim::Request with(uint64_t id, uint64_t session, std::vector<uint64_t> hashes, int64_t prompt = 0) {

@@ -3,14 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "sim/core/config.h"
+#include "tests/policies/router/make_router.h"
 
 namespace servesim::policies {
 namespace {
 
 std::unique_ptr<sim::Router> make(const std::string& toml, uint64_t seed = 1) {
-  static const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("router", "routers", "round_robin", "r")};
-  core::Params cfg = core::parse_config("[router]\n" + toml, "t.toml", schema);
-  return router_registry().make(cfg.section("router"), seed);
+  return testing::make_router(toml, seed);
 }
 
 TEST(RouterTest, RoundRobinCycles) {
