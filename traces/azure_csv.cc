@@ -26,7 +26,7 @@ std::string join(const std::vector<std::string>& v) {
 
 AzureCsvReader::AzureCsvReader(std::string path) : lines_(std::move(path)) {
   std::string_view header;
-  if (!next_data_line(header))
+  if (!lines_.next_data_line(header))
     throw core::InputError(lines_.path(), 1, "",
                            std::string("empty file, expected header ") + kExpectedHeader);
   const int64_t header_line = lines_.line_number();
@@ -58,17 +58,11 @@ AzureCsvReader::AzureCsvReader(std::string path) : lines_(std::move(path)) {
   output_col_ = find(kGenerated);
 
   std::string_view first;
-  if (!next_data_line(first))
+  if (!lines_.next_data_line(first))
     throw core::InputError(lines_.path(), header_line, "",
                            "no requests: the file has a header but no data rows");
   parse_row(first, pending_request_);
   pending_ = true;
-}
-
-bool AzureCsvReader::next_data_line(std::string_view& line) {
-  while (lines_.next(line))
-    if (!is_blank(line)) return true;
-  return false;
 }
 
 bool AzureCsvReader::read(RequestSpec& out) {
@@ -82,7 +76,7 @@ bool AzureCsvReader::read(RequestSpec& out) {
     return true;
   }
   std::string_view line;
-  if (!next_data_line(line)) return false;
+  if (!lines_.next_data_line(line)) return false;
   parse_row(line, out);
   return true;
 }

@@ -25,7 +25,6 @@ class AzureCsvReader {
   const std::string& path() const { return lines_.path(); }
 
  private:
-  bool next_data_line(std::string_view& line);  // skips blank lines
   void parse_row(std::string_view line, RequestSpec& out);
 
   LineReader lines_;

@@ -12,6 +12,10 @@
 
 namespace servesim::traces {
 
+// True when the line holds nothing but spaces, tabs and stray carriage returns (the readers skip
+// such lines).
+bool is_blank(std::string_view line);
+
 class LineReader {
  public:
   // Opens `path`; a core::Error naming the path and the reason when it cannot be read.
@@ -22,6 +26,12 @@ class LineReader {
   // The next physical line without its terminator ("\n" or "\r\n"), and without a UTF-8 byte-order
   // mark on the first line; false at the end of the file. The view lives until the next call.
   bool next(std::string_view& line);
+  // The same, skipping blank lines (is_blank): the next line that holds data.
+  bool next_data_line(std::string_view& line) {
+    while (next(line))
+      if (!is_blank(line)) return true;
+    return false;
+  }
   // 1-based number of the line last returned by next().
   int64_t line_number() const { return line_; }
   const std::string& path() const { return path_; }
@@ -41,8 +51,5 @@ class LineReader {
   int64_t line_ = 0;
 };
 
-// True when the line holds nothing but spaces, tabs and stray carriage returns (the readers skip
-// such lines).
-bool is_blank(std::string_view line);
 
 }  // namespace servesim::traces

@@ -398,18 +398,12 @@ class LineParser {
 
 MooncakeJsonlReader::MooncakeJsonlReader(std::string path) : lines_(std::move(path)) {
   std::string_view first;
-  if (!next_data_line(first))
+  if (!lines_.next_data_line(first))
     throw core::InputError(
         lines_.path(), 1, "",
         std::string("empty file, expected one JSON object per line with ") + kRequiredKeys);
   parse_line(first, pending_request_);
   pending_ = true;
-}
-
-bool MooncakeJsonlReader::next_data_line(std::string_view& line) {
-  while (lines_.next(line))
-    if (!is_blank(line)) return true;
-  return false;
 }
 
 bool MooncakeJsonlReader::read(RequestSpec& out) {
@@ -424,7 +418,7 @@ bool MooncakeJsonlReader::read(RequestSpec& out) {
     return true;
   }
   std::string_view line;
-  if (!next_data_line(line)) return false;
+  if (!lines_.next_data_line(line)) return false;
   parse_line(line, out);
   return true;
 }

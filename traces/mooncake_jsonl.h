@@ -22,7 +22,6 @@ class MooncakeJsonlReader {
   const std::string& path() const { return lines_.path(); }
 
  private:
-  bool next_data_line(std::string_view& line);  // skips blank lines
   void parse_line(std::string_view line, RequestSpec& out);
 
   LineReader lines_;
