@@ -441,7 +441,7 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   const double t = static_cast<double>(tp_);
   const double layers = static_cast<double>(model_.num_layers);
   const bool decode_only = s.prefill_tokens == 0;
-  const bool graph = params_.cuda_graphs && decode_only && s.decode_seqs <= params_.cuda_graph_max_batch;
+  const bool graph = replays_graph(s);
   const double rows = static_cast<double>(s.tokens());
   // A replayed graph computes the rows of the batch size it was captured for; the padding costs
   // time but does no useful work.
@@ -573,10 +573,9 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
           memo.before.bytes += bytes;
         }
       });
-      memo.graph = params_.cuda_graphs && shape.decode_seqs <= params_.cuda_graph_max_batch;
       memo.ready = true;
     }
-    const Term attention = decode_attention_term(memo.graph, shape.decode_seqs, shape.decode_context_tokens);
+    const Term attention = decode_attention_term(replays_graph(shape), shape.decode_seqs, shape.decode_context_tokens);
     StepCost total;
     total.seconds = memo.before.seconds + attention.seconds;
     total.flops = memo.before.flops + attention.flops;

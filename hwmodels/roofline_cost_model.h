@@ -158,6 +158,10 @@ class RooflineCostModel final : public StepCostModel {
 
   template <class Sink>
   StepCost evaluate(const BatchShape& shape, Sink&& sink) const;
+  // A decode-only iteration small enough for a captured CUDA graph (when graphs are on).
+  bool replays_graph(const BatchShape& s) const {
+    return params_.cuda_graphs && s.prefill_tokens == 0 && s.decode_seqs <= params_.cuda_graph_max_batch;
+  }
   // One term of an iteration's sum: per-GPU seconds, whole-group FLOPs and bytes.
   struct Term {
     double seconds = 0, flops = 0, bytes = 0;
@@ -173,7 +177,6 @@ class RooflineCostModel final : public StepCostModel {
   struct DecodeTerms {
     Term before;
     std::vector<Term> after;
-    bool graph = false;
     bool ready = false;
   };
   static constexpr int64_t kMemoDecodeSeqs = 8192;
