@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "sim/core/crash_point.h"
 #include "sim/core/error.h"
 
 namespace servesim::experiments {
@@ -207,6 +208,7 @@ void ResultsDb::commit(const Point& point, const metrics::BufferSink& run) {
   run.replay(*sink_);
   sink_->set_before_commit(nullptr);
   done_[point.key] = point.index;
+  core::crash_point("sweep.point_committed");
 }
 
 RunFigures ResultsDb::figures(int64_t point_index) const {

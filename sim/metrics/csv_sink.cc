@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "sim/core/crash_point.h"
 #include "sim/core/error.h"
 #include "sim/core/format.h"
 
@@ -152,8 +153,10 @@ void CsvSink::publish(Table& t, const std::string& extra_rows) {
   out.close();
   if (!out) throw core::Error(tmp.string() + ": write failed (disk full?)");
   std::error_code ec;
+  core::crash_point("csv.before_rename");
   fs::rename(tmp, target, ec);
   if (ec) throw core::Error(target.string() + ": cannot replace: " + ec.message());
+  core::crash_point("csv.renamed");
   if (!t.staged.empty()) fs::remove(t.staged, ec);
   t.staged.clear();
 }

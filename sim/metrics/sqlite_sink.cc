@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "sim/core/crash_point.h"
 #include "sim/core/error.h"
 
 namespace servesim::metrics {
@@ -108,6 +109,7 @@ void SqliteSink::begin_run(RunInfo& info) {
     st.exec();
     run_id_ = db_->getLastInsertRowid();
     info.run_id = run_id_;
+    core::crash_point("sqlite.run_begun");
     insert_request_ = std::make_unique<SQLite::Statement>(
         *db_,
         "INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, arrival_ns, "
@@ -149,6 +151,7 @@ void SqliteSink::add_request(const core::RequestRecord& r, const RequestMetrics&
     st.bind(17, r.kv_transfer_bytes);
     st.exec();
     st.reset();
+    core::crash_point("sqlite.request_row");
   } catch (const std::exception& e) {
     fail("cannot write a request row", e);
   }
@@ -210,8 +213,10 @@ void SqliteSink::end_run(const RunSummary& summary) {
     if (before_commit_) before_commit_(*db_, run_id_);
     insert_request_.reset();
     insert_sample_.reset();
+    core::crash_point("sqlite.before_commit");
     tx_->commit();
     tx_.reset();
+    core::crash_point("sqlite.committed");
   } catch (const std::exception& e) {
     fail("cannot commit the run", e);
   }

@@ -1,8 +1,12 @@
-// Crash safety: `servesim run` and `servesim sweep` are killed with SIGKILL at many moments (chosen
-// by a seeded core::Rng as fractions of a measured clean run, so the same moments every time on a
-// given machine, spread over the whole run and packed near the commit at its end). After each kill
-// the results must be intact (PRAGMA integrity_check), hold no partial run (every run listed has all
-// its request rows; no row belongs to an unlisted run), and a re-run must complete.
+// Crash safety: `servesim run` and `servesim sweep` die by SIGKILL at the moments that matter
+// (inside the transaction, between the CSV renames, just after a commit), chosen deterministically
+// through the writers' crash points (sim/core/crash_point.h, SERVESIM_CRASH_AT): each case dies at
+// the same place on any machine, so each asserts exactly how many runs the results hold. Then real
+// SIGKILLs at wall-clock moments (from a seeded core::Rng as fractions of a clean run), whose
+// landing depends on the machine: for those, only what must hold wherever they land is asserted.
+// After each kill the results must be intact (PRAGMA integrity_check), hold no partial run (every
+// run listed has all its request rows; no row belongs to an unlisted run), and a re-run must
+// complete.
 #include <gtest/gtest.h>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -25,8 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kTimeoutS = 300;
-constexpr int kRunKills = 16;
-constexpr int kSweepKills = 10;
 
 // The moments to kill at, as fractions of a clean run's wall time: half anywhere, half in its last
 // fifth (where the results are committed), a few just after it would have finished.
@@ -79,8 +81,11 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
 // What a reader may see in a results database after a kill. Opened read-write, as the next
 // servesim does, so that SQLite rolls back a hot journal first. Returns the number of runs.
 int64_t check_database(const fs::path& db_path) {
+  if (!fs::exists(db_path)) return 0;
   SQLite::Database db(db_path.string(), SQLite::OPEN_READWRITE);
   EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
+  // Killed while the schema was being created: the transaction rolled back, no table is there.
+  if (!db.tableExists("runs")) return 0;
   EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM runs r WHERE requests_total IS NULL OR "
                           "requests_total != (SELECT COUNT(*) FROM requests q WHERE q.run_id = r.run_id)")
                 .getInt64(),
@@ -117,10 +122,13 @@ int64_t check_csv(const fs::path& dir) {
   return static_cast<int64_t>(runs.size()) - 1;
 }
 
-ProcessResult servesim(const std::vector<std::string>& args, const fs::path& cwd, double kill_after_s = -1) {
+ProcessResult servesim(const std::vector<std::string>& args, const fs::path& cwd, double kill_after_s = -1,
+                       const std::string& crash_at = "") {
   std::vector<std::string> argv = {servesim_bin()};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, cwd.string(), kTimeoutS, kill_after_s);
+  std::vector<std::string> env;
+  if (!crash_at.empty()) env.push_back("SERVESIM_CRASH_AT=" + crash_at);
+  return run_process(argv, cwd.string(), kTimeoutS, kill_after_s, env);
 }
 
 const char* kRunConfig =
@@ -130,28 +138,53 @@ const char* kRunConfig =
     "[model]\nkind = \"llama-3-8b\"\n[gpu]\nkind = \"h100-sxm\"\n[cluster]\nreplicas = 4\n"
     "[output]\nsample_interval_ms = 50\n";
 
+// A crash point, and the runs the database and the CSV directory gain when the process dies there.
+struct RunCrash {
+  const char* at;
+  int db_gain, csv_gain;
+};
+
 TEST(CrashSafetyTest, KilledRunsLeaveNoPartialRunAndAReRunCompletes) {
   ASSERT_FALSE(servesim_bin().empty());
   TempDir dir;
   const fs::path d = dir.path();
   std::ofstream(d / "run.toml") << kRunConfig;
   const std::vector<std::string> args = {"run", "run.toml", "--db", "results.db", "--csv", "csv"};
-  // A clean run first: the results hold one run, and its wall time scales the kill moments.
+  // A clean run first: the results hold one run, and its wall time scales the wall-clock kills.
   const ProcessResult clean = servesim(args, d);
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
   int64_t db_runs = check_database(d / "results.db");
   int64_t csv_runs = check_csv(d / "csv");
   ASSERT_EQ(db_runs, 1);
   ASSERT_EQ(csv_runs, 1);
-  int killed = 0;
-  for (double f : kill_fractions(kRunKills, 1)) {
+  // The database commits first, then the CSV files are published: requests, time series, replica
+  // stats, and last runs.csv, which makes the run visible.
+  const RunCrash cases[] = {
+      {"sqlite.run_begun:1", 0, 0},     {"sqlite.request_row:1", 0, 0},  {"sqlite.request_row:3000", 0, 0},
+      {"sqlite.request_row:6000", 0, 0}, {"sqlite.before_commit:1", 0, 0}, {"sqlite.committed:1", 1, 0},
+      {"csv.before_rename:1", 1, 0},    {"csv.renamed:1", 1, 0},         {"csv.renamed:3", 1, 0},
+      {"csv.before_rename:4", 1, 0},    {"csv.renamed:4", 1, 1},
+  };
+  for (const RunCrash& c : cases) {
+    SCOPED_TRACE(std::string("SERVESIM_CRASH_AT=") + c.at);
+    const ProcessResult r = servesim(args, d, -1, c.at);
+    EXPECT_EQ(r.signal, SIGKILL) << "exit " << r.exit_code << ": " << r.err;
+    const int64_t now_db = check_database(d / "results.db");
+    const int64_t now_csv = check_csv(d / "csv");
+    EXPECT_EQ(now_db, db_runs + c.db_gain);
+    EXPECT_EQ(now_csv, csv_runs + c.csv_gain);
+    db_runs = now_db;
+    csv_runs = now_csv;
+    if (::testing::Test::HasFailure()) break;
+  }
+  // Real SIGKILLs at wall-clock moments: where they land depends on the machine, so only what must
+  // hold wherever they land is checked (a run is all there or not at all).
+  for (double f : kill_fractions(6, 1)) {
     SCOPED_TRACE("killed at " + std::to_string(f) + " of " + std::to_string(clean.wall_seconds) + " s");
     const ProcessResult r = servesim(args, d, f * clean.wall_seconds);
-    killed += r.signal == SIGKILL;
     EXPECT_TRUE(r.signal == SIGKILL || r.exit_code == 0) << r.err;
     const int64_t now_db = check_database(d / "results.db");
     const int64_t now_csv = check_csv(d / "csv");
-    // A run is either all there or not at all.
     EXPECT_TRUE(now_db == db_runs || now_db == db_runs + 1) << now_db << " runs after " << db_runs;
     EXPECT_TRUE(now_csv == csv_runs || now_csv == csv_runs + 1) << now_csv << " runs after " << csv_runs;
     if (r.exit_code == 0) {
@@ -162,7 +195,6 @@ TEST(CrashSafetyTest, KilledRunsLeaveNoPartialRunAndAReRunCompletes) {
     csv_runs = now_csv;
     if (::testing::Test::HasFailure()) break;
   }
-  EXPECT_GE(killed, kRunKills / 2) << "most kills should land while the run is going";
   // A re-run after all that completes and adds exactly one whole run.
   const ProcessResult again = servesim(args, d);
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -179,49 +211,78 @@ const char* kSweep =
     "[base.model]\nkind = \"llama-3-8b\"\n[base.gpu]\nkind = \"h100-sxm\"\n[base.cluster]\nreplicas = 2\n"
     "[[axis]]\nkey = \"router.kind\"\nvalues = [\"round_robin\", \"least_outstanding\"]\n";
 
+// Points (and so runs) a sweep database holds; 0 for a file killed before its schema existed.
+int64_t sweep_points(const fs::path& db_path) {
+  const int64_t runs = check_database(db_path);
+  if (!fs::exists(db_path)) return 0;
+  SQLite::Database db(db_path.string(), SQLite::OPEN_READONLY);  // rolled back by check_database
+  if (!db.tableExists("points")) {
+    EXPECT_EQ(runs, 0) << "runs without points";
+    return 0;
+  }
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM points WHERE run_id IS NULL OR run_id NOT IN (SELECT run_id FROM runs)")
+                .getInt64(),
+            0)
+      << "a point names a run that is not there";
+  const int64_t points = db.execAndGet("SELECT COUNT(*) FROM points").getInt64();
+  EXPECT_EQ(points, runs) << "a run without its point";
+  return points;
+}
+
 TEST(CrashSafetyTest, KilledSweepsResumeToTheSameResultsAsAnUninterruptedOne) {
   ASSERT_FALSE(servesim_bin().empty());
   TempDir dir;
   const fs::path d = dir.path();
   std::ofstream(d / "sweep.toml") << kSweep;
+  const std::vector<std::string> args = {"sweep", "sweep.toml", "--db", "killed.db", "--jobs", "2", "--quiet"};
   const ProcessResult clean = servesim({"sweep", "sweep.toml", "--db", "clean.db", "--jobs", "2", "--quiet"}, d);
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
   const std::string expected = dump_results((d / "clean.db").string());
-  int64_t runs = 0;
-  int killed = 0;
-  for (double f : kill_fractions(kSweepKills, 2)) {
-    SCOPED_TRACE("killed at " + std::to_string(f) + " of " + std::to_string(clean.wall_seconds) + " s");
-    const ProcessResult r =
-        servesim({"sweep", "sweep.toml", "--db", "killed.db", "--jobs", "2", "--quiet"}, d, f * clean.wall_seconds);
-    killed += r.signal == SIGKILL;
-    EXPECT_TRUE(r.signal == SIGKILL || r.exit_code == 0) << r.err;
-    if (!fs::exists(d / "killed.db")) continue;  // killed before the database was created
-    const int64_t now = check_database(d / "killed.db");
-    EXPECT_GE(now, runs) << "committed runs disappeared";
-    runs = now;
-    if (r.exit_code == 0) {
-      // The resumed sweep finished before its kill: start again from nothing, so that the next
-      // kills land in a sweep with work left.
-      EXPECT_EQ(dump_results((d / "killed.db").string()), expected);
-      fs::remove(d / "killed.db");
-      runs = 0;
-      continue;
-    }
-    SQLite::Database db((d / "killed.db").string(), SQLite::OPEN_READONLY);  // rolled back by check_database
-    if (db.tableExists("points")) {
-      EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM points WHERE run_id IS NOT NULL AND run_id NOT IN "
-                              "(SELECT run_id FROM runs)")
-                    .getInt64(),
-                0)
-          << "a point names a run that is not there";
-    }
+  constexpr int64_t kPoints = 6;
+  ASSERT_EQ(sweep_points(d / "clean.db"), kPoints);
+
+  // Deterministic kills, each resuming the previous one's database: points are committed in point
+  // order whatever --jobs is, so each death leaves an exact number of points.
+  struct SweepCrash {
+    const char* at;
+    int64_t points_after;
+  };
+  const SweepCrash cases[] = {
+      {"sqlite.run_begun:1", 0},          // inside the first point's transaction
+      {"sweep.point_committed:1", 1},     // just after the first commit
+      {"sqlite.request_row:700", 1},      // mid-way through the second point's rows
+      {"sqlite.before_commit:2", 2},      // the third point's (second of this process) commit
+      {"sweep.point_committed:2", 4},     // two more committed, then dead
+  };
+  for (const SweepCrash& c : cases) {
+    SCOPED_TRACE(std::string("SERVESIM_CRASH_AT=") + c.at);
+    const ProcessResult r = servesim(args, d, -1, c.at);
+    EXPECT_EQ(r.signal, SIGKILL) << "exit " << r.exit_code << ": " << r.err;
+    EXPECT_EQ(sweep_points(d / "killed.db"), c.points_after);
     if (::testing::Test::HasFailure()) break;
   }
-  EXPECT_GE(killed, kSweepKills / 2);
   // Resumed to the end, the database holds what the uninterrupted sweep wrote.
-  const ProcessResult rest = servesim({"sweep", "sweep.toml", "--db", "killed.db", "--jobs", "2", "--quiet"}, d);
+  const ProcessResult rest = servesim(args, d);
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
-  check_database(d / "killed.db");
+  EXPECT_EQ(sweep_points(d / "killed.db"), kPoints);
+  EXPECT_EQ(dump_results((d / "killed.db").string()), expected);
+
+  // Real SIGKILLs at wall-clock moments on a fresh database, each resuming the last; wherever they
+  // land, committed points never disappear and the resumed sweep ends with the same results.
+  fs::remove(d / "killed.db");
+  int64_t points = 0;
+  for (double f : kill_fractions(6, 2)) {
+    SCOPED_TRACE("killed at " + std::to_string(f) + " of " + std::to_string(clean.wall_seconds) + " s");
+    const ProcessResult r = servesim(args, d, f * clean.wall_seconds);
+    EXPECT_TRUE(r.signal == SIGKILL || r.exit_code == 0) << r.err;
+    const int64_t now = sweep_points(d / "killed.db");
+    EXPECT_GE(now, points) << "committed points disappeared";
+    points = now;
+    if (r.exit_code == 0) EXPECT_EQ(now, kPoints);
+    if (::testing::Test::HasFailure()) break;
+  }
+  const ProcessResult last = servesim(args, d);
+  ASSERT_EQ(last.exit_code, 0) << last.err;
   EXPECT_EQ(dump_results((d / "killed.db").string()), expected);
 }
 

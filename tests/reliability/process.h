@@ -10,8 +10,11 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace servesim::testing {
 
@@ -23,10 +26,12 @@ struct ProcessResult {
   double wall_seconds = 0;
 };
 
-// Runs argv[0] (a path) with `argv` in `cwd`. When `kill_after_s` >= 0 the process gets SIGKILL at
-// that moment (if still running); otherwise it is killed at `timeout_s` and marked timed_out.
+// Runs argv[0] (a path) with `argv` in `cwd`, with this process's environment plus `extra_env`
+// ("NAME=value" entries, which win over inherited ones). When `kill_after_s` >= 0 the process gets
+// SIGKILL at that moment (if still running); otherwise it is killed at `timeout_s` and marked
+// timed_out.
 inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
-                                 double kill_after_s = -1) {
+                                 double kill_after_s = -1, const std::vector<std::string>& extra_env = {}) {
   ProcessResult r;
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -37,13 +42,23 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    bool overridden = false;
+    for (const auto& x : extra_env)
+      overridden = overridden || entry.substr(0, entry.find('=') + 1) == std::string_view(x).substr(0, x.find('=') + 1);
+    if (!overridden) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    execv(args[0], args.data());
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   close(out_pipe[1]);
