@@ -203,7 +203,7 @@ class Rounds {
     counter_ = next_index;
     Progress progress(options_.progress, options_.progress_tty, what, static_cast<int64_t>(todo.size()),
                       options_.progress_period_s);
-    run_points(experiment_, todo, db_, options_.jobs, &progress, [&](size_t k, const RunFigures& f) {
+    run_points(experiment_, todo, db_, options_.jobs, &progress, false, [&](size_t k, const RunFigures& f) {
       figures[where[k].first][where[k].second] = f;
     });
     progress.finish();

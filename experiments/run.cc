@@ -165,7 +165,7 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const h
   const double budget = gpu.memory_bytes * util - reserve;
   const double weights = hwmodels::weight_bytes_per_gpu(model, tp);
   const double kv_per_block = hwmodels::kv_bytes_per_token_per_gpu(model, tp) * static_cast<double>(block_size);
-  const double left = budget - weights;
+  const double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve);
   if (left < kv_per_block)
     pool.fail("tensor_parallel",
                  "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at tensor_parallel = " +
@@ -325,7 +325,6 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     for (int64_t i = 0; i < p.replicas; ++i) {
       metrics::ReplicaHardware hw;
       hw.gpus = static_cast<double>(p.tp);
-      hw.peak_flops = p.gpu->peak_flops * static_cast<double>(p.tp);
       hw.hbm_bandwidth = p.gpu->hbm_bandwidth * static_cast<double>(p.tp);
       hw.usd_per_hour = p.gpu->price_usd_per_hour * static_cast<double>(p.tp);
       hw.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");

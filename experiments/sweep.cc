@@ -103,7 +103,7 @@ void Progress::print(bool final) {
 }
 
 void run_points(const Experiment& experiment, const std::vector<Point>& points, ResultsDb* db, int threads,
-                Progress* progress, const std::function<void(size_t, const RunFigures&)>& on_done) {
+                Progress* progress, bool check, const std::function<void(size_t, const RunFigures&)>& on_done) {
   if (points.empty()) return;
   threads = resolve_jobs(threads);
   size_t next = 0;
@@ -131,6 +131,7 @@ void run_points(const Experiment& experiment, const std::vector<Point>& points, 
                     RunOutputs outputs;
                     outputs.sinks = {&slot->run};
                     outputs.run_id = p.index + 1;
+                    outputs.check = check;
                     run_simulation(config, outputs);
                   } catch (...) {
                     slot->error = point_error(p);
@@ -184,7 +185,7 @@ SweepStats run_sweep(Experiment& experiment, const SweepOptions& options) {
   }
   Progress progress(options.progress, options.progress_tty, "sweep", static_cast<int64_t>(todo.size()),
                     options.progress_period_s);
-  run_points(experiment, todo, &db, options.jobs, &progress);
+  run_points(experiment, todo, &db, options.jobs, &progress, options.check);
   progress.finish();
   stats.ran = static_cast<int64_t>(todo.size());
   for (const Point& p : experiment.points())

@@ -42,9 +42,11 @@ class Progress {
 
 // Runs `points` with `threads` threads and hands each finished point over in the order given:
 // committed to `db` (when not null; run_id = point index + 1), then `on_done(i, figures)`. A point that
-// fails stops the batch with its error once every point before it has been handed over.
+// fails stops the batch with its error once every point before it has been handed over. `check`
+// runs each point under the invariant checker.
 void run_points(const Experiment& experiment, const std::vector<Point>& points, ResultsDb* db, int threads,
-                Progress* progress, const std::function<void(size_t, const RunFigures&)>& on_done = {});
+                Progress* progress, bool check = false,
+                const std::function<void(size_t, const RunFigures&)>& on_done = {});
 
 struct SweepOptions {
   std::string db_path;
@@ -54,6 +56,7 @@ struct SweepOptions {
   std::ostream* progress = nullptr;
   bool progress_tty = false;
   double progress_period_s = 10;
+  bool check = false;         // every point under the invariant checker (servesim run --check)
 };
 
 struct SweepStats {

@@ -29,6 +29,11 @@ struct StepCost {
   double seconds = 0;  // wall time of the iteration on one GPU of the TP group
   double flops = 0;    // useful FLOPs, whole TP group
   double bytes = 0;    // HBM bytes moved, whole TP group
+  // GPU-seconds the useful FLOPs would take at the tensor-core peak of the precision each ran at
+  // (fp8 GEMMs at the fp8 peak, attention and unquantised GEMMs at the 16-bit peak): the
+  // denominator-free half of MFU, so that MFU = peak_flop_seconds / (seconds x GPUs) never
+  // compares fp8 work with the 16-bit peak.
+  double peak_flop_seconds = 0;
 };
 
 class StepCostModel {

@@ -34,6 +34,13 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
   return g;
 }
 
+// Memory capacity, one unit for every preset: the datasheet's figure in GiB. DRAM comes in
+// binary-sized devices, and the "GB" of a GPU datasheet is a binary gigabyte: nvidia-smi reports
+// 81,920 MiB (80.0 GiB) on an A100 80GB, about 143,700 MiB (140.4 GiB) on an H200 "141GB" and about
+// 183,300 MiB (179 GiB) on a B200 "180GB". Reading 141 GB as 141e9 bytes (131.3 GiB) would lose
+// 7% of an H200's KV cache. What the runtime and the engine keep for themselves is
+// gpu_memory_utilization's and activation_reserve_gib's business, not the capacity's.
+//
 // Sources. Compute, bandwidth, capacity and NVLink: NVIDIA's A100 80GB, H100 SXM5 and H200 SXM
 // datasheets (dense, i.e. without the 2:4-sparsity doubling; NVLink quoted there as the
 // bidirectional total, 600 and 900 GB/s, halved here to one direction). On-chip SRAM: L2 plus the
@@ -73,14 +80,11 @@ const std::vector<GpuPreset>& gpu_presets() {
        "NVIDIA H100 80GB SXM5: 989 TFLOP/s dense bf16 (1979 fp8), 3350 GB/s HBM3, NVLink 4"},
       {gpu("h100-pcie", 756, 2000, 80, 78.5, 300, 2.00, 1513, 1513),
        "NVIDIA H100 80GB PCIe: 756 TFLOP/s dense bf16 (1513 fp8), 2000 GB/s HBM2e, NVLink bridge"},
-      // 141 GB (decimal) of HBM3e = 131.3 GiB.
-      {gpu("h200", 989, 4800, 141e9 / kBytesPerGib, 83, 450, 3.50, 1979, 1979),
+      {gpu("h200", 989, 4800, 141, 83, 450, 3.50, 1979, 1979),
        "NVIDIA H200 SXM: H100 compute with 141 GB HBM3e at 4800 GB/s"},
-      // 180 GB (decimal) = 167.6 GiB.
-      {gpu("b200", 2250, 8000, 180e9 / kBytesPerGib, 133, 900, 5.00, 4500, 4500),
+      {gpu("b200", 2250, 8000, 180, 133, 900, 5.00, 4500, 4500),
        "NVIDIA B200 (HGX): 2250 TFLOP/s dense bf16 (4500 fp8), 180 GB HBM3e at 8000 GB/s, NVLink 5"},
-      // 48 GB (decimal) of GDDR6 = 44.7 GiB.
-      {gpu("l40s", 362.05, 864, 48e9 / kBytesPerGib, 113.75, 32, 0.87, 733, 733),
+      {gpu("l40s", 362.05, 864, 48, 113.75, 32, 0.87, 733, 733),
        "NVIDIA L40S: 362 TFLOP/s dense bf16 (733 fp8), 48 GB GDDR6 at 864 GB/s, PCIe Gen4 (no NVLink)"},
       // The lecture notes' reference accelerator: 312 TFLOP/s, 2 TB/s, "about 20 MB" of on-chip
       // memory (20e6 bytes); capacity, NVLink and price are not given there, so A100-like values.

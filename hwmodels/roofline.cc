@@ -4,17 +4,17 @@
 
 namespace servesim::hwmodels {
 
-namespace {
-constexpr double kSecondsPerHour = 3600.0;
-constexpr double kTokensPerMillion = 1e6;
-}  // namespace
-
 double kv_cache_bytes(const ModelSpec& model, int64_t tokens, int64_t batch) {
   return model.kv_bytes_per_token() * static_cast<double>(tokens) * static_cast<double>(batch);
 }
 
-double kv_tokens_that_fit(const ModelSpec& model, double bytes, int64_t batch) {
-  return bytes / (model.kv_bytes_per_token() * static_cast<double>(batch));
+double kv_tokens_that_fit(double kv_bytes_per_token, double bytes, int64_t batch) {
+  return bytes / (kv_bytes_per_token * static_cast<double>(batch));
+}
+
+double kv_budget_bytes_per_gpu(const GpuSpec& gpu, const ModelSpec& model, int64_t tp, double memory_utilization,
+                               double reserve_bytes) {
+  return gpu.memory_bytes * memory_utilization - reserve_bytes - weight_bytes_per_gpu(model, tp);
 }
 
 std::string tp_problem(const ModelSpec& m, int64_t tp) {
@@ -86,17 +86,18 @@ double attainable_flops(double peak_flops, double bandwidth_bytes_per_s, double 
   return std::min(peak_flops, bandwidth_bytes_per_s * intensity);
 }
 
-double decode_intensity(double params, int64_t batch, int64_t context, double kv_bytes_per_token) {
+double decode_intensity(double flops_per_token, double weight_bytes, int64_t batch, int64_t context,
+                        double kv_bytes_per_token) {
   const double b = static_cast<double>(batch);
-  return 2.0 * params * b / (2.0 * params + b * static_cast<double>(context) * kv_bytes_per_token);
+  return flops_per_token * b / (weight_bytes + b * static_cast<double>(context) * kv_bytes_per_token);
 }
 
-double saturated_decode_intensity(double params, int64_t context, double kv_bytes_per_token) {
-  return 2.0 * params / (static_cast<double>(context) * kv_bytes_per_token);
+double saturated_decode_intensity(double flops_per_token, int64_t context, double kv_bytes_per_token) {
+  return flops_per_token / (static_cast<double>(context) * kv_bytes_per_token);
 }
 
-double decode_crossover_batch(double params, int64_t context, double kv_bytes_per_token) {
-  return 2.0 * params / (static_cast<double>(context) * kv_bytes_per_token);
+double decode_crossover_batch(double weight_bytes, int64_t context, double kv_bytes_per_token) {
+  return weight_bytes / (static_cast<double>(context) * kv_bytes_per_token);
 }
 
 double weight_read_seconds(double weight_bytes, double bandwidth_bytes_per_s) {
@@ -107,34 +108,13 @@ double decode_ceiling_tokens_per_s(double weight_bytes, double bandwidth_bytes_p
   return bandwidth_bytes_per_s / weight_bytes;
 }
 
-double full_attention_flops(const ModelSpec& m, int64_t seq) {
-  const double s = static_cast<double>(seq);
-  return 4.0 * s * s * static_cast<double>(m.num_heads * m.head_dim) *
-         static_cast<double>(m.num_layers);
-}
-
 double prefill_flops(double params, int64_t tokens, double prefix_hit_rate) {
   return (1.0 - prefix_hit_rate) * 2.0 * params * static_cast<double>(tokens);
 }
 
-double usd_per_million_tokens(double price_usd_per_hour, double tokens_per_s) {
-  return price_usd_per_hour / (tokens_per_s * kSecondsPerHour) * kTokensPerMillion;
-}
-
-double mfu(double achieved_flops_per_s, double peak_flops) { return achieved_flops_per_s / peak_flops; }
-
-double training_mfu(double tokens_per_s, double params, double peak_flops) {
-  constexpr double kTrainingFlopsPerParamToken = 6.0;  // forward 2N + backward 4N
-  return tokens_per_s * kTrainingFlopsPerParamToken * params / peak_flops;
-}
-
-double mbu(double achieved_bytes_per_s, double bandwidth_bytes_per_s) {
-  return achieved_bytes_per_s / bandwidth_bytes_per_s;
-}
-
-double step_mfu(const StepCost& cost, const GpuSpec& gpu, int64_t tp) {
+double step_mfu(const StepCost& cost, int64_t tp) {
   if (cost.seconds <= 0) return 0.0;
-  return cost.flops / (cost.seconds * gpu.peak_flops * static_cast<double>(tp));
+  return cost.peak_flop_seconds / (cost.seconds * static_cast<double>(tp));
 }
 
 double step_mbu(const StepCost& cost, const GpuSpec& gpu, int64_t tp) {

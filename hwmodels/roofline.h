@@ -16,11 +16,15 @@ namespace servesim::hwmodels {
 
 // ---- KV cache --------------------------------------------------------------------------------
 
-// 2 x layers x kv heads x head dim x bytes x tokens x batch: the cache of `batch` sequences of
-// `tokens` tokens each.
+// The cache of `batch` sequences of `tokens` tokens each (kv_bytes_per_token of the whole model).
 double kv_cache_bytes(const ModelSpec& model, int64_t tokens, int64_t batch);
 // Tokens per sequence that `batch` sequences can hold in `bytes` of cache (fractional).
-double kv_tokens_that_fit(const ModelSpec& model, double bytes, int64_t batch);
+double kv_tokens_that_fit(double kv_bytes_per_token, double bytes, int64_t batch);
+// What one GPU of a TP group has for KV blocks: its memory x utilisation, less the reserve for
+// activations and runtime and its share of the weights (negative when the weights do not fit).
+// The replicas' KV capacity is this over the per-GPU bytes of a block.
+double kv_budget_bytes_per_gpu(const GpuSpec& gpu, const ModelSpec& model, int64_t tp, double memory_utilization,
+                               double reserve_bytes);
 
 // ---- Tensor parallelism ------------------------------------------------------------------------
 
@@ -38,19 +42,21 @@ double kv_bytes_per_token_per_gpu(const ModelSpec& model, int64_t tp);
 // and LM head vocab-parallel. Linear layers at weight_bytes, the rest at activation_bytes.
 double weight_bytes_per_gpu(const ModelSpec& model, int64_t tp);
 
-// ---- Roofline and the decode speed limit --------------------------------------------------------
+// ---- Roofline and the decode speed limit (servesim estimate) -------------------------------------
 
 double arithmetic_intensity(double flops, double bytes);  // FLOP/byte
 // The roofline itself: min(peak, bandwidth x intensity), the FLOP/s a kernel of that intensity can
 // reach.
 double attainable_flops(double peak_flops, double bandwidth_bytes_per_s, double intensity);
-// The notes' batched-decode intensity 2PB / (2P + B L kv): B sequences of mean context L tokens,
-// P parameters in half precision (2P weight bytes), kv bytes per token of cache.
-double decode_intensity(double params, int64_t batch, int64_t context, double kv_bytes_per_token);
-// Its limit as B grows, 2P / (L kv): the ceiling the KV reads set.
-double saturated_decode_intensity(double params, int64_t context, double kv_bytes_per_token);
-// Batch at which KV reads equal weight reads, 2P / (L kv).
-double decode_crossover_batch(double params, int64_t context, double kv_bytes_per_token);
+// The notes' batched-decode intensity, B x 2N / (weight bytes + B L kv): B sequences of context L,
+// `flops_per_token` (2N) each, the weights read once per step. With 16-bit weights (weight bytes =
+// 2P) it is the notes' 2PB / (2P + B L kv).
+double decode_intensity(double flops_per_token, double weight_bytes, int64_t batch, int64_t context,
+                        double kv_bytes_per_token);
+// Its limit as B grows, 2N / (L kv): the ceiling the KV reads set.
+double saturated_decode_intensity(double flops_per_token, int64_t context, double kv_bytes_per_token);
+// Batch at which KV reads equal weight reads, weight bytes / (L kv).
+double decode_crossover_batch(double weight_bytes, int64_t context, double kv_bytes_per_token);
 // Time to stream the weights once: the floor under any decode step.
 double weight_read_seconds(double weight_bytes, double bandwidth_bytes_per_s);
 // One sequence's tokens per second when each token must read all weights: bandwidth / bytes.
@@ -58,25 +64,15 @@ double decode_ceiling_tokens_per_s(double weight_bytes, double bandwidth_bytes_p
 
 // ---- FLOP counts ---------------------------------------------------------------------------------
 
-// The notes' attention count 4 S^2 (heads x head_dim) x layers: QK^T and PV over a full (non-causal)
-// S x S score matrix. A causal kernel does about half.
-double full_attention_flops(const ModelSpec& model, int64_t seq);
 // The notes' matmul estimate for a prompt of `tokens` tokens, 2 P L, of which a prefix-cache hit
 // rate skips (1 - hit_rate).
 double prefill_flops(double params, int64_t tokens, double prefix_hit_rate = 0.0);
 
 // ---- Cost and utilisation ------------------------------------------------------------------------
 
-// price / (tokens/s x 3600) x 1e6.
-double usd_per_million_tokens(double price_usd_per_hour, double tokens_per_s);
-// Achieved FLOP/s over peak.
-double mfu(double achieved_flops_per_s, double peak_flops);
-// The notes' training MFU: tokens/s x 6N / peak.
-double training_mfu(double tokens_per_s, double params, double peak_flops);
-// Achieved bytes/s over peak bandwidth.
-double mbu(double achieved_bytes_per_s, double bandwidth_bytes_per_s);
-// Utilisation of one iteration of a TP group of `tp` GPUs (StepCost totals are group-wide).
-double step_mfu(const StepCost& cost, const GpuSpec& gpu, int64_t tp);
+// Utilisation of one iteration of a TP group of `tp` GPUs (StepCost totals are group-wide). MFU is
+// against the peak of the precision each FLOP ran at (StepCost::peak_flop_seconds).
+double step_mfu(const StepCost& cost, int64_t tp);
 double step_mbu(const StepCost& cost, const GpuSpec& gpu, int64_t tp);
 
 }  // namespace servesim::hwmodels

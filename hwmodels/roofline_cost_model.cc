@@ -439,7 +439,6 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   StepCost total;
   if (s.empty()) return total;
   const double t = static_cast<double>(tp_);
-  const double layers = static_cast<double>(model_.num_layers);
   const bool decode_only = s.prefill_tokens == 0;
   const bool graph = replays_graph(s);
   const double rows = static_cast<double>(s.tokens());
@@ -447,18 +446,22 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   // time but does no useful work.
   const double time_rows = graph ? static_cast<double>(cuda_graph_batch(s.decode_seqs)) : rows;
 
-  auto add = [&](std::string_view name, int64_t count, double seconds, double flops, double bytes) {
-    total.seconds += seconds;
-    total.flops += flops;
-    total.bytes += bytes;
-    sink(name, count, seconds, flops, bytes);
+  // `peak`: the per-GPU tensor-core rate its FLOPs run at, at efficiency 1 (0 for terms without
+  // useful FLOPs).
+  auto add = [&](std::string_view name, int64_t count, double seconds, double flops, double bytes, double peak) {
+    const Term term{seconds, flops, bytes, peak > 0 ? flops / peak : 0.0};
+    total.seconds += term.seconds;
+    total.flops += term.flops;
+    total.bytes += term.bytes;
+    total.peak_flop_seconds += term.peak_flop_seconds;
+    sink(name, count, term);
   };
   // Without a graph, each kernel waits for the host to launch it.
   auto launched = [&](double seconds) { return graph ? seconds : std::max(seconds, eager_launch_s_); };
   auto linear = [&](const LinearOp& op, double r, double work_r) {
     const double n = static_cast<double>(op.count);
     add(op.name, op.count, n * launched(linear_seconds(op, r)), n * op.group_flops_per_row * work_r,
-        n * t * (op.weight_bytes + op.bytes_per_row * work_r));
+        n * t * (op.weight_bytes + op.bytes_per_row * work_r), op.peak);
   };
   auto linear_op = [&](const LinearOp& op) {
     const double extra = op.rows_include_prefill_context ? static_cast<double>(s.prefill_context_tokens) : 0.0;
@@ -472,7 +475,7 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
                        double memory_rate) {
     const Term term = attention_term(graph, pairs, new_tokens, keys_read, flops_per_pair, group_flops_per_pair,
                                      read_bytes_per_token, compute_rate, memory_rate);
-    add(name, model_.num_layers, term.seconds, term.flops, term.bytes);
+    add(name, model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
   };
 
   linear(embedding_, time_rows, rows);
@@ -488,7 +491,7 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   }
   if (s.decode_seqs > 0) {
     const Term term = decode_attention_term(graph, s.decode_seqs, s.decode_context_tokens);
-    add("attention_decode", model_.num_layers, term.seconds, term.flops, term.bytes);
+    add("attention_decode", model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
   }
   for (const LinearOp& op : post_attention_ops_) linear_op(op);
   if (moe_.present) {
@@ -500,7 +503,8 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
     for (const LinearOp* op : {&moe_.up, &moe_.down}) {
       const double work_active = moe_.experts * -std::expm1(rows * moe_.log_miss);
       add(op->name, op->count, n * launched(moe_gemm_seconds(*op, active, expert_rows)),
-          n * op->group_flops_per_row * work_rows, n * t * (op->weight_bytes * work_active + op->bytes_per_row * work_rows));
+          n * op->group_flops_per_row * work_rows, n * t * (op->weight_bytes * work_active + op->bytes_per_row * work_rows),
+          op->peak);
       if (op == &moe_.up) linear(moe_.act, expert_rows, work_rows);
     }
     linear(moe_.combine, time_rows, rows);
@@ -513,12 +517,12 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   }
   if (allreduces_ > 0) {
     const double n = static_cast<double>(allreduces_);
-    add("all_reduce", allreduces_, n * (allreduce_latency_s_ + allreduce_s_per_row_ * time_rows), 0, 0);
+    add("all_reduce", allreduces_, n * (allreduce_latency_s_ + allreduce_s_per_row_ * time_rows), 0, 0, 0);
   }
-  if (graph) add("cuda_graph_launch", 1, graph_launch_s_, 0, 0);
+  if (graph) add("cuda_graph_launch", 1, graph_launch_s_, 0, 0, 0);
   if (const double layer_s = decode_only ? decode_layer_s_ : layer_s_; layer_s > 0)
-    add("layer_overhead", model_.num_layers, layer_s, 0, 0);
-  add("iteration_overhead", 1, decode_only ? decode_iteration_s_ : iteration_s_, 0, 0);
+    add("layer_overhead", model_.num_layers, layer_s, 0, 0, 0);
+  add("iteration_overhead", 1, decode_only ? decode_iteration_s_ : iteration_s_, 0, 0, 0);
   return total;
 }
 
@@ -535,7 +539,8 @@ RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double pai
                                  q_o_bytes_per_token_ * new_tokens;
   double seconds = std::max(flops / compute_rate, bytes / memory_rate) + kernel_s_;
   if (!graph) seconds = std::max(seconds, eager_launch_s_);
-  return {layers * seconds, layers * group_flops_per_pair * pairs, layers * t * bytes};
+  const double group_flops = layers * group_flops_per_pair * pairs;
+  return {layers * seconds, group_flops, layers * t * bytes, group_flops / attn_peak_};
 }
 
 RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, int64_t decode_seqs,
@@ -562,15 +567,16 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
       probe.decode_seqs = shape.decode_seqs;
       probe.decode_context_tokens = shape.decode_seqs;
       bool after = false;
-      evaluate(probe, [&](std::string_view name, int64_t, double seconds, double flops, double bytes) {
+      evaluate(probe, [&](std::string_view name, int64_t, const Term& term) {
         if (name == "attention_decode") {
           after = true;
         } else if (after) {
-          memo.after.push_back({seconds, flops, bytes});
+          memo.after.push_back(term);
         } else {  // the running sum up to the attention, as evaluate() forms it
-          memo.before.seconds += seconds;
-          memo.before.flops += flops;
-          memo.before.bytes += bytes;
+          memo.before.seconds += term.seconds;
+          memo.before.flops += term.flops;
+          memo.before.bytes += term.bytes;
+          memo.before.peak_flop_seconds += term.peak_flop_seconds;
         }
       });
       memo.ready = true;
@@ -580,20 +586,22 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
     total.seconds = memo.before.seconds + attention.seconds;
     total.flops = memo.before.flops + attention.flops;
     total.bytes = memo.before.bytes + attention.bytes;
+    total.peak_flop_seconds = memo.before.peak_flop_seconds + attention.peak_flop_seconds;
     for (const Term& term : memo.after) {
       total.seconds += term.seconds;
       total.flops += term.flops;
       total.bytes += term.bytes;
+      total.peak_flop_seconds += term.peak_flop_seconds;
     }
     return total;
   }
-  return evaluate(shape, [](std::string_view, int64_t, double, double, double) {});
+  return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
 }
 
 std::vector<OperatorCost> RooflineCostModel::breakdown(const BatchShape& shape) const {
   std::vector<OperatorCost> out;
-  evaluate(shape, [&](std::string_view name, int64_t count, double seconds, double flops, double bytes) {
-    out.push_back({name, count, seconds, flops, bytes});
+  evaluate(shape, [&](std::string_view name, int64_t count, const Term& term) {
+    out.push_back({name, count, term.seconds, term.flops, term.bytes, term.peak_flop_seconds});
   });
   return out;
 }

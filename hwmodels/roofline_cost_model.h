@@ -71,6 +71,7 @@ struct OperatorCost {
   double seconds = 0;
   double flops = 0;
   double bytes = 0;
+  double peak_flop_seconds = 0;  // its FLOPs at the peak of their precision, GPU-seconds (StepCost)
 };
 
 // What one execution of a row-linear operator is, per GPU: for fitting calibration profiles and
@@ -164,7 +165,7 @@ class RooflineCostModel final : public StepCostModel {
   }
   // One term of an iteration's sum: per-GPU seconds, whole-group FLOPs and bytes.
   struct Term {
-    double seconds = 0, flops = 0, bytes = 0;
+    double seconds = 0, flops = 0, bytes = 0, peak_flop_seconds = 0;
   };
   // An attention kernel over all layers (launch floor unless replayed in a graph).
   Term attention_term(bool graph, double pairs, double new_tokens, double keys_read, double flops_per_pair,

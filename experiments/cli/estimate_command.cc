@@ -25,51 +25,65 @@ namespace {
 
 constexpr double kMsPerSecond = 1e3;
 
-// One phase. Two intensities: the lecture notes' (2N FLOPs per token over the weight and KV-cache
-// bytes, the number their roofline tables use) places the phase on the roofline; the modelled one
-// divides the cost model's FLOPs (attention included) by every HBM byte it counts (activations too).
+// One phase, placed on the roofline with one definition of FLOPs and bytes: the cost model's
+// (every useful FLOP, attention included, and every HBM byte it counts). The peak is that of the
+// precision each FLOP ran at (StepCost::peak_flop_seconds), so an fp8 model's ridge point is the fp8
+// one and achieved FLOP/s can never exceed the attainable bound. The lecture notes' intensity (2N
+// FLOPs per token over the weight and KV-cache bytes, the number their tables use) is shown beside
+// it.
 struct Phase {
   std::string name;
   hwmodels::StepCost cost;
   std::vector<hwmodels::OperatorCost> ops;
-  double matmul_flops = 0;         // 2 x active parameters x tokens
-  double weight_kv_bytes = 0;      // weights read once (active experts) + KV cache read or written
-  double intensity = 0;            // matmul_flops / weight_kv_bytes
-  double modelled_intensity = 0;   // cost.flops / cost.bytes
+  double matmul_flops = 0;         // the notes' 2 x active parameters x tokens
+  double weight_kv_bytes = 0;      // weights read once (active experts; the embedding is a gather) + KV
+  double notes_intensity = 0;      // matmul_flops / weight_kv_bytes
+  double intensity = 0;            // cost.flops / cost.bytes
+  double peak_flops_per_s = 0;     // whole group, at the mix of precisions the FLOPs ran at
+  double ridge_point = 0;          // per GPU: that peak / HBM bandwidth
+  double attainable_flops_per_s = 0;
+  double achieved_flops_per_s = 0;
   double mfu = 0, mbu = 0;
   std::string bound;
 };
 
 Phase evaluate(std::string name, const hwmodels::BatchShape& shape, const hwmodels::RooflineCostModel& cost,
                const hwmodels::GpuSpec& gpu, int64_t tp, double tokens, double weight_kv_bytes) {
+  const double t = static_cast<double>(tp);
   Phase p;
   p.name = std::move(name);
   p.cost = cost.step(shape);
   p.ops = cost.breakdown(shape);
   p.matmul_flops = cost.model().flops_per_token() * tokens;
   p.weight_kv_bytes = weight_kv_bytes;
-  p.intensity = hwmodels::arithmetic_intensity(p.matmul_flops, weight_kv_bytes);
-  p.modelled_intensity = hwmodels::arithmetic_intensity(p.cost.flops, p.cost.bytes);
-  p.mfu = hwmodels::step_mfu(p.cost, gpu, tp);
+  p.notes_intensity = hwmodels::arithmetic_intensity(p.matmul_flops, weight_kv_bytes);  // decode: decode_intensity()
+  p.intensity = hwmodels::arithmetic_intensity(p.cost.flops, p.cost.bytes);
+  // FLOPs per GPU-second at peak: the harmonic mix of the precisions' peaks, weighted by FLOPs.
+  const double per_gpu_peak = p.cost.peak_flop_seconds > 0 ? p.cost.flops / p.cost.peak_flop_seconds : gpu.peak_flops;
+  p.peak_flops_per_s = per_gpu_peak * t;
+  p.ridge_point = per_gpu_peak / gpu.hbm_bandwidth;
+  p.attainable_flops_per_s = hwmodels::attainable_flops(p.peak_flops_per_s, gpu.hbm_bandwidth * t, p.intensity);
+  p.achieved_flops_per_s = p.cost.flops / p.cost.seconds;
+  p.mfu = hwmodels::step_mfu(p.cost, tp);
   p.mbu = hwmodels::step_mbu(p.cost, gpu, tp);
-  p.bound = p.intensity >= gpu.ridge_point() ? "compute" : "memory";
+  p.bound = p.intensity >= p.ridge_point ? "compute" : "memory";
   return p;
 }
 
-nlohmann::ordered_json phase_json(const Phase& p, const hwmodels::GpuSpec& gpu, int64_t tp) {
-  const double t = static_cast<double>(tp);
+nlohmann::ordered_json phase_json(const Phase& p) {
   nlohmann::ordered_json j;
   j["ms"] = p.cost.seconds * kMsPerSecond;
   j["flops"] = p.cost.flops;
   j["bytes"] = p.cost.bytes;
-  j["modelled_intensity"] = p.modelled_intensity;
+  j["intensity"] = p.intensity;
   j["matmul_flops"] = p.matmul_flops;
   j["weight_kv_bytes"] = p.weight_kv_bytes;
-  j["intensity"] = p.intensity;
+  j["notes_intensity"] = p.notes_intensity;
   j["bound"] = p.bound;
-  j["achieved_flops_per_s"] = p.cost.flops / p.cost.seconds;
-  j["attainable_flops_per_s"] =
-      hwmodels::attainable_flops(gpu.peak_flops * t, gpu.hbm_bandwidth * t, p.intensity);
+  j["peak_flops_per_s"] = p.peak_flops_per_s;
+  j["ridge_point"] = p.ridge_point;
+  j["achieved_flops_per_s"] = p.achieved_flops_per_s;
+  j["attainable_flops_per_s"] = p.attainable_flops_per_s;
   j["mfu"] = p.mfu;
   j["mbu"] = p.mbu;
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
@@ -86,19 +100,17 @@ std::string sci(double v) {
   return s.str();
 }
 
-void print_phase(std::ostream& out, const Phase& p, const hwmodels::GpuSpec& gpu, int64_t tp) {
-  const double t = static_cast<double>(tp);
-  const double attainable = hwmodels::attainable_flops(gpu.peak_flops * t, gpu.hbm_bandwidth * t, p.intensity);
+void print_phase(std::ostream& out, const Phase& p) {
   out << p.name << "\n";
   out << "  time            " << fixed(p.cost.seconds * kMsPerSecond, 3) << " ms\n";
   out << "  FLOPs           " << sci(p.cost.flops) << " modelled (" << sci(p.matmul_flops) << " = 2N x tokens)\n";
   out << "  bytes           " << sci(p.cost.bytes) << " modelled HBM traffic (" << sci(p.weight_kv_bytes)
       << " weights + KV cache)\n";
-  out << "  intensity       " << fixed(p.intensity, 1) << " FLOP/byte (2N x tokens over weights + KV; "
-      << fixed(p.modelled_intensity, 1) << " modelled) vs ridge " << fixed(gpu.ridge_point(), 1) << ": " << p.bound
-      << "-bound\n";
-  out << "  roofline        attainable " << sci(attainable) << " FLOP/s, achieved "
-      << sci(p.cost.flops / p.cost.seconds) << " FLOP/s\n";
+  out << "  intensity       " << fixed(p.intensity, 1) << " FLOP/byte modelled vs ridge " << fixed(p.ridge_point, 1)
+      << ": " << p.bound << "-bound (the notes' 2N x tokens over weights + KV: " << fixed(p.notes_intensity, 2)
+      << ")\n";
+  out << "  roofline        peak " << sci(p.peak_flops_per_s) << " FLOP/s at the FLOPs' precisions, attainable "
+      << sci(p.attainable_flops_per_s) << ", achieved " << sci(p.achieved_flops_per_s) << " FLOP/s\n";
   out << "  utilisation     MFU " << percent(p.mfu) << ", MBU " << percent(p.mbu) << "\n";
   std::vector<hwmodels::OperatorCost> top = p.ops;
   std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
@@ -111,7 +123,7 @@ void print_phase(std::ostream& out, const Phase& p, const hwmodels::GpuSpec& gpu
 int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
   po::options_description opts("servesim estimate options");
   std::string model_arg, gpu_name, calibration;
-  int64_t tp = 1, batch = 1, prompt = 0, context = 0;
+  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0;
   opts.add_options()
       ("help,h", "this help")
       ("model", po::value<std::string>(&model_arg), "a [model] preset name or a Hugging Face config.json")
@@ -119,13 +131,15 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
       ("tp", po::value<int64_t>(&tp)->default_value(1), "tensor-parallel GPUs")
       ("batch", po::value<int64_t>(&batch)->default_value(1), "sequences (B)")
       ("prompt", po::value<int64_t>(&prompt), "prompt tokens of each sequence (P): the prefill pass")
+      ("cached", po::value<int64_t>(&cached)->default_value(0),
+       "of the P prompt tokens, how many a prefix-cache hit spares (their KV is read, not computed)")
       ("context", po::value<int64_t>(&context), "context of each sequence in the decode iteration (default P)")
       ("calibration", po::value<std::string>(&calibration), "calibration profile (default: constant efficiencies)")
       ("cuda-graphs", "the decode iteration replays a CUDA graph")
       ("json", "print one JSON object");
   const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
-    out << "usage: servesim estimate --model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--context C]"
+    out << "usage: servesim estimate --model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C]"
            " [--calibration PROFILE] [--json]\n\n"
         << opts << "\n";
     return 0;
@@ -133,6 +147,9 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   if (model_arg.empty() || gpu_name.empty() || !vm.count("prompt"))
     throw UsageError("estimate needs --model, --gpu and --prompt (servesim estimate --help)");
   if (tp < 1 || batch < 1 || prompt < 1) throw UsageError("--tp, --batch and --prompt must be at least 1");
+  if (cached < 0 || cached >= prompt)
+    throw UsageError("--cached must be at least 0 and below --prompt (" + std::to_string(prompt) +
+                     "): at least one prompt token is computed to produce the first token");
   if (!vm.count("context")) context = prompt;
   if (context < 1) throw UsageError("--context must be at least 1");
   const hwmodels::ModelSpec model = hwmodels::model_by_name_or_file(model_arg);
@@ -154,24 +171,48 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const double b = static_cast<double>(batch);
   hwmodels::BatchShape prefill;
   prefill.prefill_seqs = batch;
-  prefill.prefill_tokens = batch * prompt;
+  const int64_t computed = prompt - cached;
+  prefill.prefill_tokens = batch * computed;
+  prefill.prefill_context_tokens = batch * cached;
+  prefill.prefill_attention_pairs = batch * (computed * cached + computed * (computed + 1) / 2);
   prefill.prefill_logits = batch;
-  prefill.prefill_attention_pairs = batch * (prompt * (prompt + 1) / 2);
   hwmodels::BatchShape decode;
   decode.decode_seqs = batch;
   decode.decode_context_tokens = batch * context;
-  // The notes' byte count: every weight once (2N bytes in half precision, the embedding table
-  // included as in their 2N FLOPs; of the routed experts those the tokens activate) plus the KV
-  // cache the attention reads or writes.
-  const double table = model.tied_embeddings ? 0.0 : model.embedding_params() * model.activation_bytes;
-  auto weights = [&](double tokens) { return model.decode_weight_bytes(tokens) + table; };
-  const double prefill_tokens = b * static_cast<double>(prompt);
-  const Phase pre = evaluate("prefill: " + std::to_string(batch) + " x " + std::to_string(prompt) + " tokens", prefill,
-                             cost, gpu, tp, prefill_tokens,
-                             weights(prefill_tokens) + model.kv_bytes_per_token() * prefill_tokens);
+  // The notes' byte count: every weight once (of the routed experts those the tokens activate; the
+  // embedding table is a lookup, so only the gathered rows) plus the KV cache the attention reads
+  // or writes.
+  const double row_bytes = static_cast<double>(model.hidden_size) * model.activation_bytes;
+  auto weights = [&](double tokens) { return model.decode_weight_bytes(tokens) + tokens * row_bytes; };
+  const double prefill_tokens = b * static_cast<double>(computed);
+  const std::string cached_note = cached > 0 ? " (" + std::to_string(cached) + " cached)" : "";
+  const Phase pre = evaluate("prefill: " + std::to_string(batch) + " x " + std::to_string(prompt) + " tokens" + cached_note,
+                             prefill, cost, gpu, tp, prefill_tokens,
+                             weights(prefill_tokens) + model.kv_bytes_per_token() * b * static_cast<double>(prompt));
   const Phase dec = evaluate("decode: " + std::to_string(batch) + " sequences at context " + std::to_string(context),
                              decode, cost, gpu, tp, b,
                              weights(b) + model.kv_bytes_per_token() * b * static_cast<double>(context));
+
+  // The notes' decode limits at this batch and context (16-bit weights: 2P bytes for 2N FLOPs).
+  const double step_weights = weights(b);
+  const double kv_per_token = model.kv_bytes_per_token();
+  const double bandwidth = gpu.hbm_bandwidth * static_cast<double>(tp);
+  struct {
+    double weight_floor_ms, ceiling_tokens_per_s, kv_gb, saturated_intensity, crossover_batch,
+        kv_budget_gb, tokens_that_fit;
+  } limits{
+      hwmodels::weight_read_seconds(step_weights, bandwidth) * kMsPerSecond,
+      hwmodels::decode_ceiling_tokens_per_s(step_weights, bandwidth),
+      hwmodels::kv_cache_bytes(model, context, batch) * 1e-9,
+      hwmodels::saturated_decode_intensity(model.flops_per_token(), context, kv_per_token),
+      hwmodels::decode_crossover_batch(step_weights, context, kv_per_token),
+      0, 0};
+  // What the cluster's KV blocks would hold at vLLM's defaults (gpu_memory_utilization 0.9, the
+  // [cluster] activation reserve of 2 GiB), per sequence of this batch.
+  const double budget = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, 0.9, 2.0 * hwmodels::kBytesPerGib);
+  limits.kv_budget_gb = std::max(0.0, budget) * static_cast<double>(tp) * 1e-9;
+  limits.tokens_that_fit =
+      std::max(0.0, hwmodels::kv_tokens_that_fit(hwmodels::kv_bytes_per_token_per_gpu(model, tp), budget, batch));
 
   if (vm.count("json")) {
     nlohmann::ordered_json j;
@@ -180,15 +221,23 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     j["tp"] = tp;
     j["batch"] = batch;
     j["prompt"] = prompt;
+    j["cached"] = cached;
     j["context"] = context;
     j["calibration"] = calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(calibration);
     j["peak_flops_per_s"] = gpu.peak_flops * static_cast<double>(tp);
     j["hbm_bytes_per_s"] = gpu.hbm_bandwidth * static_cast<double>(tp);
-    j["ridge_point"] = gpu.ridge_point();
+    j["ridge_point"] = gpu.ridge_point();  // 16-bit; each phase gives the ridge of its precisions
     j["prefill_ms"] = pre.cost.seconds * kMsPerSecond;
     j["decode_step_ms"] = dec.cost.seconds * kMsPerSecond;
-    j["prefill"] = phase_json(pre, gpu, tp);
-    j["decode"] = phase_json(dec, gpu, tp);
+    j["prefill"] = phase_json(pre);
+    j["decode"] = phase_json(dec);
+    j["decode"]["weight_floor_ms"] = limits.weight_floor_ms;
+    j["decode"]["ceiling_tokens_per_s"] = limits.ceiling_tokens_per_s;
+    j["decode"]["kv_cache_gb"] = limits.kv_gb;
+    j["decode"]["saturated_notes_intensity"] = limits.saturated_intensity;
+    j["decode"]["kv_crossover_batch"] = limits.crossover_batch;
+    j["kv_budget_gb"] = limits.kv_budget_gb;
+    j["context_that_fits"] = limits.tokens_that_fit;
     out << j.dump() << "\n";
     return 0;
   }
@@ -197,15 +246,23 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   out << "roofline: peak " << sci(gpu.peak_flops * static_cast<double>(tp)) << " FLOP/s, HBM "
       << sci(gpu.hbm_bandwidth * static_cast<double>(tp)) << " B/s, ridge point " << fixed(gpu.ridge_point(), 1)
       << " FLOP/byte\n\n";
-  print_phase(out, pre, gpu, tp);
+  print_phase(out, pre);
   out << "\n";
-  print_phase(out, dec, gpu, tp);
+  print_phase(out, dec);
+  out << "  decode limits   weights once take " << fixed(limits.weight_floor_ms, 2) << " ms: at most "
+      << fixed(limits.ceiling_tokens_per_s, 1) << " tokens/s per sequence; the batch's KV cache is "
+      << fixed(limits.kv_gb, 2) << " GB\n";
+  out << "  batching        KV reads cap the notes' intensity at " << fixed(limits.saturated_intensity, 1)
+      << " FLOP/byte and overtake the weights at batch " << fixed(limits.crossover_batch, 1) << "\n";
+  out << "  KV budget       " << fixed(limits.kv_budget_gb, 1)
+      << " GB at gpu_memory_utilization 0.9: " << fixed(limits.tokens_that_fit, 0) << " tokens per sequence at batch "
+      << batch << "\n";
   return 0;
 }
 
 const bool kRegistered = register_command(
     {"estimate",
-     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--context C] [--calibration PROFILE] [--json]",
+     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--calibration PROFILE] [--json]",
      "time one prefill pass (B prompts of P tokens) and one decode iteration (B sequences at context C)\n"
      "and place each on the GPU's roofline: FLOPs, bytes, intensity, bound, MFU, MBU",
      cmd_estimate});

@@ -49,18 +49,22 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   lat("ITL", s.itl_ms);
   lat("E2E", s.e2e_ms);
   out << "\nthroughput   " << fixed(s.throughput_req_s, 3) << " req/s, " << fixed(s.throughput_output_tok_s, 1)
-      << " output tok/s\n";
+      << " output tok/s over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
+      << fixed(s.throughput_output_tok_s_window, 1) << " tok/s over the " << fixed(s.arrival_window_s, 1)
+      << " s arrival window\n";
   std::string limits;
   if (r.slo.ttft_ms) limits += "TTFT <= " + core::format_double(*r.slo.ttft_ms) + " ms";
   if (r.slo.tpot_ms) limits += std::string(limits.empty() ? "" : ", ") + "TPOT <= " + core::format_double(*r.slo.tpot_ms) + " ms";
   if (r.slo.e2e_ms) limits += std::string(limits.empty() ? "" : ", ") + "E2E <= " + core::format_double(*r.slo.e2e_ms) + " ms";
-  out << "goodput      " << fixed(s.goodput_req_s, 3) << " req/s under " << (limits.empty() ? "no SLO" : limits)
-      << " (SLO attainment " << percent(s.slo_attainment) << ")\n";
-  out << "cost         $" << fixed(s.cost_usd_per_mtok_output, 4) << " per 1M output tokens ("
-      << fixed(s.gpu_hours, 3) << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $" << fixed(s.cost_usd, 2)
-      << ")\n";
+  out << "goodput      " << fixed(s.goodput_req_s, 3) << " req/s (" << fixed(s.goodput_req_s_window, 3)
+      << " over the arrival window) under " << (limits.empty() ? "no SLO" : limits) << " (SLO attainment "
+      << percent(s.slo_attainment) << ")\n";
+  out << "cost         $" << fixed(s.cost_usd_per_mtok_output, 4) << " per 1M output tokens ($"
+      << fixed(s.cost_usd_per_mtok_output_window, 4) << " over the arrival window; " << fixed(s.gpu_hours, 3)
+      << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $" << fixed(s.cost_usd, 2) << ")\n";
   out << "utilisation  MFU " << percent(s.mfu_mean) << ", MBU " << percent(s.mbu_mean) << ", KV cache "
-      << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << "\n";
+      << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << ", "
+      << fixed(s.mean_requests_in_system, 1) << " requests in the system on average\n";
   if (s.prefix_prompt_blocks > 0)
     out << "prefix cache " << percent(s.prefix_block_hit_rate) << " of prompt blocks found cached, "
         << percent(s.prefix_token_hit_rate) << " of prompt tokens not recomputed, " << fixed(s.prefix_saved_tflop, 1)

@@ -43,6 +43,8 @@ int cmd_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("list", "check every point and print them (index, key, settings) without running")
       ("progress-interval", po::value<double>(&interval)->default_value(10),
        "seconds between progress lines when stderr is not a terminal")
+      ("check", "run every point under the invariant checker, as servesim run --check does (a violation is an "
+                "error, exit 1)")
       ("quiet,q", "no progress output");
   const po::variables_map vm = parse_options(args, opts, "experiment");
   if (vm.count("help")) {
@@ -70,6 +72,7 @@ int cmd_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostr
   options.progress = vm.count("quiet") ? nullptr : &err;
   options.progress_tty = is_terminal(err);
   options.progress_period_s = interval;
+  options.check = vm.count("check") > 0;
   if (options.progress && !options.progress_tty)
     err << "sweep '" << experiment.name() << "': " << experiment.points().size() << " points" << std::flush;
   if (options.progress && !options.progress_tty)

@@ -1,5 +1,9 @@
-// least_outstanding: the replica with the fewest outstanding tokens, queued plus running (prompt
-// tokens not yet prefilled + output tokens not yet generated). Ties go to the lowest index.
+// least_outstanding: the replica with the fewest outstanding requests (queued + running), as a
+// load balancer's "least outstanding requests" policy counts them; ties go to the one with fewer
+// prompt tokens waiting to be prefilled, then to the lowest index. Everything it reads is what a
+// real router observes (the engine's queue and batch, the prompts it sent). With oracle = true it
+// ranks by the exact remaining work instead (prompt tokens not prefilled + output tokens not yet
+// generated), which needs output lengths no router knows: an upper bound for studies, not a policy.
 #include "policies/router/router.h"
 
 namespace servesim::policies {
@@ -7,25 +11,24 @@ namespace {
 
 class LeastOutstandingRouter final : public sim::Router {
  public:
+  explicit LeastOutstandingRouter(bool oracle) : oracle_(oracle) {}
   uint32_t route(const sim::Request& /*request*/, std::span<const sim::ReplicaLoad> replicas) override {
     uint32_t best = 0;
-    int64_t best_load = replicas[0].outstanding_tokens;
-    for (uint32_t i = 1; i < replicas.size(); ++i) {
-      if (replicas[i].outstanding_tokens < best_load) {
-        best_load = replicas[i].outstanding_tokens;
-        best = i;
-      }
-    }
+    for (uint32_t i = 1; i < replicas.size(); ++i)
+      if (lighter(replicas[i], replicas[best], oracle_)) best = i;
     return best;
   }
+
+ private:
+  bool oracle_;
 };
 
 const bool kRegistered = router_registry().add(
     {"least_outstanding",
-     "the replica with the fewest outstanding tokens (queued + running: prompt tokens not yet "
-     "prefilled plus output tokens not yet generated); ties to the lowest index",
-     {}},
-    [](const core::Params&, uint64_t) { return std::make_unique<LeastOutstandingRouter>(); });
+     "the replica with the fewest outstanding requests (queued + running), ties to fewer prompt tokens "
+     "waiting, then the lowest index; oracle = true ranks by exact remaining tokens (an upper bound)",
+     {oracle_param()}},
+    [](const core::Params& p, uint64_t) { return std::make_unique<LeastOutstandingRouter>(p.get_bool("oracle")); });
 
 }  // namespace
 }  // namespace servesim::policies

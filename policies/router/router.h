@@ -14,4 +14,11 @@ namespace servesim::policies {
 using RouterRegistry = core::Registry<sim::Router, uint64_t>;
 RouterRegistry& router_registry();
 
+// The load rule of least_outstanding and power_of_two: whether `a` is less loaded than `b`. By what
+// a real router observes: fewer outstanding requests (queued + running), then fewer prompt tokens
+// waiting to be prefilled. With `oracle`: less exact remaining work (needs output lengths).
+bool lighter(const sim::ReplicaLoad& a, const sim::ReplicaLoad& b, bool oracle);
+// The `oracle` parameter those routers declare.
+core::ParamSpec oracle_param();
+
 }  // namespace servesim::policies

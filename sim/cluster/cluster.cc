@@ -115,10 +115,13 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
       r, std::span<const ReplicaLoad>(loads_.data() + first, loads_.size() - first));
   if (pick >= loads_.size() - first) throw core::Error("internal: decode router chose a replica out of range");
   const uint32_t to = static_cast<uint32_t>(first + pick);
-  const double bytes = replica.cost_model().model().kv_bytes_per_token() * static_cast<double>(r.kv_tokens);
-
   const auto& src = gpus_[replica.index()];
   const auto& dst = gpus_[to];
+  // Every GPU of the decode replica receives the KV it will hold: its share of the heads, or all of
+  // a latent (MLA) or of a replicated KV head that each GPU keeps whole. The pairs below split the
+  // total evenly, so each destination GPU gets exactly its own bytes.
+  const double bytes = replicas_[to]->kv_bytes_per_token_per_gpu() * static_cast<double>(dst.size()) *
+                       static_cast<double>(r.kv_tokens);
   pairs_.clear();
   const size_t k = std::max(src.size(), dst.size());
   for (size_t i = 0; i < k; ++i) pairs_.emplace_back(src[i % src.size()], dst[i % dst.size()]);
@@ -127,14 +130,16 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
   if (layout_.layerwise_kv_transfer) {
     // Layer-wise streaming: each layer's KV leaves as soon as that layer of the last prefill
     // iteration is computed, so the transfer overlaps that iteration; at least the last layer's
-    // share is left when it ends. (Contention during the overlap is not modelled.)
-    double slowest = 0;
-    for (const auto& [a, b] : pairs_)
-      slowest = std::max(slowest, static_cast<double>(k) / network_->topology().path(a, b).bottleneck_bytes_per_s);
+    // share is left when it ends. Each pair carries bytes / k and, during the overlap, sends at its
+    // path's bottleneck; the slowest pair decides what is left of the (evenly split) transfer.
+    // (Contention during the overlap is not modelled.)
+    const double per_pair = bytes / static_cast<double>(k);
     const double overlap_s = replica.last_iteration().seconds();
-    const double sent = slowest > 0 ? overlap_s / slowest : bytes;
     const double layers = static_cast<double>(std::max<int64_t>(1, replica.cost_model().model().num_layers));
-    to_move = std::max(bytes - sent, bytes / layers);
+    double left = per_pair / layers;
+    for (const auto& [a, b] : pairs_)
+      left = std::max(left, per_pair - overlap_s * network_->topology().path(a, b).bottleneck_bytes_per_s);
+    to_move = left * static_cast<double>(k);
   }
   if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
   transfers_[id.slot] = PendingTransfer{replica.index(), to, sim_.now(), bytes};
@@ -177,9 +182,11 @@ void Cluster::check_drained() const {
                       std::to_string(counters_.rejected) + ", still in flight " +
                       std::to_string(requests_.live()));
   for (size_t i = 0; i < loads_.size(); ++i)
-    if (loads_[i].outstanding_tokens != 0)
+    if (loads_[i].oracle_remaining_tokens != 0 || loads_[i].prefill_tokens_waiting != 0)
       throw core::Error("internal: replica " + std::to_string(i) + " ends with " +
-                        std::to_string(loads_[i].outstanding_tokens) + " outstanding tokens (load accounting drifted)");
+                        std::to_string(loads_[i].oracle_remaining_tokens) + " remaining and " +
+                        std::to_string(loads_[i].prefill_tokens_waiting) +
+                        " prefill tokens waiting (load accounting drifted)");
   for (const auto& r : replicas_) {
     r->kv().check();
     if (r->kv().in_use() != 0 || !r->idle())

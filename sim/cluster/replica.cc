@@ -51,7 +51,7 @@ void Replica::enqueue(RequestId id) {
   r.replica = index_;
   r.state = RequestState::kWaiting;
   waiting_.push_back(id);
-  load_.outstanding_tokens += r.outstanding_tokens();
+  account(r, +1);
   if (busy_) {
     publish_state();
     return;
@@ -247,7 +247,8 @@ bool Replica::admit_front(int64_t kv_tokens) {
       }
       observer_.on_prefix_lookup(rec);
     }
-    load_.outstanding_tokens -= hit.usable_tokens;
+    load_.oracle_remaining_tokens -= hit.usable_tokens;
+    load_.prefill_tokens_waiting -= hit.usable_tokens;
   }
   apply_growth(r, kv_tokens);
   if (r.swapped) {
@@ -280,7 +281,7 @@ void Replica::preempt(RequestId id) {
   auto it = std::find(running_.begin(), running_.end(), id);
   if (it == running_.end()) throw core::Error("internal: preempting a request that is not running");
   running_.erase(it);
-  const int64_t before = r.outstanding_tokens();
+  account(r, -1);
   const double swap_bytes = static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
   release_kv(r);
   if (preemption_ == PreemptionMode::kSwap && r.decoding && host_link_bytes_per_s_ > 0 &&
@@ -293,7 +294,7 @@ void Replica::preempt(RequestId id) {
     r.kv_tokens = 0;
     r.decoding = false;
   }
-  load_.outstanding_tokens += r.outstanding_tokens() - before;
+  account(r, +1);
   r.state = RequestState::kWaiting;
   ++r.preemptions;
   waiting_.push_front(id);
@@ -366,6 +367,7 @@ void Replica::try_start_iteration() {
   rec.batch_size = shape.prefill_seqs + shape.decode_seqs;
   rec.flops = cost.flops;
   rec.bytes = cost.bytes;
+  rec.peak_flop_seconds = cost.peak_flop_seconds;
   observer_.on_iteration(rec);
   publish_state();
 }
@@ -374,20 +376,19 @@ void Replica::on_event(uint64_t /*payload*/) {
   busy_ = false;
   const core::Time now = sim_.now();
   gaps_.clear();
-  int64_t outstanding_delta = 0;
   // Whether a request finished or (on a prefill replica) became ready to hand off: only then does
   // the running set change.
   bool leaving = false;
   for (const auto& p : plan_.prefills) {
     Request& r = requests_[p.id];
-    const int64_t before = r.outstanding_tokens();
+    account(r, -1);
     r.kv_tokens += p.tokens;
     if (r.kv_tokens == r.prefill_target()) {
       emit_token(r, now);
       r.decoding = true;
       leaving = leaving || role_ == ReplicaRole::kPrefill || r.generated >= r.output_tokens;
     }
-    outstanding_delta += r.outstanding_tokens() - before;
+    account(r, +1);
   }
   for (RequestId id : plan_.decodes) {
     Request& r = requests_[id];
@@ -395,7 +396,7 @@ void Replica::on_event(uint64_t /*payload*/) {
     emit_token(r, now);
     leaving = leaving || r.generated >= r.output_tokens;
   }
-  outstanding_delta -= static_cast<int64_t>(plan_.decodes.size());
+  load_.oracle_remaining_tokens -= static_cast<int64_t>(plan_.decodes.size());
 
   // Finished requests leave the running set (order of the rest is kept); so do prefilled ones on
   // a prefill replica, whose KV now moves to a decode replica.
@@ -424,7 +425,7 @@ void Replica::on_event(uint64_t /*payload*/) {
       requests_.erase(id);
     } else if (role_ == ReplicaRole::kPrefill && r.decoding) {
       r.state = RequestState::kTransferring;
-      outstanding_delta -= r.outstanding_tokens();
+      account(r, -1);
       ++transferring_;
       handoffs.push_back(id);
     } else {
@@ -432,7 +433,6 @@ void Replica::on_event(uint64_t /*payload*/) {
     }
   }
   running_.resize(kept);
-  load_.outstanding_tokens += outstanding_delta;
   if (!gaps_.empty()) observer_.on_token_gaps(gaps_);
   plan_.clear();
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);

@@ -66,13 +66,18 @@ class BatchScheduler {
   virtual int64_t reserved_blocks(const KvCache& /*kv*/) const { return 0; }
 };
 
-// What routers see of a replica; kept current by the replica.
+// What routers see of a replica; kept current by the replica. Everything but the last field is
+// what a real router can observe (the engine's reported queue, batch and KV use, and the prompts
+// it sent there that are not prefilled yet).
 struct ReplicaLoad {
-  int64_t outstanding_tokens = 0;  // prompt tokens not yet prefilled + output tokens not yet emitted
-  int64_t queued = 0;
-  int64_t running = 0;
+  int64_t queued = 0;                  // waiting requests
+  int64_t running = 0;                 // requests holding KV blocks
+  int64_t prefill_tokens_waiting = 0;  // prompt (and recompute) tokens not yet prefilled
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
+  // Oracle: prefill tokens waiting + output tokens not yet generated. It needs every request's
+  // output length, which no real router knows; only routers asked for an oracle upper bound read it.
+  int64_t oracle_remaining_tokens = 0;
 };
 
 enum class ReplicaRole : uint8_t { kUnified, kPrefill, kDecode };
@@ -120,6 +125,8 @@ class Replica final : public EventHandler {
   // The KV transfer of a handed-off request is over: free its blocks here.
   void finish_handoff(RequestId id);
   core::Duration last_iteration() const { return last_duration_; }
+  // KV bytes one token occupies on each of its GPUs (a share of the heads, or a whole MLA latent).
+  double kv_bytes_per_token_per_gpu() const { return kv_bytes_per_token_per_gpu_; }
   bool idle() const { return !busy_ && waiting_.empty() && running_.empty() && transferring_ == 0; }
   KvCache& kv_cache() { return kv_; }
 
@@ -204,6 +211,12 @@ class Replica final : public EventHandler {
     ++r.generated;
   }
   void publish_state();
+  // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
+  // -1 before changing a request's token counts and +1 after.
+  void account(const Request& r, int64_t sign) {
+    load_.oracle_remaining_tokens += sign * r.outstanding_tokens();
+    load_.prefill_tokens_waiting += sign * r.pending_prefill_tokens();
+  }
 
   uint32_t index_;
   ReplicaRole role_;

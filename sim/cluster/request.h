@@ -53,11 +53,11 @@ struct Request {
   int64_t prefill_target() const { return prompt_tokens + generated; }
   // The largest KV footprint over the request's life: the last decode step caches P + N - 1 tokens.
   int64_t peak_kv_tokens() const { return prompt_tokens + output_tokens - 1; }
-  // Work still to do, in tokens: prompt (or recompute) tokens not yet computed + outputs not emitted.
-  int64_t outstanding_tokens() const {
-    const int64_t pending_prefill = decoding ? 0 : prefill_target() - kv_tokens;
-    return pending_prefill + (output_tokens - generated);
-  }
+  // Prompt (or recompute) tokens not yet computed: what a router can see waiting.
+  int64_t pending_prefill_tokens() const { return decoding ? 0 : prefill_target() - kv_tokens; }
+  // Work still to do, in tokens: pending prefill + outputs not emitted. Needs the output length,
+  // which no real router or scheduler knows: for oracle policies only.
+  int64_t outstanding_tokens() const { return pending_prefill_tokens() + (output_tokens - generated); }
 };
 
 class RequestTable {

@@ -44,6 +44,7 @@ struct IterationRecord {
   int64_t batch_size = 0;        // sequences in the iteration
   double flops = 0;              // whole TP group
   double bytes = 0;              // whole TP group
+  double peak_flop_seconds = 0;  // GPU-seconds those FLOPs take at the peak of their precision
 };
 
 // The prefix-cache lookup of a request's first admission to a replica.

@@ -39,6 +39,13 @@ void MetricsCollector::on_kv_transfer(const core::KvTransfer& t) {
   transfer_ms_.push_back((t.end - t.start).ms());
 }
 
+void MetricsCollector::on_arrival(uint64_t /*id*/, core::Time t) {
+  window_.end = t;
+  window_.completed = s_.requests_completed;
+  window_.meeting_slo = s_.requests_meeting_slo;
+  window_.output_tokens = s_.output_tokens;
+}
+
 void MetricsCollector::on_request_done(const core::RequestRecord& r) {
   const RequestMetrics m = request_metrics(r, config_.slo);
   ++s_.requests_total;
@@ -76,9 +83,9 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   const double d = it.duration.seconds();
   ++s_.iterations;
   busy_seconds_ += d;
-  busy_peak_flop_ += d * hw.peak_flops;
+  busy_gpu_seconds_ += d * hw.gpus;
   busy_peak_bytes_ += d * hw.hbm_bandwidth;
-  flops_ += it.flops;
+  peak_flop_seconds_ += it.peak_flop_seconds;
   bytes_ += it.bytes;
   batch_seconds_ += d * static_cast<double>(it.batch_size);
   ReplicaStats& r = replica_stats_[it.replica];
@@ -87,9 +94,9 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   r.decode_tokens += it.decode_tokens;
   Busy& b = replica_busy_[it.replica];
   b.seconds += d;
-  b.peak_flop += d * hw.peak_flops;
+  b.gpu_seconds += d * hw.gpus;
   b.peak_bytes += d * hw.hbm_bandwidth;
-  b.flops += it.flops;
+  b.peak_flop_seconds += it.peak_flop_seconds;
   b.bytes += it.bytes;
 }
 
@@ -114,6 +121,9 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
   flush_samples_until(s.time.ns());
   core::ReplicaState& prev = state_[s.replica];
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
+  in_system_ns_ += static_cast<long double>(in_system_) * (s.time - in_system_since_).ns();
+  in_system_ += (s.queued + s.running) - (prev.queued + prev.running);
+  in_system_since_ = s.time;
   prev = s;
 }
 
@@ -128,12 +138,15 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
     ReplicaStats& r = replica_stats_[i];
     const Busy& b = replica_busy_[i];
     r.busy_seconds = b.seconds;
-    if (b.peak_flop > 0) r.mfu = b.flops / b.peak_flop;
+    if (b.gpu_seconds > 0) r.mfu = b.peak_flop_seconds / b.gpu_seconds;
     if (b.peak_bytes > 0) r.mbu = b.bytes / b.peak_bytes;
     const long double capacity = static_cast<long double>(state_[i].kv_blocks_total) * end.ns();
     if (capacity > 0) r.kv_util_mean = static_cast<double>(kv_block_ns_[i] / capacity);
     for (ResultSink* sink : sinks_) sink->add_replica_stats(r);
   }
+
+  in_system_ns_ += static_cast<long double>(in_system_) * (end - in_system_since_).ns();
+  in_system_since_ = end;
 
   RunSummary s = s_;
   s.sim_seconds = end.seconds();
@@ -164,7 +177,17 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   s.gpu_hours = gpus * t / 3600.0;
   s.cost_usd = usd_per_hour * t / 3600.0;
   if (s.output_tokens > 0) s.cost_usd_per_mtok_output = s.cost_usd / static_cast<double>(s.output_tokens) * 1e6;
-  if (busy_peak_flop_ > 0) s.mfu_mean = flops_ / busy_peak_flop_;
+  if (end.ns() > 0) s.mean_requests_in_system = static_cast<double>(in_system_ns_ / static_cast<long double>(end.ns()));
+  s.arrival_window_s = window_.end.seconds();
+  if (const double w = s.arrival_window_s; w > 0) {
+    s.throughput_req_s_window = static_cast<double>(window_.completed) / w;
+    s.throughput_output_tok_s_window = static_cast<double>(window_.output_tokens) / w;
+    s.goodput_req_s_window = static_cast<double>(window_.meeting_slo) / w;
+    if (window_.output_tokens > 0)
+      s.cost_usd_per_mtok_output_window =
+          usd_per_hour * w / 3600.0 / static_cast<double>(window_.output_tokens) * 1e6;
+  }
+  if (busy_gpu_seconds_ > 0) s.mfu_mean = peak_flop_seconds_ / busy_gpu_seconds_;
   if (busy_peak_bytes_ > 0) s.mbu_mean = bytes_ / busy_peak_bytes_;
   if (busy_seconds_ > 0) s.mean_batch_size = batch_seconds_ / busy_seconds_;
   if (kv_capacity_ns > 0) s.kv_util_mean = static_cast<double>(kv_used_ns / kv_capacity_ns);

@@ -15,7 +15,6 @@ namespace servesim::metrics {
 
 // What the collector needs to know of one replica's hardware (a whole TP group).
 struct ReplicaHardware {
-  double peak_flops = 0;       // FLOP/s of the group
   double hbm_bandwidth = 0;    // bytes/s of the group
   double gpus = 1;             // GPUs in the group
   double usd_per_hour = 0;     // price of the group
@@ -33,6 +32,7 @@ class MetricsCollector final : public core::LifecycleObserver {
  public:
   MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks);
 
+  void on_arrival(uint64_t id, core::Time t) override;
   void on_request_done(const core::RequestRecord& r) override;
   void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
   void on_iteration(const core::IterationRecord& it) override;
@@ -53,16 +53,25 @@ class MetricsCollector final : public core::LifecycleObserver {
   std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_, transfer_ms_;
   std::vector<ReplicaStats> replica_stats_;
   struct Busy {
-    double seconds = 0, peak_flop = 0, peak_bytes = 0, flops = 0, bytes = 0;
+    double seconds = 0, gpu_seconds = 0, peak_flop_seconds = 0, peak_bytes = 0, bytes = 0;
   };
   std::vector<Busy> replica_busy_;
   LogHistogram itl_ns_;
   RunSummary s_;
-  double busy_seconds_ = 0, busy_peak_flop_ = 0, busy_peak_bytes_ = 0;
-  double flops_ = 0, bytes_ = 0, batch_seconds_ = 0;
+  double busy_seconds_ = 0, busy_gpu_seconds_ = 0, busy_peak_bytes_ = 0;
+  double peak_flop_seconds_ = 0, bytes_ = 0, batch_seconds_ = 0;
   // Replica state, for sampling and the time-weighted KV use.
   std::vector<core::ReplicaState> state_;
   std::vector<long double> kv_block_ns_;  // integral of blocks used over time, per replica
+  long double in_system_ns_ = 0;          // integral of queued + running over time, all replicas
+  int64_t in_system_ = 0;                 // queued + running now, all replicas
+  core::Time in_system_since_;
+  // The arrival window: the last arrival, and what had completed by then.
+  struct WindowCounts {
+    core::Time end;
+    uint64_t completed = 0, meeting_slo = 0;
+    int64_t output_tokens = 0;
+  } window_;
   int64_t next_sample_ns_ = 0;
 };
 

@@ -10,7 +10,7 @@
 namespace servesim::metrics {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: MFU per precision, arrival-window figures, requests in system
 
 std::string runs_columns_sql() {
   std::string cols =

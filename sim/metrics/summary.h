@@ -59,6 +59,19 @@ struct RunSummary {
   double gpu_hours = 0;         // replicas x TP x sim_seconds / 3600
   double cost_usd = 0;
   double cost_usd_per_mtok_output = 0;
+  // The same over the arrival window [0, last arrival]: what the cluster finished while requests
+  // were still arriving, per second of that window (the figures above divide the whole run,
+  // drain included, as `vllm bench serve` does, which biases short runs low). Counted: requests
+  // completed by the last arrival, their output tokens, those of them meeting the SLO; the GPU
+  // cost of the window.
+  double arrival_window_s = 0;
+  double throughput_req_s_window = 0;
+  double throughput_output_tok_s_window = 0;
+  double goodput_req_s_window = 0;
+  double cost_usd_per_mtok_output_window = 0;
+  // Requests queued or running at the replicas, averaged over the run (Little's law: throughput x
+  // mean E2E on a unified cluster).
+  double mean_requests_in_system = 0;
   double mfu_mean = 0;          // iteration-time-weighted model FLOPs utilisation
   double mbu_mean = 0;          // iteration-time-weighted memory bandwidth utilisation
   double kv_util_mean = 0;      // time-weighted KV blocks used / capacity, whole cluster

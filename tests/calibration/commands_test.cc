@@ -48,12 +48,14 @@ TEST(CommandsTest, EstimatePlacesTheSeedsPointOnTheRoofline) {
   const Cli r = cli({"estimate", "--model", "llama-2-70b", "--gpu", "h100-sxm", "--batch", "32", "--prompt", "512", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_NEAR(j["decode"]["intensity"].get<double>(), 30.8, 0.05);
-  EXPECT_NEAR(j["decode"]["matmul_flops"].get<double>() / j["decode"]["weight_kv_bytes"].get<double>(), 30.8, 0.05);
+  // (30.9: Llama-2-70B's embedding rows are gathered, not read; the table's 70B reads 2P bytes.)
+  EXPECT_NEAR(j["decode"]["notes_intensity"].get<double>(), 30.8, 0.2);
+  EXPECT_NEAR(j["decode"]["matmul_flops"].get<double>() / j["decode"]["weight_kv_bytes"].get<double>(),
+              j["decode"]["notes_intensity"].get<double>(), 1e-12);
   EXPECT_EQ(j["decode"]["bound"], "memory");
   EXPECT_EQ(j["prefill"]["bound"], "compute");
-  for (const char* key : {"flops", "bytes", "intensity", "modelled_intensity", "mfu", "mbu", "ms",
-                          "attainable_flops_per_s", "achieved_flops_per_s", "operators"}) {
+  for (const char* key : {"flops", "bytes", "intensity", "notes_intensity", "mfu", "mbu", "ms", "ridge_point",
+                          "peak_flops_per_s", "attainable_flops_per_s", "achieved_flops_per_s", "operators"}) {
     EXPECT_TRUE(j["prefill"].contains(key)) << key;
     EXPECT_TRUE(j["decode"].contains(key)) << key;
   }
@@ -63,7 +65,32 @@ TEST(CommandsTest, EstimatePlacesTheSeedsPointOnTheRoofline) {
   // The same at L = 2048 is the table's 27.7.
   const auto j2 = nlohmann::json::parse(
       cli({"estimate", "--model", "llama-2-70b", "--gpu", "h100-sxm", "--batch", "32", "--prompt", "2048", "--json"}).out);
-  EXPECT_NEAR(j2["decode"]["intensity"].get<double>(), 27.7, 0.05);
+  EXPECT_NEAR(j2["decode"]["notes_intensity"].get<double>(), 27.7, 0.2);
+}
+
+// Issue 11: estimate's ridge point, attainable bound and achieved FLOP/s use one FLOP definition
+// (the cost model's, at the precisions the FLOPs ran at), so nothing achieves more than the bound
+// says; DeepSeek-V3 decode (fp8 experts, MLA attention) printed achieved > attainable before.
+TEST(CommandsTest, EstimateNeverAchievesMoreThanTheRooflineAllows) {
+  for (const char* model : {"deepseek-v3", "llama-3-70b", "mixtral-8x7b"}) {
+    for (const char* batch : {"1", "16", "256"}) {
+      SCOPED_TRACE(std::string(model) + " batch " + batch);
+      const Cli r = cli({"estimate", "--model", model, "--gpu", "h200", "--tp", "8", "--batch", batch, "--prompt", "2048",
+                         "--json"});
+      ASSERT_EQ(r.code, 0) << r.err;
+      const auto j = nlohmann::json::parse(r.out);
+      for (const char* phase : {"prefill", "decode"}) {
+        const auto& p = j[phase];
+        EXPECT_LE(p["achieved_flops_per_s"].get<double>(), p["attainable_flops_per_s"].get<double>() * (1 + 1e-12)) << phase;
+        EXPECT_LE(p["mfu"].get<double>(), 1.0) << phase;
+        EXPECT_EQ(p["bound"] == "compute", p["intensity"].get<double>() >= p["ridge_point"].get<double>()) << phase;
+      }
+    }
+  }
+  // An fp8 model's ridge point is the fp8 peak's: about twice the 16-bit one on an H200.
+  const auto fp8 = nlohmann::json::parse(
+      cli({"estimate", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--prompt", "4096", "--json"}).out);
+  EXPECT_GT(fp8["prefill"]["ridge_point"].get<double>(), 1.5 * fp8["ridge_point"].get<double>());
 }
 
 TEST(CommandsTest, EstimateTableAndInputs) {
@@ -94,7 +121,7 @@ TEST(CommandsTest, EstimateTableAndInputs) {
 }
 
 TEST(CommandsTest, FitFromOperatorTablesThenValidate) {
-  if (!have_reference()) GTEST_SKIP() << "no reference data";
+  ASSERT_TRUE(have_reference()) << "reference data missing: " << reference("");
   servesim::testing::TempDir dir;
   const std::string profile = dir.file("no7b.toml");
   const Cli fit = cli({"fit", "--from-operator-csv", reference(""), "--gpu", "h100-sxm", "--exclude-model", "Llama-2-7b-hf",

@@ -38,7 +38,7 @@ TEST(ValidateTest, TrueProfileReproducesItsOwnMeasurements) {
 // when docs/fidelity.md was written, so a change that makes predictions worse fails here.
 TEST(ValidateTest, LeaveOneModelOutOnTheReferenceData) {
   const std::string root = reference_root();
-  if (root.empty()) GTEST_SKIP() << "no reference data";
+  ASSERT_FALSE(root.empty()) << "reference data missing: " << servesim::testing::shared_file("reference-data/operator-profiles");
   for (const char* gpu : {"a100-80gb-sxm", "h100-sxm"}) {
     const OperatorData data = read_operator_dir(root, gpu);
     for (const HeldOut& h : leave_one_model_out(data, *hwmodels::find_gpu_preset(gpu), 16)) {
@@ -52,7 +52,7 @@ TEST(ValidateTest, LeaveOneModelOutOnTheReferenceData) {
 
 TEST(ValidateTest, CalibrationBeatsTheDefaults) {
   const std::string root = reference_root();
-  if (root.empty()) GTEST_SKIP() << "no reference data";
+  ASSERT_FALSE(root.empty()) << "reference data missing: " << servesim::testing::shared_file("reference-data/operator-profiles");
   const OperatorData data = read_operator_dir(root, "h100-sxm");
   const hwmodels::CalibrationProfile p = fit_operator_profile(data, *hwmodels::find_gpu_preset("h100-sxm"), "test");
   for (const OperatorTable& t : data.tables) {
@@ -66,7 +66,7 @@ TEST(ValidateTest, CalibrationBeatsTheDefaults) {
 // operator-profiles --gpu G --out calibration/profiles/G.toml` writes (docs/calibration.md).
 TEST(ValidateTest, ShippedProfilesAreReproducible) {
   const std::string root = reference_root();
-  if (root.empty()) GTEST_SKIP() << "no reference data";
+  ASSERT_FALSE(root.empty()) << "reference data missing: " << servesim::testing::shared_file("reference-data/operator-profiles");
   for (const char* gpu : {"a100-80gb-sxm", "h100-sxm"}) {
     const OperatorData data = read_operator_dir(root, gpu);
     hwmodels::CalibrationProfile fresh = fit_operator_profile(data, *hwmodels::find_gpu_preset(gpu), "");

@@ -50,6 +50,8 @@ std::vector<Example> examples() {
       {"policies_azure_schedulers", {"run", "experiments/policies/azure_schedulers.toml"}, true},
       {"policies_mooncake_routers", {"run", "experiments/policies/mooncake_routers.toml"}, true},
       {"sweep_smoke", {"sweep", "experiments/sweeps/smoke.toml", "--jobs", "2", "--quiet"}, false},
+      // MoE, MLA and fp8 models, under the invariant checker.
+      {"sweep_models", {"sweep", "experiments/sweeps/models.toml", "--jobs", "2", "--quiet", "--check"}, false},
   };
 }
 

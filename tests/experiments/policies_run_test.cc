@@ -9,6 +9,7 @@
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "tests/sim_test_support.h"
 #include "tests/test_paths.h"
 
 namespace servesim::experiments {
@@ -92,6 +93,48 @@ TEST(DisaggregationRunTest, HeterogeneousPoolsEndToEnd) {
   EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM requests WHERE output_tokens > 1 AND outcome = 'completed' AND (replica > 1 OR decode_replica < 2)").getInt64(), 0);
   EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM replica_stats WHERE role = 'decode' AND gpu = 'a100-80gb-sxm'").getInt64(), 2);
   EXPECT_GT(r.summary.kv_transfer_ms.mean, 0);
+}
+
+// Issue 11: an MLA model's latent is kept whole by every GPU of a TP group, so every decode GPU must
+// receive all of it (before the fix the bytes were split across the TP pairs: 2x too fast at TP 2).
+// DeepSeek-V3 cut to 8 layers: 8 x (512 + 64) bf16 values = 9,216 bytes per token; a 1,000-token
+// prompt is 9.216 MB per decode GPU, 18.432 MB in all, each GPU's share over its own NVLink pair at
+// 450 GB/s plus the two 1 us hops through the NVSwitch.
+TEST(DisaggregationRunTest, EveryDecodeGpuReceivesTheWholeLatentOfAnMlaModel) {
+  servesim::testing::RecordingObserver transfers;
+  RunOutputs outputs{"", "", true};
+  outputs.observers.push_back(&transfers);
+  run_simulation(core::parse_config(R"(
+[workload]
+kind = "poisson"
+rate = 1
+max_requests = 1
+[workload.prompt]
+kind = "fixed"
+value = 1000
+[workload.output]
+kind = "fixed"
+value = 4
+[model]
+kind = "deepseek-v3"
+num_layers = 8
+dense_layers = 3
+kv_dtype = "bf16"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+tensor_parallel = 2
+[cluster.prefill]
+replicas = 1
+[cluster.decode]
+replicas = 1
+[network]
+gpus_per_node = 4
+)", "mla.toml", run_schema()), outputs);
+  ASSERT_EQ(transfers.transfers.size(), 1u);
+  const core::KvTransfer& t = transfers.transfers[0];
+  EXPECT_DOUBLE_EQ(t.bytes, 2 * 9216.0 * 1000);
+  EXPECT_NEAR((t.end - t.start).seconds(), 9216.0 * 1000 / 450e9 + 2e-6, 2e-9);
 }
 
 TEST(DisaggregationRunTest, PoolsNeedEachOther) {

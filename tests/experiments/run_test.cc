@@ -102,6 +102,21 @@ TEST(RunTest, QuickstartRunsAndWritesEveryTable) {
             static_cast<int64_t>(s.requests_meeting_slo));
 }
 
+// Little's law (seed 002: "serve 100 requests per second, each takes 2 seconds: 200 requests in
+// flight", L = lambda x W) through two independent paths: the time average of queued + running that the replicas
+// report, and throughput x mean E2E from the requests' own timestamps. Over a run that starts and
+// ends empty the two are equal exactly (up to rounding), at any load.
+TEST(RunTest, LittlesLawHoldsBetweenReplicaStatesAndRequestLatencies) {
+  for (const char* rate : {"10", "30", "60"}) {
+    RunResult r = run_simulation(load_run_config(quickstart(), {std::string("workload.rate=") + rate}), RunOutputs{});
+    const auto& s = r.summary;
+    ASSERT_EQ(s.requests_rejected, 0u);
+    EXPECT_NEAR(s.mean_requests_in_system, s.throughput_req_s * s.e2e_ms.mean / 1000.0,
+                1e-9 * s.mean_requests_in_system)
+        << rate;
+  }
+}
+
 TEST(RunTest, SameSeedSameBytesDifferentSeedDifferentResults) {
   TempDir dir;
   run_simulation(small(), RunOutputs{dir.file("a.db"), dir.file("csv-a")});

@@ -41,7 +41,7 @@ TEST(GpuSpecTest, PresetsAreInSiUnits) {
   EXPECT_DOUBLE_EQ(a100.interconnect_bandwidth, 300e9);
 
   const GpuSpec h200 = parse_gpu("[gpu]\nkind = \"h200\"\n");
-  EXPECT_NEAR(h200.memory_bytes, 141e9, 1.0);  // 141 GB = 131.3 GiB
+  EXPECT_DOUBLE_EQ(h200.memory_bytes, 141 * kBytesPerGib);  // "141GB" of HBM3e, binary as DRAM is
   EXPECT_DOUBLE_EQ(h200.hbm_bandwidth, 4800e9);
 
   const GpuSpec ref = parse_gpu("[gpu]\nkind = \"reference\"\n");
@@ -49,6 +49,20 @@ TEST(GpuSpecTest, PresetsAreInSiUnits) {
   EXPECT_DOUBLE_EQ(ref.hbm_bandwidth, 2e12);
   EXPECT_NEAR(ref.sram_bytes, 20e6, 1e-3);
   EXPECT_DOUBLE_EQ(ref.price_usd_per_hour, 2.0);
+}
+
+// One unit for every preset's capacity: the datasheet figure read as GiB (issue 11: A100/H100 were
+// in GiB while H200, B200 and L40S were converted from decimal GB, 7% less KV cache on an H200).
+TEST(GpuSpecTest, EveryPresetsCapacityIsItsDatasheetFigureInGiB) {
+  const std::pair<const char*, double> datasheet_gb[] = {
+      {"a100-80gb-sxm", 80}, {"a100-40gb-sxm", 40}, {"h100-sxm", 80}, {"h100-pcie", 80},
+      {"h200", 141},         {"b200", 180},         {"l40s", 48},     {"reference", 80},
+  };
+  EXPECT_EQ(gpu_registry().kind_names().size(), std::size(datasheet_gb)) << "a preset without its datasheet figure here";
+  for (const auto& [name, gb] : datasheet_gb) {
+    const GpuSpec g = parse_gpu(std::string("[gpu]\nkind = \"") + name + "\"\n");
+    EXPECT_DOUBLE_EQ(g.memory_bytes, gb * 1024.0 * 1024.0 * 1024.0) << name;
+  }
 }
 
 TEST(GpuSpecTest, FieldsOverrideInDatasheetUnits) {
@@ -93,7 +107,7 @@ TEST(GpuSpecTest, AddedPresetsCarryTheirDatasheets) {
   EXPECT_DOUBLE_EQ(b200.peak_flops, 2250e12);
   EXPECT_DOUBLE_EQ(b200.fp8_peak_flops, 4500e12);
   EXPECT_DOUBLE_EQ(b200.hbm_bandwidth, 8000e9);
-  EXPECT_NEAR(b200.memory_bytes, 180e9, 1.0);
+  EXPECT_DOUBLE_EQ(b200.memory_bytes, 180 * kBytesPerGib);
   EXPECT_DOUBLE_EQ(b200.interconnect_bandwidth, 900e9);
   const GpuSpec l40s = parse_gpu("[gpu]\nkind = \"l40s\"\n");
   EXPECT_DOUBLE_EQ(l40s.peak_flops, 362.05e12);

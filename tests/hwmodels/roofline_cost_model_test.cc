@@ -125,8 +125,23 @@ TEST(RooflineCostModelTest, Batch1DecodeOfSeventyBIsWeightBound) {
   EXPECT_NEAR(c.seconds / expected, 1.0, 0.2) << c.seconds;
   // Every weight is read once: the group's bytes are the decode weight bytes plus a little.
   EXPECT_NEAR(c.bytes / m.decode_weight_bytes(), 1.0, 0.01);
-  EXPECT_LT(step_mfu(c, *hw.gpu, 1), 0.01);  // decode MFU "0.3%"
+  EXPECT_LT(step_mfu(c, 1), 0.01);  // decode MFU "0.3%"
   EXPECT_GT(step_mbu(c, *hw.gpu, 1), 0.75);
+}
+
+// Issue 11: fp8 GEMMs run at the fp8 peak, so MFU compares them with it. With every efficiency at
+// 1 and no overheads, a long fp8 prefill of Llama-3-70B is nearly all GEMMs at their peak: MFU just
+// under 1 (attention and the 16-bit LM head at the 16-bit peak). Against the 16-bit peak alone the
+// same step would claim nearly 2.
+TEST(RooflineCostModelTest, MfuOfAnFp8ModelIsAgainstTheFp8Peak) {
+  const auto hw = build_hw(hw_config("llama-3-70b", "h100-sxm", "weight_dtype = \"fp8\"\n") +
+                           "[cost_model]\ncompute_efficiency = 1\nmemory_efficiency = 1\nelementwise_efficiency = 1\n"
+                           "attention_compute_efficiency = 1\nattention_memory_efficiency = 1\n"
+                           "kernel_overhead_us = 0\niteration_overhead_ms = 0\n");
+  const StepCost c = hw.cost->step(prefill(8192));
+  EXPECT_LE(step_mfu(c, 1), 1.0);
+  EXPECT_GT(step_mfu(c, 1), 0.85);  // norms, RoPE and adds take the rest
+  EXPECT_GT(c.flops / (c.seconds * hw.gpu->peak_flops), 1.5) << "the 16-bit-peak figure this replaces";
 }
 
 TEST(RooflineCostModelTest, PrefillOfTwoThousandTokensIsComputeBound) {
@@ -146,13 +161,12 @@ TEST(RooflineCostModelTest, PrefillOfTwoThousandTokensIsComputeBound) {
   // elementwise ones about a fifth of the GEMM time at prefill sizes (see the calibration table).
   EXPECT_GE(c.seconds, gemm_expected);
   EXPECT_LE(c.seconds, 1.35 * gemm_expected);
-  EXPECT_GT(step_mfu(c, *hw.gpu, 1), 0.5);
+  EXPECT_GT(step_mfu(c, 1), 0.5);
 
   // Useful FLOPs: the block matmuls for every token, causal attention, one LM-head row.
   const double pairs = 2000.0 * 2001.0 / 2.0;
   const double attention = 4.0 * 128 * 32 * pairs * 32;
   EXPECT_NEAR(find_op(ops, "attention_prefill")->flops, attention, 1.0);
-  EXPECT_NEAR(find_op(ops, "attention_prefill")->flops / full_attention_flops(m, 2000), 0.5, 0.001);
   const double expected_flops = 2000 * 2 * (m.num_layers * (m.layer_params() - 2.0 * m.hidden_size)) +
                                 attention + 2 * m.lm_head_params();
   EXPECT_NEAR(c.flops / expected_flops, 1.0, 1e-9);
@@ -277,13 +291,17 @@ TEST(RooflineCostModelTest, OverridingNumLayersHalvesLayerTime) {
   EXPECT_LT(half.cost->step(s).seconds, full.cost->step(s).seconds);
 }
 
-// Not an assertion: the defaults against real H100 kernel timings, for a person to judge. Vidur's
-// mlp.csv (shared/reference-data/operator-profiles) times one layer's operators, TP 1, fp16.
-TEST(RooflineCostModelTest, PrintsPredictedVsMeasuredOnH100Llama2_7b) {
+// The constant-efficiency defaults against real H100 kernel timings: Vidur's mlp.csv
+// (shared/reference-data/operator-profiles) times one layer's operators, TP 1, fp16. Per token
+// count, the layer's predicted time (attention aside) is within 32% of the measured one (the worst,
+// 256 tokens, is a cuBLAS kernel switch the smooth roofline does not follow: 197 vs 285 us), within
+// 10% on average over 1 to 4,096 tokens, and each GEMM within 22% from 512 tokens up (the QKV projection at 512 tokens: 71 vs 90 us). The bounds sit
+// a little above the figures, so a change that makes the defaults worse fails here.
+TEST(RooflineCostModelTest, DefaultsAgainstMeasuredH100Llama2_7bLayers) {
   const std::string path = servesim::testing::shared_file(
       "reference-data/operator-profiles/compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv");
   std::ifstream in(path);
-  if (servesim::testing::shared_dir().empty() || !in) GTEST_SKIP() << "no reference data at " << path;
+  ASSERT_TRUE(in) << "reference data missing: " << path << " (../shared beside the checkout)";
 
   auto split = [](const std::string& line) {
     std::vector<std::string> out;
@@ -304,6 +322,7 @@ TEST(RooflineCostModelTest, PrintsPredictedVsMeasuredOnH100Llama2_7b) {
   const std::vector<std::string> op_names = {"input_layernorm", "attn_pre_proj", "attn_rope",
                                              "attn_post_proj",  "mlp_up_proj",   "mlp_act",
                                              "mlp_down_proj",   "add"};
+  const std::vector<std::string> gemms = {"attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"};
   std::map<int64_t, std::vector<std::string>> rows;  // first row per token count, TP 1
   while (std::getline(in, line)) {
     const auto cells = split(line);
@@ -313,28 +332,33 @@ TEST(RooflineCostModelTest, PrintsPredictedVsMeasuredOnH100Llama2_7b) {
   }
 
   const auto hw = build_hw(hw_config("llama-2-7b", "h100-sxm"));
-  std::printf("\nH100 Llama-2-7B, one layer, TP 1: predicted / measured (median) in microseconds\n");
-  std::printf("%7s", "tokens");
-  for (const auto& op : op_names) std::printf(" %17.17s", op.c_str());
-  std::printf(" %17s\n", "layer (no attn)");
+  double error_sum = 0;
+  int counted = 0;
   for (int64_t tokens : {1, 16, 64, 128, 256, 512, 1024, 2048, 4096}) {
+    SCOPED_TRACE(std::to_string(tokens) + " tokens");
     const auto it = rows.find(tokens);
-    if (it == rows.end()) continue;
+    ASSERT_NE(it, rows.end());
     const auto ops = roofline(hw).breakdown(prefill(tokens, 0, false));
-    std::printf("%7lld", static_cast<long long>(tokens));
     double predicted_sum = 0, measured_sum = 0;
     for (const auto& name : op_names) {
       const OperatorCost* op = find_op(ops, name);
-      const double predicted = op ? op->seconds / static_cast<double>(op->count) * 1e6 : 0;
+      ASSERT_NE(op, nullptr) << name;
+      const double predicted = op->seconds / static_cast<double>(op->count) * 1e6;
       const int col = column("time_stats." + name + ".median");
-      const double measured = col >= 0 ? std::stod(it->second[col]) * 1e3 : 0;  // ms -> us
+      ASSERT_GE(col, 0) << name;
+      const double measured = std::stod(it->second[col]) * 1e3;  // ms -> us
       const int per_layer = name == "add" ? 2 : 1;
       predicted_sum += per_layer * predicted;
       measured_sum += per_layer * measured;
-      std::printf("    %6.1f/%6.1f", predicted, measured);
+      if (tokens >= 512 && std::find(gemms.begin(), gemms.end(), name) != gemms.end())
+        EXPECT_NEAR(predicted / measured, 1.0, 0.22) << name << ": " << predicted << " vs " << measured << " us";
     }
-    std::printf("    %6.0f/%6.0f\n", predicted_sum, measured_sum);
+    const double error = std::abs(predicted_sum / measured_sum - 1.0);
+    EXPECT_LE(error, 0.32) << predicted_sum << " vs " << measured_sum << " us";
+    error_sum += error;
+    ++counted;
   }
+  EXPECT_LE(error_sum / counted, 0.10);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// Property test: random policy x workload x cluster combinations, each run end to end with the
-// invariant checker on (RunOutputs::check), over 1,000 seeds. A second checker watches the same
-// signals from outside and its totals must agree with the run's summary, so the metrics and the
-// checker cross-check each other. Every registered router and scheduler is drawn (new kinds join
+// Property test: random policy x workload x model x cluster combinations (dense, fp8, MoE and MLA
+// models), each run end to end with the invariant checker on (RunOutputs::check), over 1,000
+// seeds. A second checker watches the same signals from outside and its totals must agree with the
+// run's summary, so the metrics and the checker cross-check each other; and an independent oracle
+// (check_against_the_logs) recomputes the latencies from the request records and places every
+// first and last token on an iteration of the replica that produced it. Every registered router and scheduler is drawn (new kinds join
 // automatically; a kind that needs parameters gets them in draw_config), and KV capacity is drawn
 // from "just fits the largest request" to "roomy", so preemption and both rejection paths happen.
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <iostream>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "experiments/run.h"
@@ -24,6 +27,7 @@
 #include "sim/core/format.h"
 #include "sim/core/rng.h"
 #include "sim/metrics/invariant_checker.h"
+#include "tests/sim_test_support.h"
 #include "tests/test_paths.h"
 
 namespace servesim::testing {
@@ -34,7 +38,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Draw {
   std::string toml;
-  std::string router, scheduler, workload;
+  std::string router, scheduler, workload, model;
   bool disaggregated = false, prefix_caching = false, swap = false;
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
@@ -71,7 +75,21 @@ Draw draw_config(uint64_t seed) {
   Draw d;
   d.router = pick(rng, policies::router_registry().kind_names());
   d.scheduler = pick(rng, policies::scheduler_registry().kind_names());
-  const std::string model = pick(rng, std::vector<std::string>{"llama-2-7b", "llama-3-8b", "teaching-7b"});
+  // Dense fp16, fp8 weights, MoE (Mixtral) and MLA + MoE with fp8 experts (DeepSeek-V3 cut to four
+  // layers so that it fits one GPU); each with the tensor-parallel degrees it fits at.
+  struct ModelDraw {
+    std::string kind, extra;
+    std::vector<int> tp;
+  };
+  const ModelDraw m = pick(rng, std::vector<ModelDraw>{
+                                     {"llama-2-7b", "", {1, 1, 2, 4}},
+                                     {"llama-3-8b", "", {1, 1, 2, 4}},
+                                     {"teaching-7b", "", {1, 1, 2, 4}},
+                                     {"llama-3-8b", "weight_dtype = \"fp8\"\n", {1, 1, 2, 4}},
+                                     {"mixtral-8x7b", "", {2, 4}},
+                                     {"deepseek-v3", "num_layers = 4\ndense_layers = 1\n", {1, 2, 4}},
+                                 });
+  d.model = m.kind + (m.extra.empty() ? "" : " (" + m.extra.substr(0, m.extra.find('\n')) + ")");
   const std::string gpu = pick(rng, std::vector<std::string>{"h100-sxm", "a100-80gb-sxm", "h200", "reference"});
   const int64_t max_requests = 10 + static_cast<int64_t>(rng.uniform_int(50));
   std::string t = "seed = " + std::to_string(seed) + "\n";
@@ -126,7 +144,7 @@ Draw draw_config(uint64_t seed) {
       break;
     }
   }
-  t += "[model]\nkind = \"" + model + "\"\n[gpu]\nkind = \"" + gpu + "\"\n";
+  t += "[model]\nkind = \"" + m.kind + "\"\n" + m.extra + "[gpu]\nkind = \"" + gpu + "\"\n";
   // Issue 4's mechanisms: prefix caching (workloads with prefix hashes), swap preemption,
   // prefill/decode disaggregation.
   d.disaggregated = rng.uniform_int(4) == 0;
@@ -138,7 +156,7 @@ Draw draw_config(uint64_t seed) {
   if (d.prefix_caching) std::erase_if(sizes, [&](int64_t b) { return d.hash_block % b != 0; });
   const int64_t block_size = pick(rng, sizes);
   if (!d.disaggregated) t += "replicas = " + std::to_string(1 + rng.uniform_int(4)) + "\n";
-  t += "tensor_parallel = " + std::to_string(pick(rng, std::vector<int>{1, 1, 2, 4})) +
+  t += "tensor_parallel = " + std::to_string(pick(rng, m.tp)) +
        "\nblock_size = " + std::to_string(block_size) + "\n";
   if (d.prefix_caching) t += "prefix_caching = true\n";
   if (d.swap) t += "preemption = \"swap\"\nswap_space_gib = " + num(std::round(rng.uniform() * 20) / 10) + "\n";
@@ -165,10 +183,65 @@ std::string kv_override(const core::Params& p, double kv_tokens) {
   return "cluster.activation_reserve_gib=" + num(std::max(0.0, std::floor(left / kGiB * 1e4) / 1e4));
 }
 
+// An oracle independent of the metrics collector and the checker: the summary's latencies
+// recomputed from the request records, and every request's first and last token placed on an
+// iteration of the replica that produced it (from the iteration log), which also must not overlap.
+void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserver& log) {
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> iterations;  // replica -> (start, end)
+  for (const auto& it : log.iterations)
+    iterations[it.replica].emplace_back(it.start.ns(), (it.start + it.duration).ns());
+  std::map<uint32_t, std::set<int64_t>> ends;
+  for (auto& [replica, v] : iterations) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) EXPECT_GE(v[i].first, v[i - 1].second) << "replica " << replica << " ran two iterations at once";
+      ends[replica].insert(v[i].second);
+    }
+  }
+  std::vector<double> ttft, e2e;
+  int64_t last_finish = 0;
+  for (const auto& r : log.done) {
+    if (r.outcome != core::RequestOutcome::kCompleted) continue;
+    EXPECT_TRUE(ends[r.replica].count(r.first_token.ns())) << "request " << r.id << "'s first token at "
+                                                           << r.first_token.ns() << " ns ends no iteration of replica "
+                                                           << r.replica;
+    EXPECT_TRUE(ends[r.decode_replica].count(r.finish.ns()))
+        << "request " << r.id << " finished at " << r.finish.ns() << " ns, when no iteration of replica "
+        << r.decode_replica << " ended";
+    EXPECT_LE(r.arrival, r.first_token);
+    EXPECT_LE(r.first_token, r.finish);
+    ttft.push_back(static_cast<double>((r.first_token - r.arrival).ns()) / 1e6);
+    e2e.push_back(static_cast<double>((r.finish - r.arrival).ns()) / 1e6);
+    last_finish = std::max(last_finish, r.finish.ns());
+  }
+  EXPECT_GE(s.sim_seconds * 1e9, static_cast<double>(last_finish));
+  // Percentiles as the metrics define them (linear interpolation between closest ranks), computed
+  // here on their own.
+  auto check = [](std::vector<double> v, const metrics::LatencyStats& got, const char* name) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    double sum = 0;
+    for (double x : v) sum += x;
+    auto at = [&](double p) {
+      const double pos = p / 100.0 * static_cast<double>(v.size() - 1);
+      const size_t lo = static_cast<size_t>(pos);
+      const size_t hi = std::min(lo + 1, v.size() - 1);
+      return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+    };
+    const double tol = 1e-9 * std::max(1.0, v.back());
+    EXPECT_NEAR(got.mean, sum / static_cast<double>(v.size()), tol) << name;
+    EXPECT_NEAR(got.p50, at(50), tol) << name;
+    EXPECT_NEAR(got.p90, at(90), tol) << name;
+    EXPECT_NEAR(got.p99, at(99), tol) << name;
+  };
+  check(ttft, s.ttft_ms, "TTFT");
+  check(e2e, s.e2e_ms, "E2E");
+}
+
 struct Tally {
   uint64_t runs = 0, config_errors = 0, completed = 0, rejected_context = 0, rejected_kv = 0, preemptions = 0;
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
-  std::map<std::string, uint64_t> routers, schedulers, workloads;
+  std::map<std::string, uint64_t> routers, schedulers, workloads, models;
   std::map<std::string, double> workload_seconds;
 };
 
@@ -188,9 +261,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       kv = kv_override(first, kv_tokens);
       const core::Params p = core::parse_config(d.toml, "property.toml", experiments::run_schema(), {kv});
       metrics::InvariantChecker outside;
+      RecordingObserver recorded;
       experiments::RunOutputs outputs;
       outputs.check = true;
       outputs.observers.push_back(&outside);
+      outputs.observers.push_back(&recorded);
       const auto start = std::chrono::steady_clock::now();
       const experiments::RunResult r = experiments::run_simulation(p, outputs);
       tally.workload_seconds[d.workload] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -210,6 +285,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_NEAR(s.kv_transfer_gb * 1e9, t.kv_transfer_bytes, 1e-6 * t.kv_transfer_bytes + 1e-3);
       for (const auto& v : metrics::flatten(s))
         EXPECT_TRUE(std::isfinite(v.value) && v.value >= 0) << v.name << " = " << v.value;
+      check_against_the_logs(s, recorded);
       ++tally.runs;
       tally.completed += s.requests_completed;
       tally.rejected_context += s.rejected_context;
@@ -223,6 +299,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       ++tally.routers[d.router];
       ++tally.schedulers[d.scheduler];
       ++tally.workloads[d.workload];
+      ++tally.models[d.model];
     } catch (const core::ConfigError& e) {
       // A drawn deployment may not fit (a 4-way TP of a model with few KV heads, ...): allowed, counted.
       ++tally.config_errors;
@@ -246,6 +323,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.rejected_context, 10u);
   EXPECT_GT(tally.completed, kSeeds * 10);
+  for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
+    EXPECT_GE(tally.models[model], kSeeds / 10) << model << " rarely ran";
   std::cout << "[ property ] " << tally.runs << " runs, " << tally.config_errors << " configuration errors, "
             << tally.completed << " requests completed, " << tally.rejected_context << " rejected (context), "
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "

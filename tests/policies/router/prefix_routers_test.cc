@@ -28,10 +28,10 @@ sim::Request with(uint64_t id, uint64_t session, std::vector<uint64_t> hashes, i
 TEST(PowerOfTwoRouterTest, PicksTheLessLoadedOfTwoDistinctReplicas) {
   auto r = make("kind = \"power_of_two\"\n", 3);
   std::vector<sim::ReplicaLoad> loads(4);
-  loads[0].outstanding_tokens = 1000;  // never the less loaded of a pair
-  loads[1].outstanding_tokens = 10;
-  loads[2].outstanding_tokens = 20;
-  loads[3].outstanding_tokens = 30;
+  loads[0].running = 100;  // never the less loaded of a pair
+  loads[1].running = 1;
+  loads[2].running = 2;
+  loads[3].running = 3;
   std::map<uint32_t, int> picks;
   for (int i = 0; i < 3000; ++i) ++picks[r->route(with(static_cast<uint64_t>(i), 0, {}), loads)];
   EXPECT_EQ(picks.count(0), 0u);

@@ -21,17 +21,31 @@ TEST(RouterTest, RoundRobinCycles) {
   EXPECT_EQ(picks, (std::vector<uint32_t>{0, 1, 2, 0, 1, 2, 0}));
 }
 
-TEST(RouterTest, LeastOutstandingPicksFewestTokensLowestIndexOnTies) {
+TEST(RouterTest, LeastOutstandingRanksByWhatARouterObserves) {
   auto r = make("kind = \"least_outstanding\"\n");
   std::vector<sim::ReplicaLoad> loads(4);
-  loads[0].outstanding_tokens = 500;
-  loads[1].outstanding_tokens = 120;
-  loads[2].outstanding_tokens = 90;
-  loads[3].outstanding_tokens = 90;
+  auto set = [&](size_t i, int64_t queued, int64_t running, int64_t prompt_waiting, int64_t remaining) {
+    loads[i].queued = queued;
+    loads[i].running = running;
+    loads[i].prefill_tokens_waiting = prompt_waiting;
+    loads[i].oracle_remaining_tokens = remaining;
+  };
+  // Replica 2 has the least remaining work, but only an oracle knows it (it is in the output
+  // lengths); by outstanding requests 1 and 3 tie, and 3 has fewer prompt tokens waiting.
+  set(0, 4, 10, 900, 5000);
+  set(1, 0, 6, 300, 4000);
+  set(2, 2, 8, 0, 100);
+  set(3, 1, 5, 200, 7000);
   sim::Request req;
-  EXPECT_EQ(r->route(req, loads), 2u);
-  loads[2].outstanding_tokens = 1000;
   EXPECT_EQ(r->route(req, loads), 3u);
+  set(3, 1, 5, 300, 7000);  // all tied: the lowest index
+  EXPECT_EQ(r->route(req, loads), 1u);
+  // The oracle variant, named explicitly, ranks by exact remaining tokens.
+  auto oracle = make("kind = \"least_outstanding\"\noracle = true\n");
+  EXPECT_EQ(oracle->route(req, loads), 2u);
+  // The router never reads the oracle field unless asked: changing only it changes nothing.
+  for (auto& l : loads) l.oracle_remaining_tokens = 0;
+  EXPECT_EQ(r->route(req, loads), 1u);
 }
 
 TEST(RouterTest, RandomIsSeededAndRoughlyUniform) {

@@ -99,7 +99,6 @@ TEST(CollectorTest, SeedCostPerMillionTokens) {
   // An H100 at $2/h sustaining 3,000 output tok/s: $0.19 per 1M output tokens.
   CollectorConfig cfg;
   ReplicaHardware hw;
-  hw.peak_flops = 1e15;
   hw.hbm_bandwidth = 3e12;
   hw.usd_per_hour = 2.0;
   cfg.replicas = {hw};
@@ -134,21 +133,48 @@ TEST(CollectorTest, GoodputAttainmentAndRejections) {
   EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 1000);
 }
 
+// Issue 11: the arrival window's figures count what completed by the last arrival, per second of
+// the window; the whole-run figures divide by the drain too.
+TEST(CollectorTest, ArrivalWindowFiguresCountWhatFinishedWhileRequestsArrived) {
+  CollectorConfig cfg;
+  cfg.slo.ttft_ms = 1000;
+  ReplicaHardware hw;
+  hw.usd_per_hour = 3.6;  // $0.001 per second
+  cfg.replicas = {hw};
+  MetricsCollector c(cfg, {});
+  c.on_arrival(0, sec(1));
+  c.on_arrival(1, sec(2));
+  c.on_request_done(completed(0, 1, 1.5, 3, 10));  // meets the SLO, done at 3 s
+  c.on_arrival(2, sec(4));                          // the last arrival: the window is [0, 4 s]
+  c.on_request_done(completed(1, 2, 4.5, 6, 20));  // done after the window; misses the TTFT limit
+  c.on_request_done(completed(2, 4, 4.5, 10, 30));  // meets the SLO, done after the window
+  const RunSummary s = c.finish(sec(10), 3, 0);
+  EXPECT_DOUBLE_EQ(s.arrival_window_s, 4.0);
+  EXPECT_DOUBLE_EQ(s.throughput_req_s_window, 1.0 / 4.0);
+  EXPECT_DOUBLE_EQ(s.throughput_output_tok_s_window, 10.0 / 4.0);
+  EXPECT_DOUBLE_EQ(s.goodput_req_s_window, 1.0 / 4.0);
+  EXPECT_DOUBLE_EQ(s.cost_usd_per_mtok_output_window, 0.004 / 10.0 * 1e6);
+  EXPECT_DOUBLE_EQ(s.throughput_req_s, 3.0 / 10.0);   // the whole run, drain included
+  EXPECT_DOUBLE_EQ(s.goodput_req_s, 2.0 / 10.0);
+  EXPECT_DOUBLE_EQ(s.cost_usd_per_mtok_output, 0.010 / 60.0 * 1e6);
+}
+
 TEST(CollectorTest, UtilisationIsTimeWeighted) {
   CollectorConfig cfg;
-  ReplicaHardware hw;
-  hw.peak_flops = 100.0;
+  ReplicaHardware hw;  // one GPU of peak 100 FLOP/s and 10 B/s
   hw.hbm_bandwidth = 10.0;
   cfg.replicas = {hw};
   MetricsCollector c(cfg, {});
   core::IterationRecord a;
   a.duration = core::Duration::from_seconds(1);
-  a.flops = 50;  // 50% MFU for 1 s
-  a.bytes = 10;  // 100% MBU
+  a.flops = 50;
+  a.peak_flop_seconds = 50.0 / 100.0;  // 50% MFU for 1 s
+  a.bytes = 10;                        // 100% MBU
   a.batch_size = 4;
   core::IterationRecord b = a;
   b.duration = core::Duration::from_seconds(3);
-  b.flops = 30;  // 10% for 3 s
+  b.flops = 30;
+  b.peak_flop_seconds = 30.0 / 100.0;  // 10% for 3 s
   b.bytes = 15;
   b.batch_size = 8;
   c.on_iteration(a);
@@ -158,6 +184,26 @@ TEST(CollectorTest, UtilisationIsTimeWeighted) {
   EXPECT_DOUBLE_EQ(s.mbu_mean, 25.0 / 40.0);
   EXPECT_DOUBLE_EQ(s.mean_batch_size, (4.0 + 24.0) / 4.0);
   EXPECT_EQ(s.iterations, 2u);
+}
+
+// MFU compares each FLOP with the peak of the precision it ran at (issue 11): a 2-GPU replica busy
+// for 2 s whose iteration did 600 FLOPs at an fp8 peak of 200 FLOP/s (3 GPU-seconds at peak) and
+// 100 at a 16-bit peak of 100 FLOP/s (1 GPU-second) used 4 of its 4 GPU-seconds' peak: MFU 1, where
+// dividing all 700 FLOPs by the 16-bit peak would have said 1.75.
+TEST(CollectorTest, MfuIsAgainstThePeakOfEachFlopsPrecision) {
+  CollectorConfig cfg;
+  ReplicaHardware hw;
+  hw.gpus = 2;
+  hw.hbm_bandwidth = 10.0;
+  cfg.replicas = {hw};
+  MetricsCollector c(cfg, {});
+  core::IterationRecord it;
+  it.duration = core::Duration::from_seconds(2);
+  it.flops = 700;
+  it.peak_flop_seconds = 600.0 / 200.0 + 100.0 / 100.0;  // 4 GPU-seconds at peak
+  c.on_iteration(it);
+  const RunSummary s = c.finish(sec(2), 1, 0);
+  EXPECT_DOUBLE_EQ(s.mfu_mean, 4.0 / (2.0 * 2.0));
 }
 
 TEST(CollectorTest, SamplesAndKvUseOverTime) {
