@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "calibration/smooth_fit.h"
+#include "hwmodels/engine/engine_model.h"
 #include "hwmodels/roofline.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/core/error.h"
@@ -249,11 +250,10 @@ OverheadFit fit_step_latencies(const std::vector<StepLatencyRow>& rows, const st
   hwmodels::RooflineParams params;
   hwmodels::ProfileUse use;
   if (base) use = hwmodels::apply_profile_scalars(*base, params, [](std::string_view) { return false; });
-  params.cuda_graphs = cuda_graphs;
-  params.iteration_overhead_ms = 0;
-  params.layer_overhead_us = 0;
-  params.decode_iteration_overhead_ms = 0.0;
-  params.decode_layer_overhead_us = 0.0;
+  // The GPU time of each measured step, launched as the engine launched it (graphs replayed for
+  // decode-only steps when cuda_graphs); the host overheads are what this fit finds.
+  hwmodels::EngineModel launcher;
+  launcher.graphs = cuda_graphs ? hwmodels::CudaGraphMode::kFullDecode : hwmodels::CudaGraphMode::kNone;
   for (size_t i = 0; i < rows.size(); ++i) {
     const StepLatencyRow& row = rows[i];
     if (const std::string why = hwmodels::tp_problem(models[i], row.tp); !why.empty())
@@ -265,6 +265,7 @@ OverheadFit fit_step_latencies(const std::vector<StepLatencyRow>& rows, const st
       s.prefill_tokens = row.batch * row.prompt;
       s.prefill_logits = row.batch;
       s.prefill_attention_pairs = row.batch * (row.prompt * (row.prompt + 1) / 2);
+      launcher.prepare(s);
       out.rows.push_back({row.line, row.model, "prefill", models[i].num_layers, *row.prefill_ms,
                           cost.step(s).seconds * 1e3, 0, 0});
     }
@@ -272,6 +273,7 @@ OverheadFit fit_step_latencies(const std::vector<StepLatencyRow>& rows, const st
       hwmodels::BatchShape s;
       s.decode_seqs = row.batch;
       s.decode_context_tokens = row.batch * row.prompt;
+      launcher.prepare(s);
       out.rows.push_back({row.line, row.model, "decode", models[i].num_layers, *row.decode_step_ms,
                           cost.step(s).seconds * 1e3, 0, 0});
     }

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
+#include "hwmodels/calibration_profile.h"
 #include "hwmodels/cost_model.h"
+#include "hwmodels/engine/engine_model.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
@@ -51,7 +54,10 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::section("workload", "workloads", "", "where requests come from: a trace or a generator"),
       ParamSpec::section("model", "models", "", "the served model (a preset; any field can be overridden)"),
       ParamSpec::section("gpu", "gpus", "", "the GPU type of every replica (a preset; fields can be overridden)"),
-      ParamSpec::section("cost_model", "cost_models", "roofline", "how an iteration's duration is computed"),
+      ParamSpec::section("cost_model", "cost_models", "roofline", "how an iteration's GPU time is computed"),
+      ParamSpec::section("engine", "engines", "vllm-v1",
+                         "the serving engine around the GPU: client path (API server, streaming), host work per "
+                         "iteration, CUDA graphs"),
       ParamSpec::table(
           "cluster",
           {
@@ -189,7 +195,10 @@ struct Pool {
   int64_t tp = 1;
   std::unique_ptr<hwmodels::GpuSpec> gpu;
   std::string gpu_kind;
+  std::string calibration;           // the profile's path; "" = none
+  bool calibration_default = false;  // the GPU's shipped profile, chosen because none was named
   std::unique_ptr<hwmodels::StepCostModel> cost;
+  std::unique_ptr<hwmodels::EngineModel> engine;
   int64_t kv_blocks = 0;
   const core::Params* scheduler = nullptr;
   std::string scheduler_kind;
@@ -207,7 +216,16 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   p.gpu_kind = gpu_cfg.kind();
   if (std::string why = hwmodels::tp_problem(model, tp); !why.empty()) pool_cfg.fail("tensor_parallel", why);
   p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, model, *p.gpu, tp);
-  p.cost = hwmodels::cost_model_registry().make(config.section("cost_model"), model, *p.gpu, tp);
+  const core::Params& cost_cfg = config.section("cost_model");
+  std::optional<hwmodels::CalibrationProfile> profile;
+  if (const std::optional<std::string> path = hwmodels::selected_calibration(cost_cfg, p.gpu->name)) {
+    profile = hwmodels::read_calibration_profile(*path);
+    p.calibration = *path;
+    p.calibration_default = !cost_cfg.has("calibration");
+  }
+  const hwmodels::CalibrationProfile* selected = profile ? &*profile : nullptr;
+  p.cost = hwmodels::cost_model_registry().make(cost_cfg, model, *p.gpu, tp, selected);
+  p.engine = hwmodels::engine_registry().make(config.section("engine"), selected);
   p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");
   p.scheduler_kind = p.scheduler->kind();
   return p;
@@ -361,6 +379,13 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   layout.replicas = static_cast<size_t>(replicas);
   layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
   layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
+  // The client reaches the engine through the first pool's API server (the prefill pool's when
+  // disaggregated), and tokens come back through it.
+  const hwmodels::EngineModel& front = *pools[0].engine;
+  layout.client.ingress_s = front.api_server_s;
+  layout.client.ingress_s_per_prompt_token = front.tokenize_s_per_token;
+  layout.client.egress_s = front.stream_s;
+  layout.client.first_token_s = front.first_token_s;
   sim::Cluster cluster(simulation, *source, std::move(router), outputs.observers.empty() ? observer : fanout, layout,
                        std::move(decode_router), network.get());
 
@@ -377,6 +402,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.swap_capacity_bytes = cluster_cfg.get_float("swap_space_gib") * kGiB;
     rc.host_link_bytes_per_s = host_link;
     rc.kv_bytes_per_token_per_gpu = hwmodels::kv_bytes_per_token_per_gpu(*model, p.tp);
+    rc.engine = p.engine.get();
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r]);
   }
@@ -405,6 +431,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     info.scheduler_kind = p.scheduler_kind;
     info.kv_blocks_per_replica = p.kv_blocks;
     info.usd_per_gpu_hour = p.gpu->price_usd_per_hour;
+    info.calibration = p.calibration;
+    info.calibration_default = p.calibration_default;
+    info.engine_kind = p.engine->name;
     result.pools.push_back(info);
   }
   result.gpu_kind = pools[0].gpu_kind;

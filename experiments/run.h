@@ -47,6 +47,9 @@ struct RunResult {
     int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0;
     std::string gpu_kind, scheduler_kind;
     double usd_per_gpu_hour = 0;
+    std::string calibration;           // the calibration profile's path, "" = none
+    bool calibration_default = false;  // the GPU's shipped profile, used because none was named
+    std::string engine_kind;
   };
   std::vector<PoolInfo> pools;
 };

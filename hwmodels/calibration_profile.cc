@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 
+#include "hwmodels/engine/engine_model.h"
 #include "sim/core/error.h"
 #include "sim/core/format.h"
 
@@ -189,7 +191,7 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
     throw core::InputError(source_name, static_cast<int64_t>(e.source().begin.line), "", "malformed TOML: " + what);
   }
   r.only(doc, "", {"format", "version", "gpu", "description", "source", "launch", "gemm", "gemm_fp8", "elementwise",
-                   "attention_prefill", "attention_decode", "all_reduce", "send_recv", "host_copy", "overhead"});
+                   "attention_prefill", "attention_decode", "all_reduce", "send_recv", "host_copy", "overhead", "engine"});
   CalibrationProfile p;
   if (r.string(doc, "format", true) != kProfileFormat)
     r.fail(doc.get("format"), "format", "not a servesim calibration profile (format = \"" + std::string(kProfileFormat) + "\")");
@@ -262,6 +264,40 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
     p.decode_iteration_overhead_ms =
         r.optional_number(*t, "decode_iteration_ms", "overhead.decode_iteration_ms", 0, 1e6, false);
     p.decode_layer_overhead_us = r.optional_number(*t, "decode_layer_us", "overhead.decode_layer_us", 0, 1e6, false);
+  }
+  if (const toml::table* t = r.table(doc, "engine", "engine")) {
+    for (const auto& [key, node] : *t) {
+      const std::string kind(key.str());
+      const std::string path = "engine." + kind;
+      const core::KindInfo* info = engine_registry().find(kind);
+      if (!info) r.fail(&node, path, "unknown engine kind; valid: " + core::join(engine_registry().kind_names(), ", "));
+      if (!node.is_table()) r.fail(&node, path, "expected a table of that engine's parameters");
+      auto& values = p.engine[info->name];
+      for (const auto& [pk, pv] : *node.as_table()) {
+        const std::string name(pk.str());
+        const std::string where = path + "." + name;
+        const auto spec = std::find_if(info->params.begin(), info->params.end(),
+                                       [&](const core::ParamSpec& s) { return s.name == name; });
+        if (spec == info->params.end() ||
+            (spec->type != core::ParamType::kFloat && spec->type != core::ParamType::kBool)) {
+          std::string valid;
+          for (const auto& s : info->params)
+            if (s.type == core::ParamType::kFloat || s.type == core::ParamType::kBool)
+              valid += (valid.empty() ? "" : ", ") + s.name;
+          r.fail(&pv, where, "not a fitted parameter of engine '" + info->name + "'; valid: " + valid);
+        }
+        if (spec->type == core::ParamType::kBool) {
+          const auto* b = pv.as_boolean();
+          if (!b) r.fail(&pv, where, "expected true or false");
+          values[name] = b->get() ? 1.0 : 0.0;
+        } else {
+          const double v = r.number(&pv, where);
+          if (v < spec->min || v > spec->max)
+            r.fail(&pv, where, "expected a value in " + spec->range_str() + ", got " + core::format_double(v));
+          values[name] = v;
+        }
+      }
+    }
   }
   return p;
 }
@@ -378,6 +414,16 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
     if (p.decode_iteration_overhead_ms) out += "decode_iteration_ms = " + num(*p.decode_iteration_overhead_ms) + "\n";
     if (p.decode_layer_overhead_us) out += "decode_layer_us = " + num(*p.decode_layer_overhead_us) + "\n";
   }
+  for (const auto& [kind, values] : p.engine) {
+    out += "\n[engine." + kind + "]\n";
+    const core::KindInfo* info = engine_registry().find(kind);
+    for (const auto& [name, v] : values) {
+      const bool boolean = info && std::any_of(info->params.begin(), info->params.end(), [&](const core::ParamSpec& s) {
+                             return s.name == name && s.type == core::ParamType::kBool;
+                           });
+      out += name + " = " + (boolean ? std::string(v != 0 ? "true" : "false") : num(v)) + "\n";
+    }
+  }
   return out;
 }
 
@@ -397,6 +443,40 @@ void write_calibration_profile(const CalibrationProfile& profile, const std::str
     std::filesystem::remove(tmp, ec);
     throw core::Error("cannot move the profile into place at " + path);
   }
+}
+
+std::string executable_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+std::vector<std::string> profile_search_path() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("SERVESIM_PROFILE_DIR"); env && *env) dirs.emplace_back(env);
+  if (const std::string exe = executable_dir(); !exe.empty()) {
+    dirs.push_back((std::filesystem::path(exe) / ".." / "calibration" / "profiles").lexically_normal().string());
+    dirs.push_back((std::filesystem::path(exe) / ".." / "share" / "servesim" / "profiles").lexically_normal().string());
+  }
+  return dirs;
+}
+
+std::optional<std::string> shipped_profile(const std::string& gpu_name) {
+  std::error_code ec;
+  for (const std::string& dir : profile_search_path()) {
+    const std::filesystem::path p = std::filesystem::path(dir) / (core::to_lower(gpu_name) + ".toml");
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> selected_calibration(const core::Params& cost_model, const std::string& gpu_name) {
+  if (cost_model.has("calibration")) {
+    const std::string& value = cost_model.get_string("calibration");
+    if (value == kNoCalibration) return std::nullopt;
+    return value;
+  }
+  return shipped_profile(gpu_name);
 }
 
 }  // namespace servesim::hwmodels

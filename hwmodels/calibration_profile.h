@@ -14,8 +14,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hwmodels/efficiency_table.h"
+#include "sim/core/params.h"
 
 namespace servesim::hwmodels {
 
@@ -71,6 +73,11 @@ struct CalibrationProfile {
   std::optional<double> iteration_overhead_ms, layer_overhead_us, decode_iteration_overhead_ms,
       decode_layer_overhead_us;
 
+  // Serving-engine parameters fitted to real serving runs (servesim fit --from-serving-runs), by
+  // engine kind ([engine.<kind>] tables): the [engine] parameters of that kind, in their units
+  // (booleans as 0 or 1). Keys written in a run's [engine] win over them.
+  std::map<std::string, std::map<std::string, double>> engine;
+
   const Curve* elementwise_curve(std::string_view kind) const;  // the kind's, else "copy", else nullptr
 };
 
@@ -86,5 +93,22 @@ std::string calibration_profile_toml(const CalibrationProfile& profile);
 // Writes the profile to `path` through a temporary file and a rename, so an existing profile is
 // replaced whole or not at all (core::Error when it cannot be written).
 void write_calibration_profile(const CalibrationProfile& profile, const std::string& path);
+
+// ---- Shipped profiles ----------------------------------------------------------------------------
+
+// The directory of the running executable ("" when it cannot be told).
+std::string executable_dir();
+// The directories searched for shipped profiles, in order: $SERVESIM_PROFILE_DIR, then
+// <executable>/../calibration/profiles (a build directory inside the source tree), then
+// <executable>/../share/servesim/profiles (an installation).
+std::vector<std::string> profile_search_path();
+// The shipped profile of a GPU preset (<dir>/<gpu>.toml in the first directory that has it).
+std::optional<std::string> shipped_profile(const std::string& gpu_name);
+
+// The value of [cost_model] calibration that opts out of any profile.
+inline constexpr std::string_view kNoCalibration = "none";
+// The profile a run's [cost_model] section selects for a GPU: the file `calibration` names; none
+// when it says "none"; else the GPU's shipped profile, when there is one (the default).
+std::optional<std::string> selected_calibration(const core::Params& cost_model, const std::string& gpu_name);
 
 }  // namespace servesim::hwmodels

@@ -10,6 +10,13 @@
 
 namespace servesim::hwmodels {
 
+// How the kernels of an iteration are launched (the engine decides: EngineModel::prepare).
+enum class LaunchMode : uint8_t {
+  kEager,           // each kernel launched by the host: none can take less than the launch time
+  kPiecewiseGraph,  // graph pieces between the attention kernels (launched eagerly), padded rows
+  kFullGraph,       // one captured graph for the whole step, padded rows, one launch
+};
+
 // One iteration of one replica, in aggregate. Prefill chunks: a chunk of c new tokens whose sequence
 // already has p tokens in the KV cache attends to p + c keys (causally among the c).
 struct BatchShape {
@@ -20,6 +27,8 @@ struct BatchShape {
   int64_t prefill_attention_pairs = 0;  // sum over chunks of c*p + c*(c+1)/2 (query-key pairs)
   int64_t decode_seqs = 0;              // decoding sequences, one new token each
   int64_t decode_context_tokens = 0;    // sum over decodes of the keys attended (context incl. new token)
+  LaunchMode launch = LaunchMode::kEager;
+  int64_t graph_tokens = 0;             // with a graph: the captured size the tokens are padded to
 
   int64_t tokens() const { return prefill_tokens + decode_seqs; }
   bool empty() const { return prefill_tokens == 0 && decode_seqs == 0; }
@@ -45,9 +54,13 @@ class StepCostModel {
   virtual int64_t tensor_parallel() const = 0;
 };
 
+struct CalibrationProfile;
+
 // Family "cost_models". Factory arguments: model, GPU, tensor-parallel degree (already validated to
-// divide the model's heads).
-using CostModelRegistry = core::Registry<StepCostModel, const ModelSpec&, const GpuSpec&, int64_t>;
+// divide the model's heads), and the calibration profile the run selected for the GPU (null: none;
+// hwmodels::selected_calibration).
+using CostModelRegistry =
+    core::Registry<StepCostModel, const ModelSpec&, const GpuSpec&, int64_t, const CalibrationProfile*>;
 CostModelRegistry& cost_model_registry();
 
 }  // namespace servesim::hwmodels

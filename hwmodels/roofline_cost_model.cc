@@ -67,13 +67,6 @@ std::vector<core::ParamSpec> roofline_param_specs() {
                       "kernel_overhead_us for GEMMs; unset: kernel_overhead_us")
           .at_least(0)
           .optional(),
-      // Host work the GPU waits for once per iteration: scheduling, building the input tensors,
-      // sampling, detokenising. Engines that overlap it with GPU work (SGLang, vLLM's async
-      // scheduling) hide most of it; synchronous Python schedulers spend 1-several ms at large
-      // batches. 0.5 ms: a modern engine without full overlap.
-      ParamSpec::real("iteration_overhead_ms", d.iteration_overhead_ms, "ms",
-                      "CPU scheduling/sampling/launch time per iteration not overlapped with the GPU")
-          .at_least(0),
       // Vidur h100_dgx NCCL all-reduce of 2 KB: 7 us on 2 GPUs (37 us on 8, framework overhead
       // included); custom one-shot all-reduce kernels in serving engines take ~5-10 us.
       ParamSpec::real("allreduce_latency_us", d.allreduce_latency_us, "us",
@@ -85,37 +78,22 @@ std::vector<core::ParamSpec> roofline_param_specs() {
                       "fraction of per-direction NVLink bandwidth an all-reduce reaches (bus bandwidth)")
           .range(0, 1)
           .above(0),
-      // Engines pay per layer on the host (Python module calls, eager launches) in iterations that do
-      // not replay a graph; 0 until servesim fit --from-step-latencies measures an engine.
-      ParamSpec::real("layer_overhead_us", d.layer_overhead_us, "us",
-                      "host time per layer per iteration not overlapped with the GPU")
-          .range(0, 1e6),
-      ParamSpec::real("decode_iteration_overhead_ms", 0, "ms",
-                      "iteration_overhead_ms for decode-only iterations; unset: iteration_overhead_ms")
-          .range(0, 1e6)
-          .optional(),
-      ParamSpec::real("decode_layer_overhead_us", 0, "us",
-                      "layer_overhead_us for decode-only iterations; unset: layer_overhead_us")
-          .range(0, 1e6)
-          .optional(),
       // A PyTorch eager launch costs the host 4-10 us; kernels shorter than that leave the GPU idle
       // between them. 0 by default: kernel_overhead_us already stands for the launch gap.
       ParamSpec::real("eager_launch_us", d.eager_launch_us, "us",
                       "CPU time to launch one kernel without CUDA graphs: a shorter kernel takes this long")
           .range(0, 1e6),
-      ParamSpec::boolean("cuda_graphs", d.cuda_graphs,
-                         "decode-only iterations replay a CUDA graph (vLLM's default): no per-kernel launch "
-                         "floor, one graph launch, the batch padded to the captured size"),
-      // cudaGraphLaunch of a few hundred kernel nodes: ~10 us of host time and GPU scheduling.
-      ParamSpec::real("graph_launch_us", d.graph_launch_us, "us", "time of one CUDA graph replay launch")
+      // cudaGraphLaunch of a few hundred kernel nodes: ~10 us of host time and GPU scheduling. Which
+      // iterations replay graphs is the engine's choice ([engine] cuda_graphs).
+      ParamSpec::real("graph_launch_us", d.graph_launch_us, "us",
+                      "time of one CUDA graph (or graph piece) replay launch")
           .range(0, 1e6),
-      ParamSpec::integer("cuda_graph_max_batch", d.cuda_graph_max_batch, "sequences",
-                         "largest decode batch with a captured CUDA graph (vLLM: 512); larger ones run eagerly")
-          .range(1, 1 << 20),
       ParamSpec::path("calibration",
-                      "calibration profile (servesim fit / calibrate; calibration/profiles/*.toml): efficiency "
-                      "tables, launch costs, all-reduce and overheads measured on this GPU type; keys written "
-                      "here override it")
+                      "calibration profile (servesim fit / calibrate): efficiency tables, launch costs, all-reduce "
+                      "and engine overheads measured on this GPU type; keys written here override it. Unset: "
+                      "the GPU's shipped profile (calibration/profiles/<gpu>.toml) when there is one; \"none\": "
+                      "no profile, the constant efficiencies above")
+          .one_of({std::string(kNoCalibration)})
           .optional(),
   };
 }
@@ -129,24 +107,11 @@ RooflineParams roofline_params_from(const core::Params& p) {
   r.attention_memory_efficiency = p.get_float("attention_memory_efficiency");
   r.kernel_overhead_us = p.get_float("kernel_overhead_us");
   if (p.has("gemm_kernel_overhead_us")) r.gemm_kernel_overhead_us = p.get_float("gemm_kernel_overhead_us");
-  r.iteration_overhead_ms = p.get_float("iteration_overhead_ms");
   r.allreduce_latency_us = p.get_float("allreduce_latency_us");
   r.interconnect_efficiency = p.get_float("interconnect_efficiency");
-  r.layer_overhead_us = p.get_float("layer_overhead_us");
-  if (p.has("decode_iteration_overhead_ms")) r.decode_iteration_overhead_ms = p.get_float("decode_iteration_overhead_ms");
-  if (p.has("decode_layer_overhead_us")) r.decode_layer_overhead_us = p.get_float("decode_layer_overhead_us");
   r.eager_launch_us = p.get_float("eager_launch_us");
-  r.cuda_graphs = p.get_bool("cuda_graphs");
   r.graph_launch_us = p.get_float("graph_launch_us");
-  r.cuda_graph_max_batch = p.get_int("cuda_graph_max_batch");
   return r;
-}
-
-int64_t cuda_graph_batch(int64_t b) {
-  if (b <= 1) return 1;
-  if (b <= 2) return 2;
-  if (b <= 4) return 4;
-  return (b + 7) / 8 * 8;
 }
 
 namespace {
@@ -340,11 +305,6 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   kernel_s_ = params_.kernel_overhead_us * kSecondsPerUs;
   eager_launch_s_ = params_.eager_launch_us * kSecondsPerUs;
   graph_launch_s_ = params_.graph_launch_us * kSecondsPerUs;
-  iteration_s_ = params_.iteration_overhead_ms * kSecondsPerMs;
-  layer_s_ = params_.layer_overhead_us * kSecondsPerUs * static_cast<double>(layers);
-  decode_iteration_s_ = params_.decode_iteration_overhead_ms.value_or(params_.iteration_overhead_ms) * kSecondsPerMs;
-  decode_layer_s_ =
-      params_.decode_layer_overhead_us.value_or(params_.layer_overhead_us) * kSecondsPerUs * static_cast<double>(layers);
 
   if (m.is_mla()) {
     const double local_heads = heads / t;
@@ -439,12 +399,14 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   StepCost total;
   if (s.empty()) return total;
   const double t = static_cast<double>(tp_);
-  const bool decode_only = s.prefill_tokens == 0;
-  const bool graph = replays_graph(s);
+  // Graphs (the engine's choice): everything but the attention kernels is captured in a piecewise
+  // graph, everything in a full one. A replayed graph computes the rows of the size it was captured
+  // for; the padding costs time but does no useful work.
+  const bool graph = s.launch != LaunchMode::kEager;
+  const bool full_graph = s.launch == LaunchMode::kFullGraph;
   const double rows = static_cast<double>(s.tokens());
-  // A replayed graph computes the rows of the batch size it was captured for; the padding costs
-  // time but does no useful work.
-  const double time_rows = graph ? static_cast<double>(cuda_graph_batch(s.decode_seqs)) : rows;
+  const double time_rows = graph ? static_cast<double>(std::max(s.graph_tokens, s.tokens())) : rows;
+  double attention_seconds = 0;
 
   // `peak`: the per-GPU tensor-core rate its FLOPs run at, at efficiency 1 (0 for terms without
   // useful FLOPs).
@@ -473,8 +435,9 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   auto attention = [&](std::string_view name, double pairs, double new_tokens, double keys_read, double flops_per_pair,
                        double group_flops_per_pair, double read_bytes_per_token, double compute_rate,
                        double memory_rate) {
-    const Term term = attention_term(graph, pairs, new_tokens, keys_read, flops_per_pair, group_flops_per_pair,
+    const Term term = attention_term(full_graph, pairs, new_tokens, keys_read, flops_per_pair, group_flops_per_pair,
                                      read_bytes_per_token, compute_rate, memory_rate);
+    attention_seconds += term.seconds;
     add(name, model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
   };
 
@@ -490,7 +453,8 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
               prefill_kv_bytes_per_token_, rate, attn_memory_rate_);
   }
   if (s.decode_seqs > 0) {
-    const Term term = decode_attention_term(graph, s.decode_seqs, s.decode_context_tokens);
+    const Term term = decode_attention_term(full_graph, s.decode_seqs, s.decode_context_tokens);
+    attention_seconds += term.seconds;
     add("attention_decode", model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
   }
   for (const LinearOp& op : post_attention_ops_) linear_op(op);
@@ -519,10 +483,15 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
     const double n = static_cast<double>(allreduces_);
     add("all_reduce", allreduces_, n * (allreduce_latency_s_ + allreduce_s_per_row_ * time_rows), 0, 0, 0);
   }
-  if (graph) add("cuda_graph_launch", 1, graph_launch_s_, 0, 0, 0);
-  if (const double layer_s = decode_only ? decode_layer_s_ : layer_s_; layer_s > 0)
-    add("layer_overhead", model_.num_layers, layer_s, 0, 0, 0);
-  add("iteration_overhead", 1, decode_only ? decode_iteration_s_ : iteration_s_, 0, 0, 0);
+  if (full_graph) {
+    add("cuda_graph_launch", 1, graph_launch_s_, 0, 0, 0);
+  } else if (graph) {
+    // Piecewise: the host launches one graph piece per layer (plus the head's) between the eager
+    // attention kernels. Pieces shorter than a launch leave the GPU waiting for the host.
+    const double pieces = static_cast<double>(model_.num_layers + 1);
+    const double captured = total.seconds - attention_seconds;
+    add("cuda_graph_launch", model_.num_layers + 1, std::max(0.0, pieces * graph_launch_s_ - captured), 0, 0, 0);
+  }
   return total;
 }
 
@@ -562,10 +531,16 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
     const size_t b = static_cast<size_t>(shape.decode_seqs);
     if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
     DecodeTerms& memo = decode_memo_[b];
+    // Batches of one size launch the same way under one engine; a model shared by engines that
+    // launch them differently evaluates afresh.
+    if (memo.ready && (memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens))
+      return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
     if (!memo.ready) {
       BatchShape probe;
       probe.decode_seqs = shape.decode_seqs;
       probe.decode_context_tokens = shape.decode_seqs;
+      probe.launch = memo.launch = shape.launch;
+      probe.graph_tokens = memo.graph_tokens = shape.graph_tokens;
       bool after = false;
       evaluate(probe, [&](std::string_view name, int64_t, const Term& term) {
         if (name == "attention_decode") {
@@ -581,7 +556,8 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
       });
       memo.ready = true;
     }
-    const Term attention = decode_attention_term(replays_graph(shape), shape.decode_seqs, shape.decode_context_tokens);
+    const Term attention = decode_attention_term(shape.launch == LaunchMode::kFullGraph, shape.decode_seqs,
+                                                 shape.decode_context_tokens);
     StepCost total;
     total.seconds = memo.before.seconds + attention.seconds;
     total.flops = memo.before.flops + attention.flops;
@@ -645,12 +621,6 @@ ProfileUse apply_profile_scalars(const CalibrationProfile& profile, RooflinePara
   if (profile.gemm_kernel_us && !given("gemm_kernel_overhead_us")) params.gemm_kernel_overhead_us = profile.gemm_kernel_us;
   take("eager_launch_us", profile.eager_launch_us, params.eager_launch_us);
   take("graph_launch_us", profile.graph_launch_us, params.graph_launch_us);
-  take("iteration_overhead_ms", profile.iteration_overhead_ms, params.iteration_overhead_ms);
-  take("layer_overhead_us", profile.layer_overhead_us, params.layer_overhead_us);
-  if (profile.decode_iteration_overhead_ms && !given("decode_iteration_overhead_ms"))
-    params.decode_iteration_overhead_ms = profile.decode_iteration_overhead_ms;
-  if (profile.decode_layer_overhead_us && !given("decode_layer_overhead_us"))
-    params.decode_layer_overhead_us = profile.decode_layer_overhead_us;
   ProfileUse use;
   use.gemm_compute = !given("compute_efficiency");
   use.gemm_memory = !given("memory_efficiency");
@@ -669,16 +639,16 @@ namespace {
      "overhead, over every block operator (dense, MoE, MLA), attention, LM head and TP all-reduces; "
      "efficiencies constant or from a calibration profile",
      roofline_param_specs()},
-    [](const core::Params& p, const ModelSpec& model, const GpuSpec& gpu, int64_t tp) {
+    [](const core::Params& p, const ModelSpec& model, const GpuSpec& gpu, int64_t tp,
+       const CalibrationProfile* profile) {
       RooflineParams params = roofline_params_from(p);
-      if (!p.has("calibration")) return std::make_unique<RooflineCostModel>(model, gpu, tp, params);
-      const CalibrationProfile profile = read_calibration_profile(p.get_string("calibration"));
-      if (core::to_lower(profile.gpu) != core::to_lower(gpu.name))
-        p.fail("calibration", "the profile describes GPU '" + profile.gpu + "' but the run uses '" + gpu.name +
+      if (!profile) return std::make_unique<RooflineCostModel>(model, gpu, tp, params);
+      if (core::to_lower(profile->gpu) != core::to_lower(gpu.name))
+        p.fail("calibration", "the profile describes GPU '" + profile->gpu + "' but the run uses '" + gpu.name +
                                   "'; calibrate on (or choose) the same GPU type");
       const ProfileUse use =
-          apply_profile_scalars(profile, params, [&](std::string_view key) { return p.given(key); });
-      auto cost = std::make_unique<RooflineCostModel>(model, gpu, tp, params, &profile, use);
+          apply_profile_scalars(*profile, params, [&](std::string_view key) { return p.given(key); });
+      auto cost = std::make_unique<RooflineCostModel>(model, gpu, tp, params, profile, use);
       cost->precompute();
       return cost;
     });

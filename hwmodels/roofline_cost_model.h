@@ -36,16 +36,10 @@ struct RooflineParams {
   double attention_memory_efficiency = 0.7;    // fraction of HBM bandwidth reading a paged KV cache
   double kernel_overhead_us = 2.0;             // fixed time every kernel costs, however small
   std::optional<double> gemm_kernel_overhead_us;  // the same for GEMMs; unset: kernel_overhead_us
-  double iteration_overhead_ms = 0.5;          // CPU time per iteration the GPU waits for
   double allreduce_latency_us = 10.0;          // fixed time of one TP all-reduce
   double interconnect_efficiency = 0.65;       // fraction of NVLink bandwidth an all-reduce reaches
-  double layer_overhead_us = 0.0;              // per layer per iteration (Python, launches) not overlapped
-  std::optional<double> decode_iteration_overhead_ms;  // decode-only iterations; unset: iteration_overhead_ms
-  std::optional<double> decode_layer_overhead_us;      // decode-only iterations; unset: layer_overhead_us
   double eager_launch_us = 0.0;                // CPU time to launch one kernel without CUDA graphs
-  bool cuda_graphs = false;                    // decode-only iterations replay a captured CUDA graph
-  double graph_launch_us = 10.0;               // one CUDA graph replay
-  int64_t cuda_graph_max_batch = 512;          // largest decode batch with a captured graph
+  double graph_launch_us = 10.0;               // one CUDA graph (or graph piece) replay
 };
 
 // Which efficiencies come from the profile's tables (the rest from RooflineParams): a table is used
@@ -159,10 +153,6 @@ class RooflineCostModel final : public StepCostModel {
 
   template <class Sink>
   StepCost evaluate(const BatchShape& shape, Sink&& sink) const;
-  // A decode-only iteration small enough for a captured CUDA graph (when graphs are on).
-  bool replays_graph(const BatchShape& s) const {
-    return params_.cuda_graphs && s.prefill_tokens == 0 && s.decode_seqs <= params_.cuda_graph_max_batch;
-  }
   // One term of an iteration's sum: per-GPU seconds, whole-group FLOPs and bytes.
   struct Term {
     double seconds = 0, flops = 0, bytes = 0, peak_flop_seconds = 0;
@@ -178,6 +168,8 @@ class RooflineCostModel final : public StepCostModel {
   struct DecodeTerms {
     Term before;
     std::vector<Term> after;
+    LaunchMode launch = LaunchMode::kEager;
+    int64_t graph_tokens = 0;
     bool ready = false;
   };
   static constexpr int64_t kMemoDecodeSeqs = 8192;
@@ -207,7 +199,6 @@ class RooflineCostModel final : public StepCostModel {
   double kernel_s_ = 0;
   double eager_launch_s_ = 0;
   double graph_launch_s_ = 0;
-  double iteration_s_ = 0, layer_s_ = 0, decode_iteration_s_ = 0, decode_layer_s_ = 0;
   // Attention, per layer per GPU.
   double kv_bytes_per_token_ = 0;          // decode: the cache one token of context occupies
   double prefill_kv_bytes_per_token_ = 0;  // prefill: the keys and values it reads per key token
@@ -227,9 +218,5 @@ class RooflineCostModel final : public StepCostModel {
   double allreduce_latency_s_ = 0;
   double allreduce_s_per_row_ = 0;         // ring factor x one row's activations / link rate
 };
-
-// vLLM's CUDA-graph capture sizes: a decode batch of b runs the graph captured for the next size
-// up (1, 2, 4, then multiples of 8), its extra rows computing padding.
-int64_t cuda_graph_batch(int64_t b);
 
 }  // namespace servesim::hwmodels

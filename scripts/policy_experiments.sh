@@ -29,6 +29,8 @@ for scale in 1 4 6; do
   for router in round_robin least_outstanding prefix_affinity; do
     row "$router" experiments/policies/mooncake_routers.toml --set router.kind=$router --set workload.rate_scale=$scale
   done
+  row "least_outstanding, oracle = true (upper bound)" experiments/policies/mooncake_routers.toml \
+    --set router.kind=least_outstanding --set router.oracle=true --set workload.rate_scale=$scale
   row "prefix_affinity, balance_abs_threshold = 4" experiments/policies/mooncake_routers.toml \
     --set router.kind=prefix_affinity --set router.balance_abs_threshold=4 --set workload.rate_scale=$scale
   echo

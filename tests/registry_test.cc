@@ -33,6 +33,7 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("gpus", {"a100-80gb-sxm", "a100-40gb-sxm", "h100-sxm", "h100-pcie", "h200", "b200", "l40s",
                         "reference"});
   expect_kinds("cost_models", {"roofline"});
+  expect_kinds("engines", {"vllm-v1", "none"});
 }
 
 TEST(RegistryTest, LookupIgnoresCase) {

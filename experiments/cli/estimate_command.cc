@@ -13,6 +13,7 @@
 
 #include "experiments/cli/command.h"
 #include "hwmodels/calibration_profile.h"
+#include "hwmodels/engine/engine_model.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/hf_config.h"
 #include "hwmodels/roofline.h"
@@ -157,7 +158,6 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   if (const std::string why = hwmodels::tp_problem(model, tp); !why.empty()) throw UsageError("--tp: " + why);
 
   hwmodels::RooflineParams params;
-  params.cuda_graphs = vm.count("cuda-graphs") > 0;
   std::optional<hwmodels::CalibrationProfile> profile;
   hwmodels::ProfileUse use;
   if (!calibration.empty()) {
@@ -179,6 +179,11 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   hwmodels::BatchShape decode;
   decode.decode_seqs = batch;
   decode.decode_context_tokens = batch * context;
+  if (vm.count("cuda-graphs")) {
+    hwmodels::EngineModel launcher;  // a decode step replayed as one captured graph, as vLLM does
+    launcher.graphs = hwmodels::CudaGraphMode::kFullDecode;
+    launcher.prepare(decode);
+  }
   // The notes' byte count: every weight once (of the routed experts those the tokens activate; the
   // embedding table is a lookup, so only the gathered rows) plus the KV cache the attention reads
   // or writes.

@@ -65,12 +65,12 @@ int fit_step_latencies(const std::string& path, std::string base_arg, bool cuda_
   for (const auto& r : rows) models.push_back(row_model(r.model, path));
   std::optional<hwmodels::CalibrationProfile> base;
   if (base_arg.empty()) {
-    const std::optional<std::string> shipped = calibration::shipped_profile(gpu.name);
+    const std::optional<std::string> shipped = hwmodels::shipped_profile(gpu.name);
     if (!shipped)
       throw UsageError("no shipped calibration profile for " + gpu.name + " (searched " +
                        [] {
                          std::string dirs;
-                         for (const auto& d : calibration::profile_search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
+                         for (const auto& d : hwmodels::profile_search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
                          return dirs;
                        }() +
                        "); pass --base PROFILE.toml, or --base none for the constant efficiencies");

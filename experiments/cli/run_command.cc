@@ -30,6 +30,16 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
         << " KV blocks of " << r.block_size << " tokens, scheduler " << p.scheduler_kind << ")";
   }
   out << ", router " << r.router_kind << "\n";
+  for (size_t i = 0; i < r.pools.size(); ++i) {
+    const auto& p = r.pools[i];
+    if (i > 0 && p.calibration == r.pools[0].calibration && p.engine_kind == r.pools[0].engine_kind) continue;
+    out << (i == 0 ? "engine       " : "             ") << p.engine_kind << " on " << p.gpu_kind << ", calibration "
+        << (p.calibration.empty() ? std::string("none (constant efficiencies)")
+                                  : p.calibration + (p.calibration_default ? " (the GPU's shipped profile, used by "
+                                                                             "default; calibration = \"none\" opts out)"
+                                                                           : ""))
+        << "\n";
+  }
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
       << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
@@ -85,6 +95,16 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
   j["version"] = r.info.version;
   j["db"] = db.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(db);
   j["wall_seconds"] = s.wall_seconds;
+  nlohmann::ordered_json pools = nlohmann::ordered_json::array();
+  for (const auto& p : r.pools)
+    pools.push_back({{"role", p.role},
+                     {"replicas", p.replicas},
+                     {"gpu", p.gpu_kind},
+                     {"tensor_parallel", p.tensor_parallel},
+                     {"engine", p.engine_kind},
+                     {"calibration", p.calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.calibration)},
+                     {"calibration_default", p.calibration_default}});
+  j["pools"] = pools;
   const std::pair<const char*, const metrics::LatencyStats*> latencies[] = {
       {"ttft_ms", &s.ttft_ms}, {"tpot_ms", &s.tpot_ms}, {"itl_ms", &s.itl_ms}, {"e2e_ms", &s.e2e_ms}};
   // Everything the database stores, with each latency's statistics as one nested object.

@@ -70,12 +70,21 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.outcome = why;
   rec.prompt_tokens = r.prompt_tokens;
   rec.output_tokens = r.output_tokens;
-  rec.arrival = rec.first_token = rec.finish = r.arrival;
+  rec.arrival = rec.first_token = rec.finish = rec.client_first_token = rec.client_finish = r.arrival;
   ++counters_.rejected;
   observer_.on_request_done(rec);
 }
 
-void Cluster::on_event(uint64_t /*payload*/) {
+void Cluster::on_event(uint64_t payload) {
+  if (payload == 0) {
+    arrive();
+  } else {  // past the client path: into the replica's queue
+    const RequestId id{static_cast<uint32_t>(payload - 1)};
+    replicas_[requests_[id].routed_replica]->enqueue(id);
+  }
+}
+
+void Cluster::arrive() {
   Request r;
   r.id = counters_.arrived++;
   r.arrival = next_.arrival;
@@ -98,7 +107,13 @@ void Cluster::on_event(uint64_t /*payload*/) {
   if (why) {
     reject(r, target, *why);
   } else {
-    replica.enqueue(requests_.insert(std::move(r)));
+    const double ingress_s =
+        layout_.client.ingress_s + layout_.client.ingress_s_per_prompt_token * static_cast<double>(r.prompt_tokens);
+    const RequestId id = requests_.insert(std::move(r));
+    if (ingress_s > 0)
+      sim_.schedule_after(core::Duration::from_seconds(ingress_s), this, uint64_t{id.slot} + 1);
+    else
+      replica.enqueue(id);
   }
 
   if (read_next()) {
@@ -167,7 +182,13 @@ void Cluster::on_transfer_done(uint64_t tag) {
 
 void Cluster::on_request_done(const core::RequestRecord& r) {
   ++counters_.completed;
-  observer_.on_request_done(r);
+  core::RequestRecord rec = r;
+  // The client has each token egress_s after the iteration that produced it, the first one
+  // first_token_s later still.
+  const core::Duration egress = core::Duration::from_seconds(layout_.client.egress_s);
+  rec.client_first_token = r.first_token + egress + core::Duration::from_seconds(layout_.client.first_token_s);
+  rec.client_finish = std::max(r.finish + egress, rec.client_first_token);
+  observer_.on_request_done(rec);
 }
 
 void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {

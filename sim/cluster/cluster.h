@@ -38,11 +38,23 @@ struct ClusterCounters {
   double kv_transfer_bytes = 0;
 };
 
+// The client's side of the engine (its frontend): what a request pays from the client's send to the
+// engine's waiting queue (HTTP server, tokenisation, IPC) and each token from the end of the
+// iteration that produced it to the client (detokenising, streaming). The router decides at the
+// send; TTFT, TPOT and E2E are measured at the client (RequestRecord::client_*).
+struct ClientPath {
+  double ingress_s = 0;
+  double ingress_s_per_prompt_token = 0;
+  double egress_s = 0;       // every token
+  double first_token_s = 0;  // extra for the first token
+};
+
 // How the replicas are used and where they sit.
 struct ClusterLayout {
   size_t replicas = 0;
   size_t prefill_replicas = 0;  // 0: every replica is unified; else the first ones prefill, the rest decode
   bool layerwise_kv_transfer = false;  // stream KV layer by layer during the last prefill iteration
+  ClientPath client;
 };
 
 class Cluster final : public EventHandler,
@@ -63,7 +75,8 @@ class Cluster final : public EventHandler,
 
   // Schedules the first arrival.
   void start();
-  // Arrival of the request read ahead from the source.
+  // Payload 0: the arrival of the request read ahead from the source (the client sends it). Payload
+  // slot + 1: that request reaches its replica's queue (after the client path's ingress).
   void on_event(uint64_t payload) override;
 
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
@@ -78,6 +91,7 @@ class Cluster final : public EventHandler,
 
  private:
   bool read_next();
+  void arrive();
   void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
   // LifecycleObserver: counts, then forwards to the user's observer.
   void on_arrival(uint64_t id, core::Time t) override { observer_.on_arrival(id, t); }

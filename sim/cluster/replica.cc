@@ -20,6 +20,7 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
       swap_capacity_bytes_(config.swap_capacity_bytes),
       host_link_bytes_per_s_(config.host_link_bytes_per_s),
       kv_bytes_per_token_per_gpu_(config.kv_bytes_per_token_per_gpu),
+      engine_(config.engine),
       sim_(sim),
       requests_(requests),
       cost_(cost),
@@ -32,6 +33,7 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
     throw core::Error("internal: a prefill replica needs a listener to hand requests to");
   load_ = ReplicaLoad{};
   load_.kv_blocks_total = kv_.total();
+  if (engine_) first_token_delay_ns_ = std::llround(engine_->first_token_s * 1e9);
 }
 
 std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
@@ -312,6 +314,10 @@ void Replica::finish_handoff(RequestId id) {
 
 void Replica::try_start_iteration() {
   if (busy_) return;
+  // With async scheduling the host prepares an iteration while the GPU runs the previous one; the
+  // first after an idle spell has nothing to overlap with.
+  const bool after_idle = !chained_;
+  chained_ = false;
   if (waiting_.empty() && running_.empty()) {
     publish_state();
     return;
@@ -348,10 +354,13 @@ void Replica::try_start_iteration() {
       throw core::Error("internal: a scheduler added decodes without IterationPlan::add_decode");
   }
 #endif
+  if (engine_) engine_->prepare(shape);
   const hwmodels::StepCost cost = cost_.step(shape);
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
-  const double seconds = cost.seconds + pending_swap_seconds_;
+  const double iteration_s =
+      engine_ ? engine_->iteration_seconds(cost.seconds, shape, cost_.model().num_layers, after_idle) : cost.seconds;
+  const double seconds = iteration_s + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
   const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, std::llround(seconds * 1e9)));
 
@@ -437,6 +446,7 @@ void Replica::on_event(uint64_t /*payload*/) {
   plan_.clear();
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
+  chained_ = true;
   try_start_iteration();
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hwmodels/cost_model.h"
+#include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
 #include "sim/cluster/request.h"
 #include "sim/core/lifecycle.h"
@@ -94,6 +95,9 @@ struct ReplicaConfig {
   double swap_capacity_bytes = 0;       // host memory for swapped KV, per GPU
   double host_link_bytes_per_s = 0;     // GPU <-> host copy bandwidth, per GPU
   double kv_bytes_per_token_per_gpu = 0;
+  // The serving engine: how iterations are launched and the host time around them (not owned;
+  // null = none: every kernel eager, no host time).
+  const hwmodels::EngineModel* engine = nullptr;
 };
 
 class ReplicaListener {
@@ -200,7 +204,10 @@ class Replica final : public EventHandler {
     if (r.generated == 0) {
       r.first_token = now;
     } else {
-      const int64_t gap = (now - r.last_token).ns();
+      // The gap as the client sees it: its first token reached it first_token_s late (the engine's
+      // first chunk), which shortens the gap to the second.
+      int64_t gap = (now - r.last_token).ns();
+      if (r.generated == 1 && first_token_delay_ns_ > 0) gap = std::max<int64_t>(0, gap - first_token_delay_ns_);
       if (!gaps_.empty() && gaps_.back().gap_ns == gap) {
         ++gaps_.back().count;
       } else {
@@ -223,6 +230,8 @@ class Replica final : public EventHandler {
   int64_t max_context_;
   PreemptionMode preemption_;
   double swap_capacity_bytes_, host_link_bytes_per_s_, kv_bytes_per_token_per_gpu_;
+  const hwmodels::EngineModel* engine_;
+  int64_t first_token_delay_ns_ = 0;
   double swap_used_bytes_ = 0;
   double pending_swap_seconds_ = 0;  // swap traffic the next iteration carries
   Simulation& sim_;
@@ -242,6 +251,7 @@ class Replica final : public EventHandler {
   std::vector<RequestId> handoffs_;   // scratch of on_event
   std::vector<uint64_t> unit_keys_;   // scratch of apply_growth
   bool busy_ = false;
+  bool chained_ = false;  // the iteration about to start follows the previous one without a gap
   uint64_t iteration_ = 0;
   core::Duration last_duration_;
 };

@@ -1,5 +1,6 @@
 #include "sim/core/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -194,7 +195,10 @@ class Validator {
       case ParamType::kPath: {
         if (!node->is_string()) type_error(out, spec, *node);
         std::string s = *node->value<std::string>();
-        if (!spec.choices.empty()) {
+        // A path may also be one of its keywords (`calibration = "none"`), kept as written.
+        const bool keyword = spec.type == ParamType::kPath &&
+                             std::find(spec.choices.begin(), spec.choices.end(), s) != spec.choices.end();
+        if (!spec.choices.empty() && spec.type != ParamType::kPath) {
           bool ok = false;
           for (const auto& c : spec.choices) ok = ok || c == s;
           if (!ok)
@@ -202,7 +206,7 @@ class Validator {
                               "invalid value '" + s + "'" + did_you_mean(s, spec.choices) + "; valid: " +
                                   join(spec.choices));
         }
-        if (spec.type == ParamType::kPath) s = resolve_path(s, where);
+        if (spec.type == ParamType::kPath && !keyword) s = resolve_path(s, where);
         out.set(spec.name, std::move(s), where, true);
         break;
       }

@@ -25,9 +25,13 @@ struct RequestRecord {
   RequestOutcome outcome = RequestOutcome::kCompleted;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // requested (and, when completed, produced)
-  Time arrival;
-  Time first_token;           // == arrival when rejected
-  Time finish;                // == arrival when rejected
+  Time arrival;               // the client sends it (the workload's arrival time)
+  Time first_token;           // the iteration that produced the first token ends (== arrival when rejected)
+  Time finish;                // the iteration that produced the last token ends (== arrival when rejected)
+  // When the client has them: the engine's streaming path added (== first_token and finish without
+  // an engine frontend). TTFT, TPOT and E2E are measured here, where a client measures them.
+  Time client_first_token;
+  Time client_finish;
   uint32_t preemptions = 0;
   int64_t cached_tokens = 0;  // prompt tokens a prefix-cache hit spared
   double kv_transfer_bytes = 0;  // moved from a prefill to a decode replica

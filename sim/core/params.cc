@@ -120,6 +120,7 @@ std::string ParamSpec::default_str() const {
 
 std::string ParamSpec::range_str() const {
   if (!choices.empty()) {
+    if (type == ParamType::kPath) return "a path, or " + join(choices);
     return "one of: " + join(choices);
   }
   if (type != ParamType::kInt && type != ParamType::kFloat) return "";

@@ -35,7 +35,8 @@ struct ParamSpec {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
-  std::vector<std::string> choices;  // allowed values of a string parameter; empty = any
+  std::vector<std::string> choices;  // allowed values of a string parameter (empty = any); for a path,
+                                     // keywords accepted besides paths and kept as written
   std::string family;                // kSection: the kind family its `kind` is looked up in
   std::string default_kind;          // kSection: kind used when the section or its `kind` is absent
   std::vector<ParamSpec> fields;     // kTable: the fixed keys of the table

@@ -4,8 +4,8 @@ namespace servesim::metrics {
 
 RequestMetrics request_metrics(const core::RequestRecord& r, const Slo& slo) {
   RequestMetrics m;
-  m.ttft_ms = (r.first_token - r.arrival).ms();
-  m.e2e_ms = (r.finish - r.arrival).ms();
+  m.ttft_ms = (r.client_first_token - r.arrival).ms();
+  m.e2e_ms = (r.client_finish - r.arrival).ms();
   if (r.output_tokens > 1) m.tpot_ms = (m.e2e_ms - m.ttft_ms) / static_cast<double>(r.output_tokens - 1);
   if (r.outcome != core::RequestOutcome::kCompleted) return m;
   m.meets_slo = (!slo.ttft_ms || m.ttft_ms <= *slo.ttft_ms) &&

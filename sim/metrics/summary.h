@@ -19,8 +19,9 @@ struct Slo {
   std::optional<double> e2e_ms;
 };
 
-// TTFT = first token - arrival; TPOT = (E2E - TTFT) / (N_out - 1), undefined for one output token;
-// E2E = finish - arrival.
+// Measured where a client measures them (the engine's client path included): TTFT = the client has
+// the first token - the client sent the request; TPOT = (E2E - TTFT) / (N_out - 1), undefined for
+// one output token; E2E = the client has the last token - the client sent the request.
 struct RequestMetrics {
   double ttft_ms = 0;
   std::optional<double> tpot_ms;

@@ -9,6 +9,7 @@
 #include "calibration/microbench_samples.h"
 #include "calibration/smooth_fit.h"
 #include "calibration/validate.h"
+#include "hwmodels/engine/engine_model.h"
 #include "hwmodels/roofline.h"
 #include "sim/core/rng.h"
 #include "tests/calibration/synthetic.h"
@@ -129,10 +130,12 @@ StepData step_data(const hwmodels::CalibrationProfile& base, bool two_models, do
   core::Rng rng(3, "step-noise");
   hwmodels::RooflineParams params;
   const hwmodels::ProfileUse use = hwmodels::apply_profile_scalars(base, params, [](std::string_view) { return false; });
-  params.iteration_overhead_ms = 1.5;
-  params.layer_overhead_us = 20;
-  params.decode_iteration_overhead_ms = 0.4;
-  params.decode_layer_overhead_us = 5.0;
+  // The engine's host time on top of the GPU time (synchronous scheduling, no graphs).
+  hwmodels::EngineModel engine;
+  engine.schedule_s = 1.5e-3;
+  engine.layer_s = 20e-6;
+  engine.decode_schedule_s = 0.4e-3;
+  engine.decode_layer_s = 5.0e-6;
   int64_t line = 2;
   for (const char* name : {"llama-3-8b", "llama-2-70b"}) {
     if (!two_models && std::string(name) == "llama-2-70b") continue;
@@ -149,8 +152,10 @@ StepData step_data(const hwmodels::CalibrationProfile& base, bool two_models, do
       dshape.decode_seqs = batch;
       dshape.decode_context_tokens = batch * prompt;
       auto noisy = [&](double v) { return v * (1.0 + noise * (2.0 * rng.uniform() - 1.0)); };
-      d.rows.push_back({line++, name, "h100-sxm", tp, batch, prompt, noisy(cost.step(p).seconds * 1e3),
-                        noisy(cost.step(dshape).seconds * 1e3)});
+      auto step_ms = [&](const hwmodels::BatchShape& shape) {
+        return engine.iteration_seconds(cost.step(shape).seconds, shape, m.num_layers, true) * 1e3;
+      };
+      d.rows.push_back({line++, name, "h100-sxm", tp, batch, prompt, noisy(step_ms(p)), noisy(step_ms(dshape))});
       d.models.push_back(m);
     }
   }

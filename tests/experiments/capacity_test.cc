@@ -26,7 +26,8 @@ using servesim::testing::TempDir;
 // replica serves mu = 1/S requests per second. Arrivals are almost evenly spaced (gamma, cv 0.01).
 // Below mu no request waits: TTFT = S. Above it, with gap g = 1/rate, request k waits k (S - g);
 // with TTFT <= 3 S it meets the SLO while k (S - g) <= 2 S, so with N requests and a 90% target the
-// highest rate that passes is mu / (1 - 2 / (0.9 N - 1)).
+// highest rate that passes is mu / (1 - 2 / (0.9 N - 1)). (No engine: a client path would add a
+// fixed delay to every TTFT that does not limit the service rate.)
 constexpr int kRequests = 300;
 const std::string kBase = R"(
 [base]
@@ -46,6 +47,8 @@ value = 1
 kind = "llama-3-8b"
 [base.gpu]
 kind = "h100-sxm"
+[base.engine]
+kind = "none"
 [base.cluster]
 replicas = 1
 [base.scheduler]

@@ -86,9 +86,10 @@ TEST(TimelineTest, IterationsAndRequestSpansMatchTheRun) {
   EXPECT_EQ(iterations, summary["iterations"].get<int64_t>());
   EXPECT_EQ(static_cast<int64_t>(requests.size()), summary["requests_completed"].get<int64_t>());
   EXPECT_EQ(phases["b"], phases["e"]);
-  // Each span is the request's life as the database records it (microseconds in the trace).
+  // Each span is the request's life in the engine as the database records it: from its arrival to
+  // the iteration that produced its last token (microseconds in the trace).
   SQLite::Database db(dir.file("r.db"), SQLite::OPEN_READONLY);
-  SQLite::Statement st(db, "SELECT request_id, arrival_ns, finish_ns FROM requests WHERE outcome = 'completed'");
+  SQLite::Statement st(db, "SELECT request_id, arrival_ns, engine_finish_ns FROM requests WHERE outcome = 'completed'");
   int checked = 0;
   while (st.executeStep()) {
     const auto& span = requests.at(st.getColumn(0).getInt64());

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "hwmodels/calibration_profile.h"
+#include "hwmodels/engine/engine_model.h"
 #include "hwmodels/hf_config.h"
 #include "hwmodels/roofline.h"
 #include "hwmodels/roofline_cost_model.h"
@@ -103,28 +104,22 @@ TEST(CalibratedCostModelTest, EfficiencyTablesFollowShape) {
 TEST(CalibratedCostModelTest, ProfileThroughTheConfigAndKeysOverrideIt) {
   servesim::testing::TempDir dir;
   CalibrationProfile p = flat_profile(0.5, 0.5, 0.5);
-  p.iteration_overhead_ms = 3.0;
+  p.kernel_us = 3.0;
   p.all_reduce[2] = {20e-6, 100e9};
   p.all_reduce[8] = {40e-6, 300e9};
   write_calibration_profile(p, dir.file("h100.toml"));
   auto hw_with = [&](const std::string& keys, int64_t tp = 1) {
-    const std::string text = hw_config("llama-3-8b", "h100-sxm") + "[cost_model]\nkind = \"roofline\"\ncalibration = \"" +
-                             dir.file("h100.toml") + "\"\n" + keys;
-    const core::Params root = core::parse_config(text, "t.toml", hwtest::hw_schema());
-    hwtest::Hw hw;
-    hw.model = model_registry().make(root.section("model"));
-    hw.gpu = gpu_registry().make(root.section("gpu"));
-    hw.cost = cost_model_registry().make(root.section("cost_model"), *hw.model, *hw.gpu, tp);
-    return hw;
+    return build_hw(hw_config("llama-3-8b", "h100-sxm") + "[cost_model]\nkind = \"roofline\"\ncalibration = \"" +
+                        dir.file("h100.toml") + "\"\n" + keys,
+                    tp);
   };
   const auto cal = hw_with("");
   const auto& rm = dynamic_cast<const RooflineCostModel&>(*cal.cost);
   EXPECT_TRUE(rm.calibrated());
-  EXPECT_DOUBLE_EQ(rm.params().iteration_overhead_ms, 3.0);  // from the profile
-  EXPECT_DOUBLE_EQ(rm.params().kernel_overhead_us, 1.0);
-  const auto explicit_key = hw_with("iteration_overhead_ms = 0.25\ncompute_efficiency = 1\n");
+  EXPECT_DOUBLE_EQ(rm.params().kernel_overhead_us, 3.0);  // from the profile
+  const auto explicit_key = hw_with("kernel_overhead_us = 0.25\ncompute_efficiency = 1\n");
   const auto& rk = dynamic_cast<const RooflineCostModel&>(*explicit_key.cost);
-  EXPECT_DOUBLE_EQ(rk.params().iteration_overhead_ms, 0.25);  // the written key wins
+  EXPECT_DOUBLE_EQ(rk.params().kernel_overhead_us, 0.25);  // the written key wins
   // compute_efficiency written: the GEMM table is not used, so a compute-bound prefill is faster.
   EXPECT_LT(explicit_key.cost->step(prefill(4096)).seconds, cal.cost->step(prefill(4096)).seconds);
 
@@ -169,51 +164,54 @@ TEST(CalibratedCostModelTest, ShippedProfilesPredictTheirGpus) {
   }
 }
 
+// The engine decides how a batch is launched (EngineModel::prepare); the cost model costs it: a full
+// graph drops the per-kernel launch floor and pads the rows to the captured size, at one graph
+// launch; piecewise graphs leave attention eager and cost at least one launch per piece.
 TEST(CalibratedCostModelTest, CudaGraphsPadTheBatchAndDropTheLaunchFloor) {
-  RooflineParams eager;
-  eager.eager_launch_us = 8.0;
-  RooflineParams graphs = eager;
-  graphs.cuda_graphs = true;
-  graphs.graph_launch_us = 10.0;
-  const RooflineCostModel e(llama8b(), h100(), 1, eager), g(llama8b(), h100(), 1, graphs);
+  RooflineParams params;
+  params.eager_launch_us = 8.0;
+  params.graph_launch_us = 10.0;
+  const RooflineCostModel m(llama8b(), h100(), 1, params);
+  EngineModel full, piecewise, eager;
+  full.graphs = CudaGraphMode::kFullDecode;
+  piecewise.graphs = CudaGraphMode::kPiecewise;
+  auto launched = [](const EngineModel& e, BatchShape s) {
+    e.prepare(s);
+    return s;
+  };
+  const BatchShape d1_full = launched(full, decode(1, 100)), d1_eager = launched(eager, decode(1, 100));
+  EXPECT_EQ(d1_full.launch, LaunchMode::kFullGraph);
+  EXPECT_EQ(d1_eager.launch, LaunchMode::kEager);
   // Batch 1 decode: eager kernels shorter than 8 us wait for the host; the graph does not.
-  EXPECT_LT(g.step(decode(1, 100)).seconds, e.step(decode(1, 100)).seconds);
-  const auto ops = g.breakdown(decode(1, 100));
+  EXPECT_LT(m.step(d1_full).seconds, m.step(d1_eager).seconds);
+  const auto ops = m.breakdown(d1_full);
   ASSERT_NE(find_op(ops, "cuda_graph_launch"), nullptr);
   EXPECT_DOUBLE_EQ(find_op(ops, "cuda_graph_launch")->seconds, 10e-6);
-  EXPECT_EQ(find_op(e.breakdown(decode(1, 100)), "cuda_graph_launch"), nullptr);
+  EXPECT_EQ(find_op(m.breakdown(d1_eager), "cuda_graph_launch"), nullptr);
   // 17 sequences run the graph captured for 24: the GEMMs cost what 24 rows cost, the work is 17 rows'.
   EXPECT_EQ(cuda_graph_batch(17), 24);
   EXPECT_EQ(cuda_graph_batch(3), 4);
   EXPECT_EQ(cuda_graph_batch(64), 64);
-  RooflineParams graphs_no_floor = graphs;
-  graphs_no_floor.eager_launch_us = 0;
-  const RooflineCostModel gp(llama8b(), h100(), 1, graphs_no_floor);
-  const auto g17 = gp.breakdown(decode(17, 100)), g24 = gp.breakdown(decode(24, 100));
+  const auto g17 = m.breakdown(launched(full, decode(17, 100))), g24 = m.breakdown(launched(full, decode(24, 100)));
   EXPECT_DOUBLE_EQ(find_op(g17, "mlp_down_proj")->seconds, find_op(g24, "mlp_down_proj")->seconds);
   EXPECT_LT(find_op(g17, "mlp_down_proj")->flops, find_op(g24, "mlp_down_proj")->flops);
-  // Beyond cuda_graph_max_batch and with any prefill, the iteration runs eagerly.
-  graphs.cuda_graph_max_batch = 8;
-  const RooflineCostModel small(llama8b(), h100(), 1, graphs);
-  EXPECT_EQ(find_op(small.breakdown(decode(9, 100)), "cuda_graph_launch"), nullptr);
-  EXPECT_EQ(find_op(g.breakdown(prefill(100)), "cuda_graph_launch"), nullptr);
-}
-
-TEST(CalibratedCostModelTest, EngineOverheadsPerIterationAndLayer) {
-  RooflineParams p;
-  p.iteration_overhead_ms = 2.0;
-  p.layer_overhead_us = 10.0;
-  p.decode_iteration_overhead_ms = 0.5;
-  p.decode_layer_overhead_us = 1.0;
-  const RooflineCostModel m(llama8b(), h100(), 1, p);
-  RooflineParams none = p;
-  none.iteration_overhead_ms = 0;
-  none.layer_overhead_us = 0;
-  none.decode_iteration_overhead_ms = 0.0;
-  none.decode_layer_overhead_us = 0.0;
-  const RooflineCostModel z(llama8b(), h100(), 1, none);
-  EXPECT_NEAR(m.step(prefill(100)).seconds - z.step(prefill(100)).seconds, 2e-3 + 32 * 10e-6, 1e-12);
-  EXPECT_NEAR(m.step(decode(8, 100)).seconds - z.step(decode(8, 100)).seconds, 0.5e-3 + 32 * 1e-6, 1e-12);
+  // Beyond max_graph_tokens, and with any prefill under full_decode, the iteration runs eagerly.
+  full.max_graph_tokens = 8;
+  EXPECT_EQ(launched(full, decode(9, 100)).launch, LaunchMode::kEager);
+  EXPECT_EQ(launched(full, prefill(100)).launch, LaunchMode::kEager);
+  // Piecewise: a 100-token prefill runs the pieces captured for 104 tokens, attention eagerly (its
+  // launch floor stays), and the 33 pieces cost at least 33 launches.
+  const BatchShape p100 = launched(piecewise, prefill(100));
+  EXPECT_EQ(p100.launch, LaunchMode::kPiecewiseGraph);
+  EXPECT_EQ(p100.graph_tokens, 104);
+  const auto pw = m.breakdown(p100);
+  EXPECT_GE(find_op(pw, "attention_prefill")->seconds, 32 * 8e-6);
+  double captured = 0;
+  for (const auto& op : pw)
+    if (op.name != "attention_prefill" && op.name != "cuda_graph_launch") captured += op.seconds;
+  EXPECT_NEAR(captured + find_op(pw, "cuda_graph_launch")->seconds, std::max(captured, 33 * 10e-6), 1e-15);
+  // The captured GEMMs compute 104 rows: an eager 104-token prefill's GEMM without its launch floor.
+  EXPECT_DOUBLE_EQ(find_op(pw, "mlp_up_proj")->seconds / 32, *m.operator_seconds("mlp_up_proj", 104));
 }
 
 TEST(CalibratedCostModelTest, QuantisedWeightsAndKv) {

@@ -2,6 +2,7 @@
 // Builds models, GPUs and cost models from inline TOML, the way the simulator's config does.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +52,12 @@ inline Hw build_hw(const std::string& text, int64_t tp = 1) {
   Hw hw;
   hw.model = model_registry().make(root.section("model"));
   hw.gpu = gpu_registry().make(root.section("gpu"));
-  hw.cost = cost_model_registry().make(root.section("cost_model"), *hw.model, *hw.gpu, tp);
+  // The profile a [cost_model] calibration key names (the tests never pick a shipped one).
+  std::optional<CalibrationProfile> profile;
+  const core::Params& cm = root.section("cost_model");
+  if (cm.has("calibration") && cm.get_string("calibration") != kNoCalibration)
+    profile = read_calibration_profile(cm.get_string("calibration"));
+  hw.cost = cost_model_registry().make(cm, *hw.model, *hw.gpu, tp, profile ? &*profile : nullptr);
   return hw;
 }
 

@@ -64,7 +64,7 @@ TEST(RooflineCostModelTest, RegisteredWithDocumentedDefaults) {
   const RooflineParams& p = roofline(hw).params();
   const RooflineParams d;
   EXPECT_DOUBLE_EQ(p.compute_efficiency, d.compute_efficiency);
-  EXPECT_DOUBLE_EQ(p.iteration_overhead_ms, d.iteration_overhead_ms);
+  EXPECT_DOUBLE_EQ(p.kernel_overhead_us, d.kernel_overhead_us);
   EXPECT_EQ(hw.cost->model().name, "llama-3-8b");
   EXPECT_EQ(hw.cost->gpu().name, "h100-sxm");
   EXPECT_EQ(hw.cost->tensor_parallel(), 1);
@@ -74,9 +74,9 @@ TEST(RooflineCostModelTest, RegisteredWithDocumentedDefaults) {
 TEST(RooflineCostModelTest, ParametersComeFromTheConfig) {
   const auto hw = build_hw(hw_config("llama-3-8b", "h100-sxm") +
                            "[cost_model]\nkind = \"roofline\"\ncompute_efficiency = 0.5\n"
-                           "iteration_overhead_ms = 1.25\nallreduce_latency_us = 3\n");
+                           "kernel_overhead_us = 1.25\nallreduce_latency_us = 3\n");
   EXPECT_DOUBLE_EQ(roofline(hw).params().compute_efficiency, 0.5);
-  EXPECT_DOUBLE_EQ(roofline(hw).params().iteration_overhead_ms, 1.25);
+  EXPECT_DOUBLE_EQ(roofline(hw).params().kernel_overhead_us, 1.25);
   EXPECT_DOUBLE_EQ(roofline(hw).params().allreduce_latency_us, 3);
   EXPECT_THROW(build_hw(hw_config("llama-3-8b", "h100-sxm") + "[cost_model]\ncompute_efficiency = 0\n"),
                core::ConfigError);
@@ -137,7 +137,7 @@ TEST(RooflineCostModelTest, MfuOfAnFp8ModelIsAgainstTheFp8Peak) {
   const auto hw = build_hw(hw_config("llama-3-70b", "h100-sxm", "weight_dtype = \"fp8\"\n") +
                            "[cost_model]\ncompute_efficiency = 1\nmemory_efficiency = 1\nelementwise_efficiency = 1\n"
                            "attention_compute_efficiency = 1\nattention_memory_efficiency = 1\n"
-                           "kernel_overhead_us = 0\niteration_overhead_ms = 0\n");
+                           "kernel_overhead_us = 0\n");
   const StepCost c = hw.cost->step(prefill(8192));
   EXPECT_LE(step_mfu(c, 1), 1.0);
   EXPECT_GT(step_mfu(c, 1), 0.85);  // norms, RoPE and adds take the rest
@@ -177,7 +177,7 @@ TEST(RooflineCostModelTest, IdealMachineMeetsTheSeedsBounds) {
   const std::string ideal =
       "[cost_model]\nkind = \"roofline\"\ncompute_efficiency = 1\nmemory_efficiency = 1\n"
       "elementwise_efficiency = 1\nattention_compute_efficiency = 1\nattention_memory_efficiency = 1\n"
-      "kernel_overhead_us = 0\niteration_overhead_ms = 0\n";
+      "kernel_overhead_us = 0\n";
   const auto hw = build_hw(hw_config("teaching-7b", "reference") + ideal);
   const ModelSpec& m = hw.cost->model();
   const StepCost d = hw.cost->step(decode(1, 1));

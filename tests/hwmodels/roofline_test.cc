@@ -54,7 +54,7 @@ nlohmann::json estimate(std::vector<std::string> args) {
 const char* kIdeal =
     "[cost_model]\ncompute_efficiency = 1\nmemory_efficiency = 1\nelementwise_efficiency = 1\n"
     "attention_compute_efficiency = 1\nattention_memory_efficiency = 1\nkernel_overhead_us = 0\n"
-    "iteration_overhead_ms = 0\nallreduce_latency_us = 0\n";
+    "allreduce_latency_us = 0\n";
 
 // ---- KV cache (seed 001, the 7B and 70B examples; seed 000, the spectrum) ------------------------
 

@@ -199,7 +199,7 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
     }
   }
   std::vector<double> ttft, e2e;
-  int64_t last_finish = 0;
+  int64_t last_finish = 0, egress = -1;
   for (const auto& r : log.done) {
     if (r.outcome != core::RequestOutcome::kCompleted) continue;
     EXPECT_TRUE(ends[r.replica].count(r.first_token.ns())) << "request " << r.id << "'s first token at "
@@ -210,8 +210,15 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
         << r.decode_replica << " ended";
     EXPECT_LE(r.arrival, r.first_token);
     EXPECT_LE(r.first_token, r.finish);
-    ttft.push_back(static_cast<double>((r.first_token - r.arrival).ns()) / 1e6);
-    e2e.push_back(static_cast<double>((r.finish - r.arrival).ns()) / 1e6);
+    // The client has each token a fixed streaming delay after the engine produced it.
+    EXPECT_GE(r.client_first_token, r.first_token);
+    EXPECT_GE(r.client_finish, std::max(r.finish, r.client_first_token));
+    if (r.finish > r.first_token) {
+      if (egress < 0) egress = (r.client_finish - r.finish).ns();
+      EXPECT_EQ((r.client_finish - r.finish).ns(), egress) << "request " << r.id;
+    }
+    ttft.push_back(static_cast<double>((r.client_first_token - r.arrival).ns()) / 1e6);
+    e2e.push_back(static_cast<double>((r.client_finish - r.arrival).ns()) / 1e6);
     last_finish = std::max(last_finish, r.finish.ns());
   }
   EXPECT_GE(s.sim_seconds * 1e9, static_cast<double>(last_finish));

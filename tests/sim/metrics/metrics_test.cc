@@ -57,8 +57,8 @@ core::RequestRecord completed(uint64_t id, double arrival, double first, double 
   core::RequestRecord r;
   r.id = id;
   r.arrival = sec(arrival);
-  r.first_token = sec(first);
-  r.finish = sec(finish);
+  r.first_token = r.client_first_token = sec(first);
+  r.finish = r.client_finish = sec(finish);
   r.prompt_tokens = 100;
   r.output_tokens = out;
   return r;
@@ -316,7 +316,7 @@ TEST(CsvSinkTest, AppendsRunsAndDropsUnfinishedOnes) {
   }
   const std::string requests = slurp(dir.file("requests.csv"));
   EXPECT_EQ(requests.find("run_id,request_id"), 0u);
-  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1,0,0,0\n"), std::string::npos)
+  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1,0,0,0,1000000000,2000000000\n"), std::string::npos)
       << requests;
   EXPECT_NE(requests.find("\n2,7,"), std::string::npos);
   EXPECT_EQ(requests.find(",8,"), std::string::npos);  // the abandoned run left nothing

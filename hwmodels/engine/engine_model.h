@@ -1,0 +1,75 @@
+#pragma once
+// The serving engine around the GPU kernels: what a request pays between the client and the
+// engine's queue (HTTP server, tokenisation), what each token pays on its way back (detokenising,
+// streaming), the host work of every iteration (scheduling, preparing inputs, sampling) and whether
+// it overlaps the GPU, and which iterations replay CUDA graphs. Pure, like a cost model: the
+// replica asks it how to launch a batch and how long the iteration takes around the GPU time the
+// cost model gives; the cluster asks it the client-side delays.
+//
+// Kinds (family "engines"): `vllm-v1` (vLLM's V1 engine: API server process, engine core busy loop,
+// piecewise CUDA graphs for every batch up to the largest captured size and full graphs for
+// decode-only batches) and `none` (no engine: the GPU time alone, every kernel launched eagerly
+// with no host floor). Every parameter can be overridden in [engine], which is also how another
+// engine is described (docs/engine.md). A calibration profile may carry fitted values
+// ([overhead], [engine.<kind>]); keys written in [engine] win over it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hwmodels/calibration_profile.h"
+#include "hwmodels/cost_model.h"
+#include "sim/core/params.h"
+
+namespace servesim::hwmodels {
+
+enum class CudaGraphMode : uint8_t {
+  kNone,              // every kernel launched by the host
+  kFullDecode,        // decode-only batches up to the largest size replay one captured graph
+  kPiecewise,         // every batch up to the largest size runs piecewise graphs (attention eager)
+  kFullAndPiecewise,  // full graphs for decode-only batches, piecewise for the rest (vLLM V1)
+};
+
+struct EngineModel {
+  std::string name;
+  // Client <-> engine.
+  double api_server_s = 0;            // the client's send -> the engine's waiting queue
+  double tokenize_s_per_token = 0;    // per prompt token, on the same path
+  double stream_s = 0;                // an iteration's end -> the client has its tokens
+  double first_token_s = 0;           // extra before the first token reaches the client
+  // Host work of one iteration.
+  double schedule_s = 0;              // fixed: scheduler, input preparation, sampling, outputs
+  double decode_schedule_s = 0;       // the same for decode-only iterations
+  double schedule_s_per_seq = 0;      // per sequence in the iteration
+  double layer_s = 0;                 // per layer, in iterations not replayed as one full graph
+  double decode_layer_s = 0;          // the same for decode-only iterations
+  bool async_scheduling = false;      // the host prepares iteration k+1 while the GPU runs k
+  // CUDA graphs.
+  CudaGraphMode graphs = CudaGraphMode::kNone;
+  int64_t max_graph_tokens = 512;     // the largest captured batch (tokens)
+
+  // The client's send -> the engine's queue, for a prompt of `prompt_tokens` tokens.
+  double ingress_seconds(int64_t prompt_tokens) const {
+    return api_server_s + tokenize_s_per_token * static_cast<double>(prompt_tokens);
+  }
+  // How the iteration is launched: sets shape.launch and shape.graph_tokens.
+  void prepare(BatchShape& shape) const;
+  // Host seconds of the iteration (layers = the model's).
+  double host_seconds(const BatchShape& shape, int64_t layers) const;
+  // The iteration's duration around `gpu_s` of kernels: host + GPU, or with async scheduling the
+  // larger of the two unless the replica was idle (nothing to overlap the host work with).
+  double iteration_seconds(double gpu_s, const BatchShape& shape, int64_t layers, bool after_idle) const;
+};
+
+// vLLM's CUDA-graph capture sizes: a batch of b tokens runs the graph captured for the next size in
+// 1, 2, 4, 8, 16, 24, ... (multiples of 8).
+int64_t cuda_graph_batch(int64_t b);
+
+std::string_view cuda_graph_mode_name(CudaGraphMode mode);
+
+// Family "engines". Factory argument: the calibration profile of the GPU (may be null), whose
+// [overhead] and [engine.<kind>] values replace the preset's defaults.
+using EngineRegistry = core::Registry<EngineModel, const CalibrationProfile*>;
+EngineRegistry& engine_registry();
+
+}  // namespace servesim::hwmodels
