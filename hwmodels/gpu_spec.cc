@@ -20,7 +20,7 @@ struct GpuPreset {
 };
 
 GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory_gib, double sram_mib,
-            double nvlink_gb_s, double price_usd_per_hour, double fp8_tflops = 0, double int8_tops = 0) {
+            double nvlink_gb_s, double price_usd_per_hour, double fp8_tflops, double int8_tops, int64_t sm_count) {
   GpuSpec g;
   g.name = std::move(name);
   g.peak_flops = peak_tflops * kFlopsPerTflop;
@@ -31,6 +31,7 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
   g.sram_bytes = sram_mib * kBytesPerMib;
   g.interconnect_bandwidth = nvlink_gb_s * kBytesPerGb;
   g.price_usd_per_hour = price_usd_per_hour;
+  g.sm_count = sm_count;
   return g;
 }
 
@@ -44,7 +45,8 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
 // Sources. Compute, bandwidth, capacity and NVLink: NVIDIA's A100 80GB, H100 SXM5 and H200 SXM
 // datasheets (dense, i.e. without the 2:4-sparsity doubling; NVLink quoted there as the
 // bidirectional total, 600 and 900 GB/s, halved here to one direction). On-chip SRAM: L2 plus the
-// combined L1/shared memory of all SMs, from the Ampere and Hopper architecture whitepapers:
+// combined L1/shared memory of all SMs (SM counts: A100 108, H100 SXM and H200 132, H100 PCIe 114,
+// B200 148, L40S 142), from the Ampere, Hopper, Blackwell and Ada architecture whitepapers:
 // A100 40 MiB L2 + 108 SMs x 192 KiB = 60.25 MiB; H100/H200 50 MiB L2 + 132 SMs x 256 KiB = 83 MiB.
 // fp8 and int8 rates are the datasheets' dense tensor figures (A100: int8 624 TOPS, no fp8; H100
 // SXM and H200: 1979 for both).
@@ -72,23 +74,23 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
 //   AD102's 96 MiB L2 + 142 SMs x 128 KiB = 113.75 MiB. $0.87/h (aihardwareindex.com, Dec 2025).
 const std::vector<GpuPreset>& gpu_presets() {
   static const std::vector<GpuPreset> presets = {
-      {gpu("a100-80gb-sxm", 312, 2039, 80, 60.25, 300, 1.80, 0, 624),
+      {gpu("a100-80gb-sxm", 312, 2039, 80, 60.25, 300, 1.80, 0, 624, 108),
        "NVIDIA A100 80GB SXM: 312 TFLOP/s bf16, 2039 GB/s HBM2e, NVLink 3"},
-      {gpu("a100-40gb-sxm", 312, 1555, 40, 60.25, 300, 1.30, 0, 624),
+      {gpu("a100-40gb-sxm", 312, 1555, 40, 60.25, 300, 1.30, 0, 624, 108),
        "NVIDIA A100 40GB SXM: 312 TFLOP/s bf16, 1555 GB/s HBM2, NVLink 3"},
-      {gpu("h100-sxm", 989, 3350, 80, 83, 450, 2.50, 1979, 1979),
+      {gpu("h100-sxm", 989, 3350, 80, 83, 450, 2.50, 1979, 1979, 132),
        "NVIDIA H100 80GB SXM5: 989 TFLOP/s dense bf16 (1979 fp8), 3350 GB/s HBM3, NVLink 4"},
-      {gpu("h100-pcie", 756, 2000, 80, 78.5, 300, 2.00, 1513, 1513),
+      {gpu("h100-pcie", 756, 2000, 80, 78.5, 300, 2.00, 1513, 1513, 114),
        "NVIDIA H100 80GB PCIe: 756 TFLOP/s dense bf16 (1513 fp8), 2000 GB/s HBM2e, NVLink bridge"},
-      {gpu("h200", 989, 4800, 141, 83, 450, 3.50, 1979, 1979),
+      {gpu("h200", 989, 4800, 141, 83, 450, 3.50, 1979, 1979, 132),
        "NVIDIA H200 SXM: H100 compute with 141 GB HBM3e at 4800 GB/s"},
-      {gpu("b200", 2250, 8000, 180, 133, 900, 5.00, 4500, 4500),
+      {gpu("b200", 2250, 8000, 180, 133, 900, 5.00, 4500, 4500, 148),
        "NVIDIA B200 (HGX): 2250 TFLOP/s dense bf16 (4500 fp8), 180 GB HBM3e at 8000 GB/s, NVLink 5"},
-      {gpu("l40s", 362.05, 864, 48, 113.75, 32, 0.87, 733, 733),
+      {gpu("l40s", 362.05, 864, 48, 113.75, 32, 0.87, 733, 733, 142),
        "NVIDIA L40S: 362 TFLOP/s dense bf16 (733 fp8), 48 GB GDDR6 at 864 GB/s, PCIe Gen4 (no NVLink)"},
       // The lecture notes' reference accelerator: 312 TFLOP/s, 2 TB/s, "about 20 MB" of on-chip
       // memory (20e6 bytes); capacity, NVLink and price are not given there, so A100-like values.
-      {gpu("reference", 312, 2000, 80, 20e6 / kBytesPerMib, 300, 2.00),
+      {gpu("reference", 312, 2000, 80, 20e6 / kBytesPerMib, 300, 2.00, 0, 0, 108),
        "the lecture notes' reference accelerator: 312 TFLOP/s, 2 TB/s, 20 MB on-chip (ridge 156)"},
   };
   return presets;
@@ -119,6 +121,10 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
                       "GPU-to-GPU link bandwidth per GPU, one direction (half the bidirectional datasheet "
                       "figure): NVLink, or PCIe where a GPU has no NVLink")
           .above(0),
+      ParamSpec::integer("sm_count", d.sm_count, "SMs",
+                         "streaming multiprocessors: how many thread blocks run at once (attention and norm "
+                         "kernels with few blocks cannot use all of them)")
+          .range(1, 1 << 16),
       ParamSpec::real("price_usd_per_hour", d.price_usd_per_hour, "USD/h",
                       "rental price of one GPU (on-demand cloud rate)")
           .at_least(0),
@@ -128,7 +134,8 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
 GpuSpec gpu_from_params(const core::Params& p, const std::string& name) {
   return gpu(name, p.get_float("peak_tflops"), p.get_float("hbm_bandwidth_gb_s"),
              p.get_float("memory_gib"), p.get_float("sram_mib"), p.get_float("nvlink_gb_s"),
-             p.get_float("price_usd_per_hour"), p.get_float("fp8_peak_tflops"), p.get_float("int8_peak_tops"));
+             p.get_float("price_usd_per_hour"), p.get_float("fp8_peak_tflops"), p.get_float("int8_peak_tops"),
+             p.get_int("sm_count"));
 }
 
 double GpuSpec::gemm_peak(DType weights) const {

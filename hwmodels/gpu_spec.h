@@ -1,6 +1,7 @@
 #pragma once
 // A GPU type as its datasheet describes it.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,7 @@ struct GpuSpec {
   double sram_bytes = 0;           // on-chip SRAM (L2 + shared), bytes
   double interconnect_bandwidth = 0;  // per-GPU NVLink bandwidth, bytes/s, one direction
   double price_usd_per_hour = 0;   // per GPU
+  int64_t sm_count = 108;          // streaming multiprocessors
 
   double ridge_point() const { return peak_flops / hbm_bandwidth; }  // FLOP/byte
   // The tensor-core rate a GEMM with weights stored as `weights` runs at: fp8 and int8 weights run

@@ -52,7 +52,11 @@ void Replica::enqueue(RequestId id) {
   Request& r = requests_[id];
   r.replica = index_;
   r.state = RequestState::kWaiting;
-  waiting_.push_back(id);
+  // Behind earlier arrivals the scheduler has not seen yet, whatever the replica is doing.
+  if (engine_ && engine_->async_scheduling && (busy_ || !arriving_.empty()))
+    arriving_.emplace_back(id, sim_.now());
+  else
+    waiting_.push_back(id);
   account(r, +1);
   if (busy_) {
     publish_state();
@@ -312,12 +316,27 @@ void Replica::finish_handoff(RequestId id) {
 
 // ---- iterations ---------------------------------------------------------------------------------
 
+void Replica::admit_arrivals(bool chained) {
+  // The iteration about to start was planned when the previous one started: what arrived after
+  // that waits for the next one. With nothing else to run, the engine's loop sees it at once.
+  const core::Time cutoff = chained ? last_start_ : sim_.now();
+  while (!arriving_.empty() && arriving_.front().second <= cutoff) {
+    waiting_.push_back(arriving_.front().first);
+    arriving_.pop_front();
+  }
+  if (waiting_.empty() && running_.empty()) {
+    for (const auto& [id, t] : arriving_) waiting_.push_back(id);
+    arriving_.clear();
+  }
+}
+
 void Replica::try_start_iteration() {
   if (busy_) return;
   // With async scheduling the host prepares an iteration while the GPU runs the previous one; the
   // first after an idle spell has nothing to overlap with.
   const bool after_idle = !chained_;
   chained_ = false;
+  if (!arriving_.empty()) admit_arrivals(!after_idle);
   if (waiting_.empty() && running_.empty()) {
     publish_state();
     return;
@@ -366,6 +385,7 @@ void Replica::try_start_iteration() {
 
   busy_ = true;
   last_duration_ = duration;
+  last_start_ = sim_.now();
   sim_.schedule_after(duration, this, ++iteration_);
   core::IterationRecord rec;
   rec.replica = index_;
@@ -451,7 +471,7 @@ void Replica::on_event(uint64_t /*payload*/) {
 }
 
 void Replica::publish_state() {
-  load_.queued = static_cast<int64_t>(waiting_.size());
+  load_.queued = static_cast<int64_t>(waiting_.size() + arriving_.size());
   load_.running = static_cast<int64_t>(running_.size());
   load_.kv_blocks_used = kv_.in_use();
   core::ReplicaState s;

@@ -131,7 +131,9 @@ class Replica final : public EventHandler {
   core::Duration last_iteration() const { return last_duration_; }
   // KV bytes one token occupies on each of its GPUs (a share of the heads, or a whole MLA latent).
   double kv_bytes_per_token_per_gpu() const { return kv_bytes_per_token_per_gpu_; }
-  bool idle() const { return !busy_ && waiting_.empty() && running_.empty() && transferring_ == 0; }
+  bool idle() const {
+    return !busy_ && waiting_.empty() && arriving_.empty() && running_.empty() && transferring_ == 0;
+  }
   KvCache& kv_cache() { return kv_; }
 
   // ---- scheduler side: the mechanism policies use ----
@@ -199,6 +201,8 @@ class Replica final : public EventHandler {
   int64_t unit_end(const Request& r, size_t j) const;
   void release_kv(Request& r);
   void try_start_iteration();
+  // Moves the requests the scheduler can see now from arriving_ into the waiting queue.
+  void admit_arrivals(bool chained);
   bool reserve_slow(Request& r, int64_t kv_tokens);
   void emit_token(Request& r, core::Time now) {
     if (r.generated == 0) {
@@ -244,6 +248,11 @@ class Replica final : public EventHandler {
   KvCache kv_;
 
   std::deque<RequestId> waiting_;
+  // With async scheduling, the scheduler plans iteration k+1 when iteration k starts: requests that
+  // reach the replica while k runs are not in k+1 and wait here (in arrival order, with the time
+  // they arrived) until the scheduling point after it.
+  std::deque<std::pair<RequestId, core::Time>> arriving_;
+  core::Time last_start_;  // the start of the iteration in flight (or the last one)
   std::vector<RequestId> running_;
   int64_t transferring_ = 0;
   IterationPlan plan_;

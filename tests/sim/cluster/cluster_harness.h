@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct ClusterSetup {
   double per_token_s = 0.0;
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
   bool layerwise = false;
+  std::optional<hwmodels::EngineModel> engine;  // none: no engine (eager, no host time)
 };
 
 struct Harness {
@@ -45,6 +47,7 @@ struct Harness {
   metrics::InvariantChecker checker{&obs};  // every signal is checked, then recorded
   LinearCostModel cost;
   VectorSource source;
+  std::optional<hwmodels::EngineModel> engine;
   std::unique_ptr<sim::Network> network;
   std::unique_ptr<sim::Cluster> cluster;
 
@@ -86,6 +89,8 @@ struct Harness {
     rc.swap_capacity_bytes = s.swap_capacity_bytes;
     rc.host_link_bytes_per_s = s.host_link_bytes_per_s;
     rc.kv_bytes_per_token_per_gpu = s.kv_bytes_per_token;
+    if (s.engine) engine = *s.engine;
+    rc.engine = engine ? &*engine : nullptr;
     for (int i = 0; i < s.replicas; ++i)
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
   }

@@ -40,6 +40,27 @@ TEST(ContinuousSchedulerTest, SingleRequestTimeline) {
   EXPECT_EQ(peak, 3);
 }
 
+// vLLM V1's async scheduling: iteration k+1 is planned when iteration k starts, so a request that
+// reaches the replica while k runs joins k+2. A decodes in 10 ms iterations from t = 0; B arrives at
+// 15 ms, during [10, 20): synchronously its prefill joins [20, 30) (first token at 30 ms); with async
+// scheduling [20, 30) was planned at 10 ms, so B joins [30, 40) (first token at 40 ms).
+TEST(ContinuousSchedulerTest, AsyncSchedulingAdmitsArrivalsOneIterationLater) {
+  for (const bool async : {false, true}) {
+    ClusterSetup s;
+    s.scheduler = "kind = \"chunked\"\nwatermark = 0.0\n";
+    hwmodels::EngineModel e;
+    e.async_scheduling = async;
+    s.engine = e;
+    Harness h({spec(0, 10, 10), spec(0.015, 10, 2)}, s);
+    h.run();
+    const auto* b = h.obs.find(1);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->first_token.ns(), (async ? 40 : 30) * kMs) << (async ? "async" : "sync");
+    // An idle replica sees a request at once, async or not: A's prefill starts at 0.
+    EXPECT_EQ(h.obs.find(0)->first_token.ns(), 10 * kMs);
+  }
+}
+
 TEST(ContinuousSchedulerTest, SingleOutputTokenFinishesAtPrefill) {
   Harness h({spec(0, 7, 1)});
   h.run();
