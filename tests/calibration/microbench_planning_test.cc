@@ -1,0 +1,161 @@
+// The CUDA microbenchmarks' host-side plans (calibration/microbench/planning.h), which nvcc builds
+// into the benchmarks: every point the sweeps time keeps its data out of L2, no rotated buffer
+// overlaps another, and the memory budget is respected.
+#include "calibration/microbench/planning.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace servesim::calibration::plan {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kGiB = size_t{1} << 30;
+
+// L2 sizes of the GPUs the microbenchmarks are meant for (cudaDevAttrL2CacheSize): A100 40 MiB,
+// H100 and H200 50 MiB, L40S 96 MiB, B200 126 MiB.
+const std::vector<size_t> kL2Sizes = {40 * kMiB, 50 * kMiB, 96 * kMiB, 126 * kMiB};
+// Half of an 80 GB GPU's free memory: what rotation_budget() gives on the smallest of them.
+constexpr size_t kBudget = 37 * kGiB;
+
+// Walks calls 0 .. copies in order, independently of Rotation's own arithmetic: within one pass
+// over the copies no two byte ranges of any buffer overlap and all lie in the arena; call `copies`
+// comes back to call 0's addresses; what the pass touches is at least 4 x L2.
+void expect_out_of_l2(const Rotation& r, size_t l2, const std::string& what) {
+  SCOPED_TRACE(what + " with L2 " + std::to_string(l2 >> 20) + " MiB");
+  ASSERT_TRUE(r.fits);
+  EXPECT_LE(r.arena_bytes(), kBudget);
+  size_t end_of_previous = 0, touched = 0;
+  for (uint64_t call = 0; call < r.copies; ++call) {
+    std::vector<std::pair<size_t, size_t>> ranges;
+    for (size_t b = 0; b < r.bytes.size(); ++b) ranges.push_back({r.offset(b, call), r.bytes[b]});
+    for (const auto& [begin, size] : ranges) {
+      // Every range starts where the previous one (in call, then buffer order) ended or later, so
+      // ranges met in this order are pairwise disjoint.
+      ASSERT_GE(begin, end_of_previous) << "call " << call;
+      ASSERT_EQ(begin % kAlignment, 0u) << "call " << call;
+      end_of_previous = begin + size;
+      touched += size;
+    }
+    ASSERT_LE(end_of_previous, r.arena_bytes());
+  }
+  EXPECT_GE(static_cast<double>(touched), kL2Multiple * static_cast<double>(l2));
+  for (size_t b = 0; b < r.bytes.size(); ++b) EXPECT_EQ(r.offset(b, r.copies), r.offset(b, 0));
+  // No more copies than that needs.
+  if (r.copies > 1) {
+    EXPECT_LT(static_cast<double>(touched - r.call_bytes()), kL2Multiple * static_cast<double>(l2));
+  }
+}
+
+TEST(MicrobenchPlanningTest, EveryStreamingAndElementwisePointRotatesOutOfL2) {
+  for (size_t l2 : kL2Sizes) {
+    for (bool quick : {false, true}) {
+      for (size_t bytes : stream_sizes(quick, 80 * kGiB / 4))
+        for (const char* kernel : {"read", "copy"})
+          expect_out_of_l2(plan_rotation(streaming_buffers(kernel, bytes), l2, kBudget), l2,
+                           std::string(kernel) + " " + std::to_string(bytes));
+      for (int width : elementwise_widths())
+        for (int rows : elementwise_rows(quick))
+          for (const std::string& kernel : elementwise_kernels())
+            expect_out_of_l2(plan_rotation(elementwise_buffers(kernel, rows, width), l2, kBudget), l2,
+                             kernel + " " + std::to_string(rows) + " x " + std::to_string(width));
+    }
+  }
+}
+
+TEST(MicrobenchPlanningTest, EveryGemmAndDecodePointRotatesOutOfL2) {
+  for (size_t l2 : kL2Sizes) {
+    for (bool quick : {false, true}) {
+      for (const auto& [n, k] : gemm_weight_shapes(quick))
+        for (size_t element : {size_t{2}, size_t{1}})  // bf16, fp8
+          expect_out_of_l2(plan_rotation({static_cast<size_t>(n) * k * element}, l2, kBudget), l2,
+                           "weights " + std::to_string(n) + " x " + std::to_string(k));
+      for (const DecodeLayout& l : {DecodeLayout{32, 8, 128, 16}, DecodeLayout{4, 1, 128, 16}, DecodeLayout{64, 8, 128, 16}})
+        for (int batch : decode_batches(quick))
+          for (int context : decode_contexts(quick)) {
+            if (decode_kv_bytes(l, batch, context) > 16.0 * kGiB) continue;  // attention.cu's size cap
+            expect_out_of_l2(decode_rotation(l, batch, context, l2, kBudget), l2,
+                             "decode " + l.name() + " " + std::to_string(batch) + " x " + std::to_string(context));
+          }
+    }
+  }
+}
+
+TEST(MicrobenchPlanningTest, RotationArithmetic) {
+  // Hand-computed: 24 KiB calls against a 50 MiB L2 need ceil(200 MiB / 24 KiB) = 8534 copies.
+  const Rotation small = plan_rotation({8192, 8192, 8192}, 50 * kMiB, kBudget);
+  EXPECT_EQ(small.copies, 8534u);
+  EXPECT_EQ(small.slot(), 24576u);
+  EXPECT_EQ(small.offset(2, 8535), 24576u + 16384u);  // copy 1, third buffer
+  // Buffers are aligned to 256 bytes: 100 + 10 bytes take two 256-byte strides.
+  const Rotation odd = plan_rotation({100, 10}, 1000, kBudget);
+  EXPECT_EQ(odd.slot(), 512u);
+  EXPECT_EQ(odd.copies, 37u);  // ceil(4000 / 110)
+  EXPECT_EQ(odd.offset(1, 1), 768u);
+  // A call that alone touches 4 x L2 needs one copy.
+  EXPECT_EQ(plan_rotation({4 * 50 * kMiB}, 50 * kMiB, kBudget).copies, 1u);
+  EXPECT_EQ(plan_rotation({4 * 50 * kMiB - 1}, 50 * kMiB, kBudget).copies, 2u);
+  EXPECT_THROW(plan_rotation({0}, 50 * kMiB, kBudget), std::invalid_argument);
+}
+
+TEST(MicrobenchPlanningTest, MemoryBudgetIsRespected) {
+  const Rotation r = plan_rotation({kMiB}, 50 * kMiB, kBudget);
+  EXPECT_EQ(r.copies, 200u);
+  EXPECT_TRUE(plan_rotation({kMiB}, 50 * kMiB, 200 * kMiB).fits);
+  // One byte short of the arena: the point is skipped, never run with fewer copies.
+  const Rotation tight = plan_rotation({kMiB}, 50 * kMiB, 200 * kMiB - 1);
+  EXPECT_FALSE(tight.fits);
+  EXPECT_EQ(tight.copies, 200u);
+  EXPECT_FALSE(plan_rotation({8 * kGiB}, 50 * kMiB, 4 * kGiB).fits);
+}
+
+TEST(MicrobenchPlanningTest, BytesChargedAndTouched) {
+  // rms_norm of 2 rows of 4096: reads x (16 KiB) and the weight (8 KiB), writes 16 KiB.
+  EXPECT_DOUBLE_EQ(elementwise_moved_bytes("rms_norm", 2, 4096), 40960);
+  EXPECT_EQ(elementwise_buffers("rms_norm", 2, 4096), (std::vector<size_t>{16384, 8192, 16384}));
+  // SiLU-and-multiply of 3 rows of 8192: reads 2 x 48 KiB, writes 48 KiB.
+  EXPECT_DOUBLE_EQ(elementwise_moved_bytes("act", 3, 8192), 147456);
+  EXPECT_EQ(elementwise_buffers("act", 3, 8192), (std::vector<size_t>{98304, 49152}));
+  EXPECT_DOUBLE_EQ(elementwise_moved_bytes("add", 1, 4096), 3 * 8192);
+  EXPECT_DOUBLE_EQ(elementwise_moved_bytes("rope", 1, 4096), 2 * 8192);
+  EXPECT_DOUBLE_EQ(elementwise_moved_bytes("embedding", 5, 4096), 2 * 5 * 8192);
+  EXPECT_EQ(elementwise_buffers("embedding", 5, 4096), (std::vector<size_t>{20, 40960, 40960}));
+  EXPECT_EQ(index_buffer("embedding"), 0);
+  EXPECT_EQ(index_buffer("rope"), 1);
+  EXPECT_EQ(index_buffer("add"), -1);
+  EXPECT_THROW(elementwise_buffers("softmax", 1, 4096), std::invalid_argument);
+  // K and V of 2 sequences of 100 tokens, 8 KV heads of 128: 2 x 200 x 8 x 128 x 2 bytes.
+  EXPECT_DOUBLE_EQ(decode_kv_bytes({32, 8, 128, 16}, 2, 100), 819200);
+  EXPECT_EQ(pages_for(100, 16), 7);
+  // Its rotation copies whole pages: 2 x 7 pages of 8 x 16 x 128 fp16 for K, as much for V, and a
+  // 14-entry block table.
+  const Rotation r = decode_rotation({32, 8, 128, 16}, 2, 100, 50 * kMiB, kBudget);
+  EXPECT_EQ(r.bytes, (std::vector<size_t>{458752, 458752, 56}));
+}
+
+TEST(MicrobenchPlanningTest, IndicesStayInsideTheirCopy) {
+  // Embedding ids are a permutation of the call's table chunk, for every swept row count.
+  for (int rows : elementwise_rows(false)) {
+    std::set<size_t> seen;
+    for (int i = 0; i < rows; ++i) seen.insert(embedding_id(i, rows));
+    EXPECT_EQ(seen.size(), static_cast<size_t>(rows)) << rows;
+    EXPECT_LT(*seen.rbegin(), static_cast<size_t>(rows)) << rows;
+  }
+  // Decode pages are a permutation of the copy's batch x pages pool.
+  for (int batch : decode_batches(false))
+    for (int context : {1, 16, 17, 1100}) {
+      const int pages = pages_for(context, 16);
+      std::set<int> seen;
+      for (int s = 0; s < batch; ++s)
+        for (int i = 0; i < pages; ++i) seen.insert(decode_page(s, i, batch));
+      EXPECT_EQ(seen.size(), static_cast<size_t>(batch) * pages);
+      EXPECT_EQ(*seen.begin(), 0);
+      EXPECT_EQ(*seen.rbegin(), batch * pages - 1);
+    }
+}
+
+}  // namespace
+}  // namespace servesim::calibration::plan
