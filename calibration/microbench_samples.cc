@@ -78,7 +78,9 @@ void parse_microbench_file(std::string_view name, std::string_view text, const s
   } else if (name == kLaunchFile) {
     check_header(t, kLaunchHeader);
     rows(t, [&](size_t r) {
-      run.launch.push_back({t.lines[r], one_of(t, r, 0, {"kernel_eager", "kernel_gpu", "graph_kernel", "graph_launch"}),
+      run.launch.push_back({t.lines[r],
+                            one_of(t, r, 0, {"host_launch_kernel", "gpu_kernel_stream", "host_launch_graph",
+                                             "gpu_kernel_graph", "graph_replay_idle"}),
                             positive(t, r, 1)});
     });
   } else if (name == kAllReduceFile) {
@@ -183,15 +185,32 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   for (const auto& m : run.all_reduce) s.all_reduce.push_back({m.gpus, m.bytes, m.seconds});
   for (const auto& m : run.send_recv) s.send_recv.push_back({2, m.bytes, m.seconds});
 
-  // The fixed time per kernel: the GPU time of an empty kernel when measured, else estimated from
-  // the shortest kernels. Fits subtract the same time the cost model adds back.
+  // Launch costs (raw_format.h), mapped to the profile as docs/calibration.md says:
+  // kernel_us = GPU time per kernel launched back to back from a stream (every kernel the cost
+  // model times pays it, and the kernels here were timed that way, so fits subtract the same time
+  // the model adds back; without it, estimated from the shortest kernels); eager_launch_us = the
+  // host's CPU time per launch call; graph_launch_us = what a replay costs a step that waits for
+  // it: the idle replay's wall time less its one node's GPU time.
+  auto launch = [&](const char* kind) -> const MicrobenchRun::Launch* {
+    for (const auto& l : run.launch)
+      if (l.kind == kind) return &l;
+    return nullptr;
+  };
+  const auto* gpu_kernel = launch("gpu_kernel_stream");
+  const auto* host_launch = launch("host_launch_kernel");
+  const auto* replay_idle = launch("graph_replay_idle");
+  const auto* graph_node = launch("gpu_kernel_graph");
   double kernel_s = fitted_kernel_seconds(s);
-  for (const auto& l : run.launch)
-    if (l.kind == "kernel_gpu") kernel_s = round_significant(l.seconds, 3);
+  if (gpu_kernel) kernel_s = round_significant(gpu_kernel->seconds, 3);
   hwmodels::CalibrationProfile p = fit_profile(s, gpu, kernel_s);
-  for (const auto& l : run.launch) {
-    if (l.kind == "kernel_eager") p.eager_launch_us = round_significant(l.seconds * 1e6, 3);
-    if (l.kind == "graph_launch") p.graph_launch_us = round_significant(l.seconds * 1e6, 3);
+  if (host_launch) p.eager_launch_us = round_significant(host_launch->seconds * 1e6, 3);
+  if (replay_idle) {
+    const double node_s = graph_node ? graph_node->seconds : gpu_kernel ? gpu_kernel->seconds : 0.0;
+    if (!(replay_idle->seconds > node_s))
+      throw core::InputError(run.dir + "/" + raw::kLaunchFile, replay_idle->line, "seconds",
+                             "graph_replay_idle is not longer than one graph node's GPU time: the launch samples "
+                             "contradict each other");
+    p.graph_launch_us = round_significant((replay_idle->seconds - node_s) * 1e6, 3);
   }
 
   if (!run.decode_attention.empty() && !check_failed("attention_decode")) {

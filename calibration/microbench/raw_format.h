@@ -35,9 +35,16 @@ inline constexpr const char* kDecodeAttentionHeader = "batch,context,heads,kv_he
 inline constexpr const char* kPrefillAttentionFile = "attention_prefill.csv";
 inline constexpr const char* kPrefillAttentionHeader = "batch,seq,heads,kv_heads,head_dim,flops,seconds,reps";
 
-// Launch costs: kernel_eager (host time per launch of an empty kernel, back to back),
-// kernel_gpu (GPU time of an empty kernel), graph_kernel (per node of a replayed graph of empty
-// kernels), graph_launch (one replay of a one-node graph).
+// Launch costs (launch.cu), measured so that the host's launch queue cannot limit them:
+//   host_launch_kernel  CPU seconds of one cudaLaunchKernel call (empty kernel), the GPU held busy so
+//                       that no call waits for a queue slot;
+//   gpu_kernel_stream   GPU seconds per empty kernel launched back to back on a stream, every launch
+//                       queued before the GPU reached the first;
+//   host_launch_graph   CPU seconds of one cudaGraphLaunch of a one-node graph, as host_launch_kernel;
+//   gpu_kernel_graph    GPU seconds per node of a replayed graph of empty kernels;
+//   graph_replay_idle   wall seconds from cudaGraphLaunch of a one-node graph to cudaStreamSynchronize
+//                       returning, the GPU idle before it.
+// `reps` is the number of trials whose median is given.
 inline constexpr const char* kLaunchFile = "launch.csv";
 inline constexpr const char* kLaunchHeader = "kind,seconds,reps";
 

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
+#include "calibration/microbench/raw_format.h"
 #include "calibration/microbench_samples.h"
 #include "calibration/smooth_fit.h"
 #include "calibration/validate.h"
@@ -87,7 +89,10 @@ TEST(FitTest, MicrobenchSamplesRecoverKnownEfficiencies) {
   EXPECT_EQ(gpu_of_run(run), "h100-sxm");
   EXPECT_EQ(run.files.size(), 10u);
   const hwmodels::CalibrationProfile p = fit_microbench_profile(run, h100(), "synthetic");
-  EXPECT_DOUBLE_EQ(*p.kernel_us, 1.0);  // the measured empty kernel
+  // Launch costs (synthetic.h's launch.csv): kernel_us is the GPU time per stream-launched kernel,
+  // eager_launch_us the host's time per launch call, graph_launch_us the idle replay less its
+  // node's GPU time (6.9 - 0.9 us).
+  EXPECT_DOUBLE_EQ(*p.kernel_us, 1.0);
   EXPECT_DOUBLE_EQ(*p.eager_launch_us, 4.0);
   EXPECT_DOUBLE_EQ(*p.graph_launch_us, 6.0);
   EXPECT_NEAR(*p.gemm_kernel_us, synthetic::kGemmKernelUs, 0.1);
@@ -116,6 +121,38 @@ TEST(FitTest, MicrobenchSamplesRecoverKnownEfficiencies) {
   EXPECT_TRUE(q.attention_decode.empty());
   EXPECT_FALSE(q.attention_prefill.empty());
   EXPECT_NE(q.description.find("attention_decode"), std::string::npos);
+}
+
+TEST(FitTest, MicrobenchLaunchCostsMapToTheProfile) {
+  auto fit_launch = [](const std::string& launch_csv) {
+    servesim::testing::TempDir dir;
+    synthetic::write_microbench_dir(dir.path());
+    std::ofstream(dir.file(raw::kLaunchFile)) << raw::kLaunchHeader << "\n" << launch_csv;
+    return fit_microbench_profile(read_microbench_dir(dir.path()), h100(), "synthetic");
+  };
+  // Without a graph node's time, the replay's node is taken to cost what a stream kernel does.
+  const hwmodels::CalibrationProfile p =
+      fit_launch("gpu_kernel_stream,2e-06,7\nhost_launch_kernel,5.5e-06,7\ngraph_replay_idle,1e-05,25\n");
+  EXPECT_DOUBLE_EQ(*p.kernel_us, 2.0);
+  EXPECT_DOUBLE_EQ(*p.eager_launch_us, 5.5);
+  EXPECT_DOUBLE_EQ(*p.graph_launch_us, 8.0);
+  // Nothing measured: no launch costs, and the kernel time estimated from the shortest kernel.
+  const hwmodels::CalibrationProfile none = fit_launch("");
+  EXPECT_FALSE(none.eager_launch_us.has_value());
+  EXPECT_FALSE(none.graph_launch_us.has_value());
+  ASSERT_TRUE(none.kernel_us.has_value());
+  EXPECT_NE(*none.kernel_us, 2.0);
+  // An idle replay shorter than its node contradicts itself: the file and line are named.
+  try {
+    fit_launch("gpu_kernel_graph,3e-06,7\ngraph_replay_idle,2e-06,25\n");
+    ADD_FAILURE() << "no error";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_NE(std::string(e.what()).find("launch.csv"), std::string::npos) << e.what();
+  }
+  // The kinds of the old format (a host time per launch that included waiting for a full queue)
+  // are refused, not mapped.
+  EXPECT_THROW(fit_launch("kernel_eager,4e-06,7\n"), core::InputError);
 }
 
 struct StepData {

@@ -157,5 +157,28 @@ TEST(MicrobenchPlanningTest, IndicesStayInsideTheirCopy) {
     }
 }
 
+TEST(MicrobenchPlanningTest, LaunchTrialsStayUnderTheQueueAndEnd) {
+  // 3 us per launch: queueing 512 launches takes 1.5 ms, the spin four times that.
+  const LaunchTrial first = first_launch_trial(3000);
+  EXPECT_EQ(first.launches, 512);
+  EXPECT_DOUBLE_EQ(first.spin_ns, 4.0 * 512 * 3000);
+  EXPECT_DOUBLE_EQ(first_launch_trial(10).spin_ns, kMinSpinNs);  // a fast host still gets 1 ms
+  // Each failed trial halves the launches (down to 32) and doubles the spin (up to 2 s) ...
+  LaunchTrial t = first;
+  int retries = 0;
+  for (LaunchTrial next = retry_launch_trial(t); next.launches != 0; next = retry_launch_trial(t)) {
+    EXPECT_TRUE(next.launches == std::max(kMinLaunches, t.launches / 2)) << retries;
+    EXPECT_DOUBLE_EQ(next.spin_ns, std::min(kMaxSpinNs, 2 * t.spin_ns)) << retries;
+    EXPECT_LE(next.launches, kMaxLaunches);
+    t = next;
+    ++retries;
+  }
+  // ... and when neither can change, the benchmark gives up instead of measuring the queue: from a
+  // 6.144 ms spin, 9 doublings reach the 2 s cap.
+  EXPECT_EQ(t.launches, kMinLaunches);
+  EXPECT_DOUBLE_EQ(t.spin_ns, kMaxSpinNs);
+  EXPECT_EQ(retries, 9);
+}
+
 }  // namespace
 }  // namespace servesim::calibration::plan

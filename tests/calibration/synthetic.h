@@ -154,7 +154,8 @@ inline void write_microbench_dir(const std::string& dir, bool decode_check_ok = 
   }
   {
     auto out = file(kLaunchFile, kLaunchHeader);
-    out << "kernel_eager,4e-06,7\nkernel_gpu,1e-06,7\ngraph_kernel,0.9e-06,7\ngraph_launch,6e-06,7\n";
+    out << "host_launch_kernel,4e-06,7\ngpu_kernel_stream,1e-06,7\nhost_launch_graph,2.5e-06,7\n"
+           "gpu_kernel_graph,0.9e-06,7\ngraph_replay_idle,6.9e-06,25\n";
   }
   {
     auto out = file(kAllReduceFile, kAllReduceHeader);
