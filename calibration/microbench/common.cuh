@@ -3,8 +3,9 @@
 // dependency.
 //
 // Every CUDA, cuBLASLt and NCCL call's status is checked, and every kernel launch is followed by
-// MB_CHECK_LAUNCH() (a bad launch configuration is reported only by cudaGetLastError). A failed
-// check throws mb::Failure naming the call, file:line and the error string;
+// MB_CHECK_LAUNCH() (a bad launch configuration is reported only by cudaGetLastError):
+// tests/calibration/microbench_sources_test.cc reads these sources and fails on a call whose status
+// is dropped or a launch left unchecked. A failed check throws mb::Failure naming the call, file:line and the error string;
 // main() reports it, writes `bench_<name>,0,0` to checks.csv and exits 4 once the other benchmarks
 // have run (their raw files are complete; a sticky error makes them fail fast too).
 #pragma once
