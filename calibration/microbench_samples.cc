@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "calibration/csv.h"
+#include "calibration/microbench/planning.h"
 #include "calibration/microbench/raw_format.h"
 #include "calibration/smooth_fit.h"
 #include "sim/core/error.h"
@@ -213,18 +215,36 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
     p.graph_launch_us = round_significant((replay_idle->seconds - node_s) * 1e6, 3);
   }
 
-  if (!run.decode_attention.empty() && !check_failed("attention_decode")) {
+  // Decode attention: one table per head layout measured, keyed by it (the cost model picks the
+  // table of each model's per-GPU layout). A layout whose kernel failed its check
+  // ("attention_decode:H:KV:D:B", or "attention_decode" for all) contributes nothing.
+  std::map<hwmodels::AttentionLayout, std::vector<const MicrobenchRun::DecodeAttention*>> by_layout;
+  for (const auto& a : run.decode_attention) {
+    const plan::DecodeLayout raw_layout{static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
+                                        static_cast<int>(a.head_dim), static_cast<int>(a.block_size)};
+    if (std::find(failed.begin(), failed.end(), "attention_decode") != failed.end() ||
+        std::find(failed.begin(), failed.end(), "attention_decode:" + raw_layout.name()) != failed.end())
+      continue;
+    hwmodels::AttentionLayout l;
+    l.heads = static_cast<int64_t>(a.heads);
+    l.kv_heads = static_cast<int64_t>(a.kv_heads);
+    l.head_dim = static_cast<int64_t>(a.head_dim);
+    l.block_size = static_cast<int64_t>(a.block_size);
+    by_layout[l].push_back(&a);
+  }
+  for (const auto& [layout, rows] : by_layout) {
     std::vector<double> batch, context, eff;
-    for (const auto& a : run.decode_attention) {
+    for (const auto* a : rows) {
       // K and V read, plus Q read and O written (fp16).
-      const double bytes = a.kv_bytes + a.batch * a.heads * a.head_dim * 2.0 * kHalfBytes;
-      batch.push_back(a.batch);
-      context.push_back(a.context);
-      eff.push_back(bytes / (gpu.hbm_bandwidth * std::max(a.seconds - kernel_s, 0.05 * a.seconds)));
+      const double bytes = a->kv_bytes + a->batch * a->heads * a->head_dim * 2.0 * kHalfBytes;
+      batch.push_back(a->batch);
+      context.push_back(a->context);
+      eff.push_back(bytes / (gpu.hbm_bandwidth * std::max(a->seconds - kernel_s, 0.05 * a->seconds)));
     }
     const auto [b_lo, b_hi] = std::minmax_element(batch.begin(), batch.end());
     const auto [c_lo, c_hi] = std::minmax_element(context.begin(), context.end());
-    p.attention_decode = fit_table(batch, context, eff, log2_nodes(*b_lo, *b_hi), log2_nodes(*c_lo, *c_hi), 0.3);
+    p.attention_decode_layouts.push_back(
+        {layout, fit_table(batch, context, eff, log2_nodes(*b_lo, *b_hi), log2_nodes(*c_lo, *c_hi), 0.3)});
   }
   if (!run.prefill_attention.empty() && !check_failed("attention_prefill")) {
     std::vector<double> seq, eff;

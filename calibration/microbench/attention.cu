@@ -1,8 +1,14 @@
 // Attention, the project's own kernels (no cuDNN/FlashAttention dependency, so they build from the
 // CUDA toolkit alone):
-// - decode: one query token per sequence against a paged KV cache (vLLM's layout, 16-token pages),
-//   split into 512-token partitions (flash-decoding) and reduced; one warp per key token, 8-byte
-//   vector loads. Memory-bound: its efficiency over (batch, context) is what the profile records.
+// - decode: one query token per sequence against a paged KV cache (vLLM's layout), split into
+//   512-token partitions (flash-decoding) and reduced; one warp per key token, one vector load per
+//   lane. Memory-bound: its efficiency over (batch, context) is what the profile records, for each
+//   head layout (query heads, KV heads, head_dim, page size on one GPU) of the models the cost
+//   model is applied to (planning.h), because the parallelism a paged decode kernel finds is its
+//   KV heads x sequences x partitions and its arithmetic per byte grows with the query heads per
+//   KV head. The profile keys the tables by layout. MLA's absorbed decode (16-128 query heads on
+//   one 576-wide latent, 30-240 FLOP/byte) needs tensor cores to be memory-bound, which this
+//   CUDA-core kernel has not: it is not measured here.
 // - prefill: causal FlashAttention-2-style tiles on tensor cores through WMMA (64 queries x 32 keys
 //   per step, online softmax). Engines run FlashAttention-2/3, which use the newer asynchronous
 //   tensor-core paths; this kernel is slower than those, so the prefill efficiency it measures is
@@ -425,7 +431,9 @@ void run_attention(const Options& o, const cudaDeviceProp& prop, CsvOut& checks)
   int device = 0;
   MB_CUDA(cudaGetDevice(&device));
   const size_t l2 = l2_bytes(device);
-  const std::vector<plan::DecodeLayout> layouts = {plan::DecodeLayout{32, 8, 128, 16}};
+  // The head layouts of the models the cost model is applied to (planning.h), or --decode-layouts.
+  const std::vector<plan::DecodeLayout> layouts =
+      o.decode_layouts.empty() ? plan::default_decode_layouts(o.quick) : o.decode_layouts;
 
   // Correctness first: a wrong kernel's timings are not written. Each layout's kernel is checked
   // on three partitions and a partial last page.
@@ -439,7 +447,7 @@ void run_attention(const Options& o, const cudaDeviceProp& prop, CsvOut& checks)
     decode_reference_kernel<<<dim3(l.heads, c.batch), l.head_dim, 0, s>>>(a, ref.ptr);
     MB_CHECK_LAUNCH();
     const float e = max_abs_error(c.out.ptr, ref.ptr, c.q.count, s);
-    checks.row("attention_decode", e, e < kTolerance ? 1 : 0);
+    checks.row("attention_decode:" + l.name(), e, e < kTolerance ? 1 : 0);
     if (e < kTolerance) checked.push_back(l);
   }
   bool prefill_ok = false;

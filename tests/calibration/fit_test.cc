@@ -12,6 +12,7 @@
 #include "calibration/smooth_fit.h"
 #include "calibration/validate.h"
 #include "hwmodels/roofline.h"
+#include "hwmodels/roofline_cost_model.h"
 #include "sim/core/rng.h"
 #include "tests/calibration/synthetic.h"
 #include "tests/test_paths.h"
@@ -107,9 +108,24 @@ TEST(FitTest, MicrobenchSamplesRecoverKnownEfficiencies) {
   EXPECT_NE(p.description.find("best HBM read"), std::string::npos);
   for (const double seq : {256.0, 1024.0, 8192.0})
     EXPECT_NEAR(p.attention_prefill(seq) / synthetic::prefill_efficiency(seq), 1.0, 0.03) << seq;
-  for (const double b : {1.0, 4.0, 16.0, 64.0})
-    for (const double ctx : {128.0, 512.0, 2048.0, 8192.0})
-      EXPECT_NEAR(p.attention_decode(b, ctx) / synthetic::decode_efficiency(b, ctx), 1.0, 0.06) << b << " " << ctx;
+  // One decode table per head layout measured, each recovering its own efficiencies.
+  EXPECT_TRUE(p.attention_decode.empty());
+  ASSERT_EQ(p.attention_decode_layouts.size(), 2u);
+  for (const hwmodels::DecodeAttentionTable& d : p.attention_decode_layouts) {
+    const double kv_heads = static_cast<double>(d.layout.kv_heads);
+    EXPECT_EQ(d.layout.heads, kv_heads == 8 ? 32 : 8);
+    EXPECT_EQ(d.layout.head_dim, 128);
+    EXPECT_EQ(d.layout.block_size, 16);
+    for (const double b : {1.0, 4.0, 16.0, 64.0})
+      for (const double ctx : {128.0, 512.0, 2048.0, 8192.0})
+        EXPECT_NEAR(d.memory_efficiency(b, ctx) / synthetic::decode_efficiency(b, ctx, kv_heads), 1.0, 0.06)
+            << d.layout.name() << " " << b << " " << ctx;
+  }
+  // And a model decoding at one of them uses its table: Llama-3-70B at TP 8 is 8/1.
+  const hwmodels::DecodeTableChoice c70 =
+      p.decode_attention_table(hwmodels::decode_attention_layout(*hwmodels::find_model_preset("llama-3-70b"), 8));
+  EXPECT_EQ(c70.match, hwmodels::DecodeTableMatch::kExact);
+  EXPECT_NEAR((*c70.table)(1, 512) / synthetic::decode_efficiency(1, 512, 1), 1.0, 0.06);
   EXPECT_NEAR(p.all_reduce.at(4).bandwidth / 350e9, 1.0, 0.002);
   EXPECT_NEAR(*p.h2d_bandwidth / 50e9, 1.0, 0.01);
   EXPECT_NEAR(*p.d2h_bandwidth / 45e9, 1.0, 0.01);
@@ -118,9 +134,11 @@ TEST(FitTest, MicrobenchSamplesRecoverKnownEfficiencies) {
   servesim::testing::TempDir bad;
   synthetic::write_microbench_dir(bad.path(), /*decode_check_ok=*/false);
   const hwmodels::CalibrationProfile q = fit_microbench_profile(read_microbench_dir(bad.path()), h100(), "synthetic");
-  EXPECT_TRUE(q.attention_decode.empty());
+  // Only the 8/1 kernel failed: only its table is missing.
+  ASSERT_EQ(q.attention_decode_layouts.size(), 1u);
+  EXPECT_EQ(q.attention_decode_layouts[0].layout, (hwmodels::AttentionLayout{32, 8, 128, 16, 0}));
   EXPECT_FALSE(q.attention_prefill.empty());
-  EXPECT_NE(q.description.find("attention_decode"), std::string::npos);
+  EXPECT_NE(q.description.find("attention_decode:8:1:128:16"), std::string::npos);
 }
 
 TEST(FitTest, MicrobenchLaunchCostsMapToTheProfile) {

@@ -5,9 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <set>
 #include <string>
 #include <vector>
+
+#include "hwmodels/model_spec.h"
+#include "hwmodels/roofline.h"
+#include "hwmodels/roofline_cost_model.h"
 
 namespace servesim::calibration::plan {
 namespace {
@@ -73,7 +79,7 @@ TEST(MicrobenchPlanningTest, EveryGemmAndDecodePointRotatesOutOfL2) {
         for (size_t element : {size_t{2}, size_t{1}})  // bf16, fp8
           expect_out_of_l2(plan_rotation({static_cast<size_t>(n) * k * element}, l2, kBudget), l2,
                            "weights " + std::to_string(n) + " x " + std::to_string(k));
-      for (const DecodeLayout& l : {DecodeLayout{32, 8, 128, 16}, DecodeLayout{4, 1, 128, 16}, DecodeLayout{64, 8, 128, 16}})
+      for (const DecodeLayout& l : default_decode_layouts(quick))
         for (int batch : decode_batches(quick))
           for (int context : decode_contexts(quick)) {
             if (decode_kv_bytes(l, batch, context) > 16.0 * kGiB) continue;  // attention.cu's size cap
@@ -178,6 +184,52 @@ TEST(MicrobenchPlanningTest, LaunchTrialsStayUnderTheQueueAndEnd) {
   EXPECT_EQ(t.launches, kMinLaunches);
   EXPECT_DOUBLE_EQ(t.spin_ns, kMaxSpinNs);
   EXPECT_EQ(retries, 9);
+}
+
+TEST(MicrobenchPlanningTest, DecodeSweepCoversTheModelsTheCostModelIsAppliedTo) {
+  const std::vector<DecodeLayout> layouts = default_decode_layouts(false);
+  auto swept = [&](const hwmodels::AttentionLayout& l) {
+    return std::find(layouts.begin(), layouts.end(),
+                     DecodeLayout{static_cast<int>(l.heads), static_cast<int>(l.kv_heads), static_cast<int>(l.head_dim),
+                                  static_cast<int>(l.block_size)}) != layouts.end();
+  };
+  // The models the brief names at the degrees they are served at, through the cost model's own
+  // per-GPU layout (hwmodels::decode_attention_layout), not this header's arithmetic.
+  const std::vector<std::pair<const char*, std::vector<int64_t>>> served = {
+      {"llama-2-7b", {1, 2}},   {"llama-3-8b", {1, 2, 4, 8}}, {"llama-3-70b", {1, 2, 4, 8}},
+      {"mixtral-8x7b", {1, 2}}, {"qwen2-7b", {1, 2, 4}},       {"llama-2-70b", {2, 4, 8}}};
+  for (const auto& [name, tps] : served) {
+    const hwmodels::ModelSpec* m = hwmodels::find_model_preset(name);
+    ASSERT_NE(m, nullptr) << name;
+    for (int64_t tp : tps) {
+      ASSERT_EQ(hwmodels::tp_problem(*m, tp), "") << name << " at " << tp;
+      EXPECT_TRUE(swept(hwmodels::decode_attention_layout(*m, tp))) << name << " at TP " << tp;
+    }
+  }
+  // The header's table of models agrees with the presets it names.
+  for (const SweptModel& s : swept_models()) {
+    const hwmodels::ModelSpec* m = hwmodels::find_model_preset(s.preset);
+    ASSERT_NE(m, nullptr) << s.preset;
+    EXPECT_EQ(m->num_heads, s.heads) << s.preset;
+    EXPECT_EQ(m->num_kv_heads, s.kv_heads) << s.preset;
+    EXPECT_EQ(m->head_dim, s.head_dim) << s.preset;
+  }
+  // Each layout once, in order, and each one the kernel is built for; 13 in all: 32/32, 16/16,
+  // 32/8, 16/4, 8/2, 4/1, 64/8, 32/4, 16/2, 8/1, 28/4, 14/2, 7/1.
+  EXPECT_EQ(layouts.size(), 13u);
+  EXPECT_TRUE(std::is_sorted(layouts.begin(), layouts.end()));
+  EXPECT_EQ(std::adjacent_find(layouts.begin(), layouts.end()), layouts.end());
+  for (const DecodeLayout& l : layouts) EXPECT_EQ(decode_layout_problem(l), "") << l.name();
+  for (const DecodeLayout& l : default_decode_layouts(true)) EXPECT_EQ(decode_layout_problem(l), "") << l.name();
+}
+
+TEST(MicrobenchPlanningTest, DecodeLayoutsFromTheCommandLine) {
+  EXPECT_EQ(parse_decode_layout("28:4:128"), (DecodeLayout{28, 4, 128, 16}));
+  EXPECT_EQ(parse_decode_layout("8:1:64:32"), (DecodeLayout{8, 1, 64, 32}));
+  EXPECT_EQ(parse_decode_layout("8:1:64:32").name(), "8:1:64:32");
+  for (const char* bad : {"", "32", "32:8", "32:8:128:16:1", "32:x:128", "32:-8:128", "32::128", "32:6:128",
+                          "64:4:128", "32:8:96", "32:8:128:0", "32:8:128:512", "1234567:1:128"})
+    EXPECT_THROW(parse_decode_layout(bad), std::invalid_argument) << bad;
 }
 
 }  // namespace
