@@ -61,8 +61,12 @@ void parse_microbench_file(std::string_view name, std::string_view text, const s
   } else if (name == kStreamFile) {
     check_header(t, kStreamHeader);
     rows(t, [&](size_t r) {
+      const int64_t l2_resident = t.integer(r, 6);
+      if (l2_resident < 0 || l2_resident > 1)
+        throw core::InputError(source, t.lines[r], "l2_resident", "expected 0 or 1");
       run.streams.push_back({t.lines[r], one_of(t, r, 0, {"read", "copy", "rms_norm", "rope", "act", "add", "embedding"}),
-                             positive(t, r, 1), positive(t, r, 2), positive(t, r, 3), positive(t, r, 4)});
+                             positive(t, r, 1), positive(t, r, 2), positive(t, r, 3), positive(t, r, 4),
+                             l2_resident == 1});
     });
   } else if (name == kDecodeAttentionFile) {
     check_header(t, kDecodeAttentionHeader);
@@ -182,7 +186,7 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   for (const auto& st : run.streams) {
     if (st.kernel == "read") continue;  // the bandwidth ceiling, reported below; copy is the generic curve
     if (check_failed(st.kernel)) continue;
-    s.streams.push_back({st.kernel, st.bytes, st.seconds});
+    s.streams.push_back({st.kernel, st.bytes, st.seconds, st.l2_resident});
   }
   for (const auto& m : run.all_reduce) s.all_reduce.push_back({m.gpus, m.bytes, m.seconds});
   for (const auto& m : run.send_recv) s.send_recv.push_back({2, m.bytes, m.seconds});
@@ -204,7 +208,8 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   const auto* graph_node = launch("gpu_kernel_graph");
   double kernel_s = fitted_kernel_seconds(s);
   if (gpu_kernel) kernel_s = round_significant(gpu_kernel->seconds, 3);
-  hwmodels::CalibrationProfile p = fit_profile(s, gpu, kernel_s);
+  CapReport caps;
+  hwmodels::CalibrationProfile p = fit_profile(s, gpu, kernel_s, caps);
   if (host_launch) p.eager_launch_us = round_significant(host_launch->seconds * 1e6, 3);
   if (replay_idle) {
     const double node_s = graph_node ? graph_node->seconds : gpu_kernel ? gpu_kernel->seconds : 0.0;
@@ -239,12 +244,15 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
       const double bytes = a->kv_bytes + a->batch * a->heads * a->head_dim * 2.0 * kHalfBytes;
       batch.push_back(a->batch);
       context.push_back(a->context);
-      eff.push_back(bytes / (gpu.hbm_bandwidth * std::max(a->seconds - kernel_s, 0.05 * a->seconds)));
+      eff.push_back(cap_memory_efficiency(bytes / (gpu.hbm_bandwidth * std::max(a->seconds - kernel_s, 0.05 * a->seconds)),
+                                          "attention_decode " + std::to_string(layout.heads) + "/" +
+                                              std::to_string(layout.kv_heads),
+                                          caps));
     }
     const auto [b_lo, b_hi] = std::minmax_element(batch.begin(), batch.end());
     const auto [c_lo, c_hi] = std::minmax_element(context.begin(), context.end());
-    p.attention_decode_layouts.push_back(
-        {layout, fit_table(batch, context, eff, log2_nodes(*b_lo, *b_hi), log2_nodes(*c_lo, *c_hi), 0.3)});
+    p.attention_decode_layouts.push_back({layout, fit_table(batch, context, eff, log2_nodes(*b_lo, *b_hi),
+                                                            log2_nodes(*c_lo, *c_hi), 0.3, kMaxHbmEfficiency)});
   }
   if (!run.prefill_attention.empty() && !check_failed("attention_prefill")) {
     std::vector<double> seq, eff;
@@ -266,9 +274,13 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
     if (bandwidth > 0) (std::string(dir) == "h2d" ? p.h2d_bandwidth : p.d2h_bandwidth) = round_significant(bandwidth);
   }
 
-  double read_bw = 0;
+  // The HBM read ceiling from the rotated reads; the L2 one from the reads held in L2 on purpose.
+  double read_bw = 0, l2_read_bw = 0;
   for (const auto& st : run.streams)
-    if (st.kernel == "read") read_bw = std::max(read_bw, st.bytes / st.seconds);
+    if (st.kernel == "read") {
+      double& best = st.l2_resident ? l2_read_bw : read_bw;
+      best = std::max(best, st.bytes / st.seconds);
+    }
   const auto name = run.device.find("name");
   p.description = "fitted from the servesim CUDA microbenchmarks on " +
                   (name == run.device.end() ? std::string("an unnamed device") : name->second) + " (" +
@@ -278,6 +290,9 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   if (read_bw > 0)
     p.description += "; best HBM read " + core::format_double(round_significant(read_bw / 1e9, 4)) + " GB/s = " +
                      core::format_double(round_significant(read_bw / gpu.hbm_bandwidth * 100, 3)) + "% of the datasheet";
+  if (l2_read_bw > 0)
+    p.description += "; L2-resident read " + core::format_double(round_significant(l2_read_bw / 1e9, 4)) + " GB/s";
+  if (const std::string capped = caps.summary(); !capped.empty()) p.description += "; " + capped;
   if (!failed.empty()) {
     p.description += "; left out after failed correctness checks:";
     for (const auto& f : failed) p.description += " " + f;

@@ -24,7 +24,9 @@ namespace servesim::hwmodels {
 inline constexpr std::string_view kProfileFormat = "servesim-calibration-profile";
 inline constexpr int64_t kProfileVersion = 1;
 // Efficiencies above 1 are legal up to this bound: a kernel whose working set stays in L2 between
-// timed repetitions moves bytes faster than HBM.
+// timed repetitions moves bytes faster than HBM. The fitters never write a memory efficiency
+// above 1 unless the samples were L2-resident on purpose (calibration/fit.h, kMaxHbmEfficiency):
+// serving does not find its data in L2.
 inline constexpr double kMaxEfficiency = 4.0;
 
 // Latency plus size over bandwidth: time(bytes) = latency_s + bytes / bandwidth.

@@ -21,8 +21,11 @@ inline constexpr const char* kGemmHeader = "dtype,m,n,k,seconds,reps";
 
 // Memory-bound kernels by family: read and copy (HBM streaming), rms_norm, rope, act
 // (SiLU-and-multiply), add (residual), embedding (row gather). bytes = what the kernel must move.
+// l2_resident: 0 when every call's buffers rotated out of L2 (planning.h), as serving finds them;
+// 1 only for rows that measure data held in L2 on purpose (the L2 read ceiling), which the fit
+// does not cap at the HBM bandwidth.
 inline constexpr const char* kStreamFile = "stream.csv";
-inline constexpr const char* kStreamHeader = "kernel,rows,width,bytes,seconds,reps";
+inline constexpr const char* kStreamHeader = "kernel,rows,width,bytes,seconds,reps,l2_resident";
 
 // Decode attention over a paged KV cache (one layer, fp16): batch sequences of `context` tokens,
 // heads query heads in kv_heads groups, head_dim, block_size tokens per page. kv_bytes = K and V

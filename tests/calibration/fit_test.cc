@@ -173,6 +173,71 @@ TEST(FitTest, MicrobenchLaunchCostsMapToTheProfile) {
   EXPECT_THROW(fit_launch("kernel_eager,4e-06,7\n"), core::InputError);
 }
 
+TEST(FitTest, MemoryEfficienciesAboveHbmAreCappedUnlessL2ResidentOnPurpose) {
+  const double bw = h100().hbm_bandwidth;
+  servesim::testing::TempDir dir;
+  synthetic::write_microbench_dir(dir.path());
+  {
+    // add: ten sizes, four of them timed faster than HBM can deliver (1.3 x), as a kernel reusing
+    // its buffers from L2 would be; act: five sizes at 1.5 x held in L2 on purpose
+    // (l2_resident = 1) and five rotated ones at 0.7 x.
+    std::ofstream out(dir.file(raw::kStreamFile));
+    out << raw::kStreamHeader << "\n";
+    for (int i = 0; i < 10; ++i) {
+      const double bytes = 1e6 * std::pow(2.0, i), eff = i >= 3 && i <= 6 ? 1.3 : 0.8;
+      out << "add,1,4096," << bytes << "," << synthetic::kKernelUs * 1e-6 + bytes / (bw * eff) << ",20,0\n";
+      const bool l2 = i < 5;
+      out << "act,1,4096," << bytes << "," << synthetic::kKernelUs * 1e-6 + bytes / (bw * (l2 ? 1.5 : 0.7)) << ",20,"
+          << (l2 ? 1 : 0) << "\n";
+    }
+  }
+  const hwmodels::CalibrationProfile p = fit_microbench_profile(read_microbench_dir(dir.path()), h100(), "synthetic");
+  // Every add node is at most the HBM bound, and where the samples were 1.3 the curve is the bound.
+  for (double v : p.elementwise.at("add").y()) EXPECT_LE(v, kMaxHbmEfficiency);
+  for (int i = 3; i <= 6; ++i) EXPECT_NEAR(p.elementwise.at("add")(1e6 * std::pow(2.0, i)), 1.0, 0.03) << i;
+  EXPECT_NEAR(p.elementwise.at("add")(1e6), 0.8, 0.03);
+  // The L2-resident act samples keep their 1.5.
+  EXPECT_NEAR(p.elementwise.at("act")(2e6), 1.5, 0.05);
+  EXPECT_NEAR(p.elementwise.at("act")(256e6), 0.7, 0.03);
+  // Reported: 4 capped of the 79 samples the bound applies to (32 weight-streaming GEMMs of <= 8
+  // rows, 15 rotated elementwise, 2 x 16 decode-attention; not the 5 L2-resident ones).
+  EXPECT_NE(p.description.find("4 of 79 memory-efficiency samples above 1 x HBM bandwidth capped to it "
+                               "(elementwise.add 4)"),
+            std::string::npos)
+      << p.description;
+
+  // The same from operator tables, which never prove L2 residency: a true add curve at 1.25 x
+  // between 4 and 32 MB (Vidur's H100 add reaches 1.26 there) is fitted at the bound.
+  hwmodels::CalibrationProfile truth = synthetic::true_profile();
+  std::vector<double> bytes, eff;
+  for (double b = 1024; b <= 4e9; b *= std::sqrt(2.0)) {
+    bytes.push_back(b);
+    eff.push_back(b >= 4e6 && b <= 32e6 ? 1.25 : synthetic::stream_efficiency(b));
+  }
+  truth.elementwise["add"] = hwmodels::Curve(bytes, eff);
+  const hwmodels::CalibrationProfile op = fit_operator_profile(synthetic::operator_data(truth), h100(), "synthetic");
+  for (double v : op.elementwise.at("add").y()) EXPECT_LE(v, kMaxHbmEfficiency);
+  EXPECT_NEAR(op.elementwise.at("add")(1.6e7), 1.0, 0.03);
+  EXPECT_NE(op.description.find("x HBM bandwidth capped to it (elementwise.add "), std::string::npos) << op.description;
+  // Nothing above the bound: nothing capped, nothing said.
+  const hwmodels::CalibrationProfile plain =
+      fit_operator_profile(synthetic::operator_data(synthetic::true_profile()), h100(), "synthetic");
+  EXPECT_EQ(plain.description.find("capped"), std::string::npos) << plain.description;
+}
+
+TEST(FitTest, CapReportCountsPerTable) {
+  CapReport r;
+  EXPECT_DOUBLE_EQ(cap_memory_efficiency(0.9, "gemm", r), 0.9);
+  EXPECT_DOUBLE_EQ(cap_memory_efficiency(1.0, "gemm", r), 1.0);
+  EXPECT_DOUBLE_EQ(cap_memory_efficiency(1.2, "gemm", r), 1.0);
+  EXPECT_DOUBLE_EQ(cap_memory_efficiency(3.0, "elementwise.add", r), 1.0);
+  EXPECT_DOUBLE_EQ(cap_memory_efficiency(1.01, "elementwise.add", r), 1.0);
+  EXPECT_EQ(r.samples, 5u);
+  EXPECT_EQ(r.total(), 3u);
+  EXPECT_EQ(r.summary(), "3 of 5 memory-efficiency samples above 1 x HBM bandwidth capped to it (elementwise.add 2, gemm 1)");
+  EXPECT_EQ(CapReport{}.summary(), "");
+}
+
 struct StepData {
   std::vector<StepLatencyRow> rows;
   std::vector<hwmodels::ModelSpec> models;

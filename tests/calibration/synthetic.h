@@ -137,7 +137,8 @@ inline void write_microbench_dir(const std::string& dir, bool decode_check_ok = 
     for (double rows = 1; rows <= 32768; rows *= 2)
       for (const char* kernel : {"rms_norm", "rope", "act", "add", "embedding", "copy", "read"}) {
         const double bytes = rows * 4096 * 2 * 3;
-        out << kernel << "," << rows << ",4096," << bytes << "," << kKernelUs * 1e-6 + bytes / (bw * stream_efficiency(bytes)) << ",20\n";
+        out << kernel << "," << rows << ",4096," << bytes << "," << kKernelUs * 1e-6 + bytes / (bw * stream_efficiency(bytes))
+            << ",20,0\n";
       }
   }
   {
