@@ -130,8 +130,14 @@ RotatedBuffers::RotatedBuffers(const plan::Rotation& r, unsigned seed, cudaStrea
 void RotatedBuffers::set_indices(size_t buffer, const std::vector<int>& values, cudaStream_t s) {
   const size_t width = values.size() * sizeof(int);
   if (width != plan_.bytes.at(buffer)) throw Failure("set_indices: the values do not fill the buffer");
-  // The same values into every copy: one strided copy (destination pitch = the slot). The source
-  // repeats one row, so it is laid out copies times.
+  if (plan_.copies == 1) {
+    MB_CUDA(cudaMemcpyAsync(arena_.ptr + plan_.prefix(buffer), values.data(), width, cudaMemcpyHostToDevice, s));
+    MB_CUDA(cudaStreamSynchronize(s));  // `values` is pageable and the caller's
+    return;
+  }
+  // The same values into every copy: one strided copy (destination pitch = the slot, under 4 x L2
+  // when there are several copies, so well within the copy engine's pitch limit). The source
+  // repeats the values, laid out copies times.
   std::vector<int> rows(values.size() * plan_.copies);
   for (size_t c = 0; c < plan_.copies; ++c) std::copy(values.begin(), values.end(), rows.begin() + c * values.size());
   MB_CUDA(cudaMemcpy2DAsync(arena_.ptr + plan_.prefix(buffer), plan_.slot(), rows.data(), width, width, plan_.copies,
