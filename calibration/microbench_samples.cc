@@ -71,9 +71,17 @@ void parse_microbench_file(std::string_view name, std::string_view text, const s
   } else if (name == kDecodeAttentionFile) {
     check_header(t, kDecodeAttentionHeader);
     rows(t, [&](size_t r) {
-      run.decode_attention.push_back({t.lines[r], positive(t, r, 0), positive(t, r, 1), positive(t, r, 2),
-                                      positive(t, r, 3), positive(t, r, 4), positive(t, r, 5), positive(t, r, 6),
-                                      positive(t, r, 7)});
+      // The head layout keys a profile table: whole numbers, query heads a multiple of KV heads.
+      auto whole = [&](size_t c) {
+        const int64_t v = t.integer(r, c);
+        if (v < 1 || v > (int64_t{1} << 30)) throw core::InputError(source, t.lines[r], t.header[c], "expected 1..2^30");
+        return static_cast<double>(v);
+      };
+      const double heads = whole(2), kv_heads = whole(3);
+      if (std::fmod(heads, kv_heads) != 0)
+        throw core::InputError(source, t.lines[r], "kv_heads", "must divide heads");
+      run.decode_attention.push_back({t.lines[r], whole(0), whole(1), heads, kv_heads, whole(4), whole(5),
+                                      positive(t, r, 6), positive(t, r, 7)});
     });
   } else if (name == kPrefillAttentionFile) {
     check_header(t, kPrefillAttentionHeader);
@@ -238,6 +246,11 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
     by_layout[l].push_back(&a);
   }
   for (const auto& [layout, rows] : by_layout) {
+    const std::string table = "attention_decode:" + plan::DecodeLayout{static_cast<int>(layout.heads),
+                                                                       static_cast<int>(layout.kv_heads),
+                                                                       static_cast<int>(layout.head_dim),
+                                                                       static_cast<int>(layout.block_size)}
+                                                        .name();
     std::vector<double> batch, context, eff;
     for (const auto* a : rows) {
       // K and V read, plus Q read and O written (fp16).
@@ -245,9 +258,7 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
       batch.push_back(a->batch);
       context.push_back(a->context);
       eff.push_back(cap_memory_efficiency(bytes / (gpu.hbm_bandwidth * std::max(a->seconds - kernel_s, 0.05 * a->seconds)),
-                                          "attention_decode " + std::to_string(layout.heads) + "/" +
-                                              std::to_string(layout.kv_heads),
-                                          caps));
+                                          table, caps));
     }
     const auto [b_lo, b_hi] = std::minmax_element(batch.begin(), batch.end());
     const auto [c_lo, c_hi] = std::minmax_element(context.begin(), context.end());

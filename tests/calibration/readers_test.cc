@@ -156,6 +156,17 @@ TEST(ReadersTest, MicrobenchFiles) {
                                     run);
             }).line(),
             1);
+  // Decode layouts are whole numbers, query heads a multiple of KV heads.
+  const std::string decode = std::string(kDecodeAttentionHeader) + "\n";
+  EXPECT_EQ(input_error([&] { parse_microbench_file(kDecodeAttentionFile, decode + "4,512,32,8.5,128,16,1e6,1e-5,20\n", "d.csv", run); })
+                .field(),
+            "kv_heads");
+  EXPECT_EQ(input_error([&] { parse_microbench_file(kDecodeAttentionFile, decode + "4,512,28,8,128,16,1e6,1e-5,20\n", "d.csv", run); })
+                .field(),
+            "kv_heads");
+  EXPECT_EQ(input_error([&] { parse_microbench_file(kDecodeAttentionFile, decode + "4,512,28,4,0,16,1e6,1e-5,20\n", "d.csv", run); })
+                .field(),
+            "head_dim");
   parse_microbench_file(kStreamFile, std::string(kStreamHeader) + "\nread,1,1048576,1048576,1e-6,20,1\n", "s.csv", run);
   ASSERT_EQ(run.streams.size(), 1u);
   EXPECT_TRUE(run.streams[0].l2_resident);
