@@ -120,9 +120,16 @@ void fill_random_fp8(void* ptr, size_t n, unsigned seed, cudaStream_t s) {
   MB_CHECK_LAUNCH();
 }
 
-RotatedBuffers::RotatedBuffers(const plan::Rotation& r, unsigned seed, cudaStream_t s)
-    : plan_(r), arena_(r.arena_bytes()) {
+namespace {
+// The arena's size, refused before anything is allocated when the plan says it does not fit.
+size_t arena_size(const plan::Rotation& r) {
   if (!r.fits) throw Failure("a rotation of " + std::to_string(r.arena_bytes()) + " bytes does not fit the memory budget");
+  return r.arena_bytes();
+}
+}  // namespace
+
+RotatedBuffers::RotatedBuffers(const plan::Rotation& r, unsigned seed, cudaStream_t s)
+    : plan_(r), arena_(arena_size(r)) {
   // One grid-stride pass over the whole arena writes it in (about) address order: copy 0 first.
   fill_random_half(arena_.ptr, r.arena_bytes() / 2, seed, s);
 }
