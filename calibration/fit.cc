@@ -10,6 +10,7 @@
 #include "hwmodels/roofline.h"
 #include "hwmodels/roofline_cost_model.h"
 #include "sim/core/error.h"
+#include "sim/core/format.h"
 
 namespace servesim::calibration {
 
@@ -51,7 +52,8 @@ double gemm_fixed_seconds(const std::vector<GemmSample>& samples, double kernel_
   return round_significant(std::clamp(intercept, kernel_s, 0.9 * shortest), 2);
 }
 
-hwmodels::GemmTables fit_gemm(const std::vector<GemmSample>& samples, const hwmodels::GpuSpec& gpu, double kernel_s) {
+hwmodels::GemmTables fit_gemm(const std::vector<GemmSample>& samples, const hwmodels::GpuSpec& gpu, double kernel_s,
+                              const std::string& table, CapReport& caps) {
   hwmodels::GemmTables out;
   if (samples.empty()) return out;
   std::vector<double> rows, weights, eff, mem_bytes, mem_eff;
@@ -62,7 +64,7 @@ hwmodels::GemmTables fit_gemm(const std::vector<GemmSample>& samples, const hwmo
     eff.push_back(s.flops / (s.peak_flops * t));
     if (s.rows <= kWeightStreamRows) {
       mem_bytes.push_back(s.bytes);
-      mem_eff.push_back(s.bytes / (gpu.hbm_bandwidth * t));
+      mem_eff.push_back(cap_memory_efficiency(s.bytes / (gpu.hbm_bandwidth * t), table, caps));
     }
   }
   const auto [r_lo, r_hi] = range(rows);
@@ -71,7 +73,7 @@ hwmodels::GemmTables fit_gemm(const std::vector<GemmSample>& samples, const hwmo
       fit_table(rows, weights, eff, log2_nodes(r_lo, r_hi), log2_nodes(w_lo, w_hi), kGemmSmoothing);
   if (!mem_bytes.empty()) {
     const auto [b_lo, b_hi] = range(mem_bytes);
-    out.memory_efficiency = fit_curve(mem_bytes, mem_eff, log2_nodes(b_lo, b_hi), kMemorySmoothing);
+    out.memory_efficiency = fit_curve(mem_bytes, mem_eff, log2_nodes(b_lo, b_hi), kMemorySmoothing, kMaxHbmEfficiency);
   }
   return out;
 }
@@ -88,6 +90,27 @@ hwmodels::AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::
 
 }  // namespace
 
+size_t CapReport::total() const {
+  size_t n = 0;
+  for (const auto& [table, count] : capped) n += count;
+  return n;
+}
+
+std::string CapReport::summary() const {
+  if (total() == 0) return "";
+  std::string tables;
+  for (const auto& [table, count] : capped) tables += (tables.empty() ? "" : ", ") + table + " " + std::to_string(count);
+  return std::to_string(total()) + " of " + std::to_string(samples) + " memory-efficiency samples above " +
+         core::format_double(kMaxHbmEfficiency) + " x HBM bandwidth capped to it (" + tables + ")";
+}
+
+double cap_memory_efficiency(double efficiency, const std::string& table, CapReport& report) {
+  ++report.samples;
+  if (!(efficiency > kMaxHbmEfficiency)) return efficiency;
+  ++report.capped[table];
+  return kMaxHbmEfficiency;
+}
+
 double fitted_kernel_seconds(const Samples& samples) {
   double shortest = 1.0;
   for (const auto& s : samples.gemm) shortest = std::min(shortest, s.seconds);
@@ -97,24 +120,32 @@ double fitted_kernel_seconds(const Samples& samples) {
   return round_significant(std::max(kMinKernelSeconds, 0.8 * shortest), 2);
 }
 
-hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels::GpuSpec& gpu, double kernel_s) {
+hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels::GpuSpec& gpu, double kernel_s,
+                                         CapReport& caps) {
   hwmodels::CalibrationProfile p;
   p.gpu = gpu.name;
   p.kernel_us = round_significant(kernel_s * kUsPerSecond, 3);
   const double gemm_s = gemm_fixed_seconds(samples.gemm.empty() ? samples.gemm_fp8 : samples.gemm, kernel_s);
   if (gemm_s != kernel_s) p.gemm_kernel_us = round_significant(gemm_s * kUsPerSecond, 3);
-  p.gemm = fit_gemm(samples.gemm, gpu, gemm_s);
-  p.gemm_fp8 = fit_gemm(samples.gemm_fp8, gpu, gemm_s);
+  p.gemm = fit_gemm(samples.gemm, gpu, gemm_s, "gemm", caps);
+  p.gemm_fp8 = fit_gemm(samples.gemm_fp8, gpu, gemm_s, "gemm_fp8", caps);
 
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> streams;
+  struct Family {
+    std::vector<double> bytes, eff;
+    bool l2_resident = false;  // some sample measured in L2 on purpose: the curve may exceed HBM
+  };
+  std::map<std::string, Family> streams;
   for (const StreamSample& s : samples.streams) {
-    auto& [bytes, eff] = streams[s.family];
-    bytes.push_back(s.bytes);
-    eff.push_back(s.bytes / (gpu.hbm_bandwidth * busy(s.seconds, kernel_s)));
+    Family& f = streams[s.family];
+    const double eff = s.bytes / (gpu.hbm_bandwidth * busy(s.seconds, kernel_s));
+    f.bytes.push_back(s.bytes);
+    f.eff.push_back(s.l2_resident ? eff : cap_memory_efficiency(eff, "elementwise." + s.family, caps));
+    f.l2_resident = f.l2_resident || s.l2_resident;
   }
-  for (const auto& [family, be] : streams) {
-    const auto [lo, hi] = range(be.first);
-    p.elementwise[family] = fit_curve(be.first, be.second, log2_nodes(lo, hi, kStreamNodeStep), kStreamSmoothing);
+  for (const auto& [family, f] : streams) {
+    const auto [lo, hi] = range(f.bytes);
+    p.elementwise[family] = fit_curve(f.bytes, f.eff, log2_nodes(lo, hi, kStreamNodeStep), kStreamSmoothing,
+                                      f.l2_resident ? hwmodels::kMaxEfficiency : kMaxHbmEfficiency);
   }
 
   std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> by_gpus;
@@ -173,11 +204,14 @@ Samples samples_from_operator_data(const OperatorData& data, const hwmodels::Gpu
 hwmodels::CalibrationProfile fit_operator_profile(const OperatorData& data, const hwmodels::GpuSpec& gpu,
                                                   const std::string& source) {
   const Samples samples = samples_from_operator_data(data, gpu);
-  hwmodels::CalibrationProfile p = fit_profile(samples, gpu, fitted_kernel_seconds(samples));
+  CapReport caps;
+  hwmodels::CalibrationProfile p = fit_profile(samples, gpu, fitted_kernel_seconds(samples), caps);
   p.description = "fitted from measured operator tables (" + std::to_string(data.tables.size()) + " models, " +
                   std::to_string(samples.gemm.size()) + " GEMM and " + std::to_string(samples.streams.size()) +
                   " elementwise samples, " + std::to_string(samples.all_reduce.size()) + " all-reduce and " +
                   std::to_string(samples.send_recv.size()) + " send/recv samples)";
+  // The tables reused their buffers, so small kernels partly ran from L2 (docs/fidelity.md).
+  if (const std::string capped = caps.summary(); !capped.empty()) p.description += "; " + capped;
   p.source = source;
   return p;
 }

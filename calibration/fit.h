@@ -4,6 +4,7 @@
 // - the project's CUDA microbenchmarks' raw samples (microbench_samples.h);
 // - a serving engine's step latencies, which fit engine overheads on top of a base profile.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct StreamSample {
   std::string family;  // rms_norm, rope, act, add, embedding, copy
   double bytes = 0;
   double seconds = 0;
+  // Measured with its data in L2 on purpose (a microbenchmark's l2_resident = 1): its efficiency
+  // may exceed the HBM bound. Nothing else proves L2 residency: operator tables that reused their
+  // buffers show it, but by accident.
+  bool l2_resident = false;
 };
 
 struct MessageSample {
@@ -44,6 +49,27 @@ struct Samples {
   std::vector<MessageSample> all_reduce, send_recv;
 };
 
+// The physical bound of a memory efficiency (bytes moved / (time x datasheet HBM bandwidth)): a
+// kernel cannot draw more than the datasheet bandwidth from HBM. Measured efficiencies above it
+// mean the data came from L2, because the measurement reused its buffers; serving does not (the
+// next layer's weights, activations and KV cache are not in L2), so a fit caps such samples at
+// this bound and its curves never exceed it, unless a sample is l2_resident on purpose.
+inline constexpr double kMaxHbmEfficiency = 1.0;
+
+// What a fit capped: memory-efficiency samples above kMaxHbmEfficiency, by the table they went
+// into ("gemm", "gemm_fp8", "elementwise.add", "attention_decode 8/1/128/16", ...).
+struct CapReport {
+  size_t samples = 0;                    // memory-efficiency samples the fit saw
+  std::map<std::string, size_t> capped;  // by table
+  size_t total() const;
+  // "" when nothing was capped, else "N of M memory-efficiency samples above 1 x HBM bandwidth
+  // capped to it (table n, ...)".
+  std::string summary() const;
+};
+
+// `efficiency`, or kMaxHbmEfficiency when above it (counted in `report` under `table`).
+double cap_memory_efficiency(double efficiency, const std::string& table, CapReport& report);
+
 // The fixed time per kernel a profile uses: 0.8 x the shortest measured kernel, at least 0.5 us
 // (a kernel's measured time includes it, so it cannot exceed the fastest one).
 double fitted_kernel_seconds(const Samples& samples);
@@ -54,7 +80,10 @@ double fitted_kernel_seconds(const Samples& samples);
 // bus bandwidth per GPU count (intra-node), send/recv alpha-beta. Sections without samples are left
 // empty. `kernel_s` is subtracted from each measured time before efficiencies are taken; GEMMs get
 // their own fixed time, the zero-bytes intercept of their weight-streaming (<= 8 rows) times.
-hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels::GpuSpec& gpu, double kernel_s);
+// Memory efficiencies are capped at kMaxHbmEfficiency (except l2_resident samples), counted in
+// `caps`.
+hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels::GpuSpec& gpu, double kernel_s,
+                                         CapReport& caps);
 
 // Per-GPU samples of measured operator tables: each row's operators through the roofline model's
 // own operator shapes (RooflineCostModel::operator_shapes), so fitting and prediction agree.

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "calibration/csv.h"
+#include "calibration/microbench/planning.h"
 #include "calibration/microbench/raw_format.h"
 #include "calibration/smooth_fit.h"
 #include "sim/core/error.h"
@@ -59,15 +61,27 @@ void parse_microbench_file(std::string_view name, std::string_view text, const s
   } else if (name == kStreamFile) {
     check_header(t, kStreamHeader);
     rows(t, [&](size_t r) {
+      const int64_t l2_resident = t.integer(r, 6);
+      if (l2_resident < 0 || l2_resident > 1)
+        throw core::InputError(source, t.lines[r], "l2_resident", "expected 0 or 1");
       run.streams.push_back({t.lines[r], one_of(t, r, 0, {"read", "copy", "rms_norm", "rope", "act", "add", "embedding"}),
-                             positive(t, r, 1), positive(t, r, 2), positive(t, r, 3), positive(t, r, 4)});
+                             positive(t, r, 1), positive(t, r, 2), positive(t, r, 3), positive(t, r, 4),
+                             l2_resident == 1});
     });
   } else if (name == kDecodeAttentionFile) {
     check_header(t, kDecodeAttentionHeader);
     rows(t, [&](size_t r) {
-      run.decode_attention.push_back({t.lines[r], positive(t, r, 0), positive(t, r, 1), positive(t, r, 2),
-                                      positive(t, r, 3), positive(t, r, 4), positive(t, r, 5), positive(t, r, 6),
-                                      positive(t, r, 7)});
+      // The head layout keys a profile table: whole numbers, query heads a multiple of KV heads.
+      auto whole = [&](size_t c) {
+        const int64_t v = t.integer(r, c);
+        if (v < 1 || v > (int64_t{1} << 30)) throw core::InputError(source, t.lines[r], t.header[c], "expected 1..2^30");
+        return static_cast<double>(v);
+      };
+      const double heads = whole(2), kv_heads = whole(3);
+      if (std::fmod(heads, kv_heads) != 0)
+        throw core::InputError(source, t.lines[r], "kv_heads", "must divide heads");
+      run.decode_attention.push_back({t.lines[r], whole(0), whole(1), heads, kv_heads, whole(4), whole(5),
+                                      positive(t, r, 6), positive(t, r, 7)});
     });
   } else if (name == kPrefillAttentionFile) {
     check_header(t, kPrefillAttentionHeader);
@@ -78,7 +92,9 @@ void parse_microbench_file(std::string_view name, std::string_view text, const s
   } else if (name == kLaunchFile) {
     check_header(t, kLaunchHeader);
     rows(t, [&](size_t r) {
-      run.launch.push_back({t.lines[r], one_of(t, r, 0, {"kernel_eager", "kernel_gpu", "graph_kernel", "graph_launch"}),
+      run.launch.push_back({t.lines[r],
+                            one_of(t, r, 0, {"host_launch_kernel", "gpu_kernel_stream", "host_launch_graph",
+                                             "gpu_kernel_graph", "graph_replay_idle"}),
                             positive(t, r, 1)});
     });
   } else if (name == kAllReduceFile) {
@@ -178,34 +194,76 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   for (const auto& st : run.streams) {
     if (st.kernel == "read") continue;  // the bandwidth ceiling, reported below; copy is the generic curve
     if (check_failed(st.kernel)) continue;
-    s.streams.push_back({st.kernel, st.bytes, st.seconds});
+    s.streams.push_back({st.kernel, st.bytes, st.seconds, st.l2_resident});
   }
   for (const auto& m : run.all_reduce) s.all_reduce.push_back({m.gpus, m.bytes, m.seconds});
   for (const auto& m : run.send_recv) s.send_recv.push_back({2, m.bytes, m.seconds});
 
-  // The fixed time per kernel: the GPU time of an empty kernel when measured, else estimated from
-  // the shortest kernels. Fits subtract the same time the cost model adds back.
+  // Launch costs (raw_format.h), mapped to the profile as docs/calibration.md says:
+  // kernel_us = GPU time per kernel launched back to back from a stream (every kernel the cost
+  // model times pays it, and the kernels here were timed that way, so fits subtract the same time
+  // the model adds back; without it, estimated from the shortest kernels); eager_launch_us = the
+  // host's CPU time per launch call; graph_launch_us = what a replay costs a step that waits for
+  // it: the idle replay's wall time less its one node's GPU time.
+  auto launch = [&](const char* kind) -> const MicrobenchRun::Launch* {
+    for (const auto& l : run.launch)
+      if (l.kind == kind) return &l;
+    return nullptr;
+  };
+  const auto* gpu_kernel = launch("gpu_kernel_stream");
+  const auto* host_launch = launch("host_launch_kernel");
+  const auto* replay_idle = launch("graph_replay_idle");
+  const auto* graph_node = launch("gpu_kernel_graph");
   double kernel_s = fitted_kernel_seconds(s);
-  for (const auto& l : run.launch)
-    if (l.kind == "kernel_gpu") kernel_s = round_significant(l.seconds, 3);
-  hwmodels::CalibrationProfile p = fit_profile(s, gpu, kernel_s);
-  for (const auto& l : run.launch) {
-    if (l.kind == "kernel_eager") p.eager_launch_us = round_significant(l.seconds * 1e6, 3);
-    if (l.kind == "graph_launch") p.graph_launch_us = round_significant(l.seconds * 1e6, 3);
+  if (gpu_kernel) kernel_s = round_significant(gpu_kernel->seconds, 3);
+  CapReport caps;
+  hwmodels::CalibrationProfile p = fit_profile(s, gpu, kernel_s, caps);
+  if (host_launch) p.eager_launch_us = round_significant(host_launch->seconds * 1e6, 3);
+  if (replay_idle) {
+    const double node_s = graph_node ? graph_node->seconds : gpu_kernel ? gpu_kernel->seconds : 0.0;
+    if (!(replay_idle->seconds > node_s))
+      throw core::InputError(run.dir + "/" + raw::kLaunchFile, replay_idle->line, "seconds",
+                             "graph_replay_idle is not longer than one graph node's GPU time: the launch samples "
+                             "contradict each other");
+    p.graph_launch_us = round_significant((replay_idle->seconds - node_s) * 1e6, 3);
   }
 
-  if (!run.decode_attention.empty() && !check_failed("attention_decode")) {
+  // Decode attention: one table per head layout measured, keyed by it (the cost model picks the
+  // table of each model's per-GPU layout). A layout whose kernel failed its check
+  // ("attention_decode:H:KV:D:B", or "attention_decode" for all) contributes nothing.
+  std::map<hwmodels::AttentionLayout, std::vector<const MicrobenchRun::DecodeAttention*>> by_layout;
+  for (const auto& a : run.decode_attention) {
+    const plan::DecodeLayout raw_layout{static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
+                                        static_cast<int>(a.head_dim), static_cast<int>(a.block_size)};
+    if (std::find(failed.begin(), failed.end(), "attention_decode") != failed.end() ||
+        std::find(failed.begin(), failed.end(), "attention_decode:" + raw_layout.name()) != failed.end())
+      continue;
+    hwmodels::AttentionLayout l;
+    l.heads = static_cast<int64_t>(a.heads);
+    l.kv_heads = static_cast<int64_t>(a.kv_heads);
+    l.head_dim = static_cast<int64_t>(a.head_dim);
+    l.block_size = static_cast<int64_t>(a.block_size);
+    by_layout[l].push_back(&a);
+  }
+  for (const auto& [layout, rows] : by_layout) {
+    const std::string table = "attention_decode:" + plan::DecodeLayout{static_cast<int>(layout.heads),
+                                                                       static_cast<int>(layout.kv_heads),
+                                                                       static_cast<int>(layout.head_dim),
+                                                                       static_cast<int>(layout.block_size)}
+                                                        .name();
     std::vector<double> batch, context, eff;
-    for (const auto& a : run.decode_attention) {
+    for (const auto* a : rows) {
       // K and V read, plus Q read and O written (fp16).
-      const double bytes = a.kv_bytes + a.batch * a.heads * a.head_dim * 2.0 * kHalfBytes;
-      batch.push_back(a.batch);
-      context.push_back(a.context);
-      eff.push_back(bytes / (gpu.hbm_bandwidth * std::max(a.seconds - kernel_s, 0.05 * a.seconds)));
+      const double bytes = a->kv_bytes + a->batch * a->heads * a->head_dim * 2.0 * kHalfBytes;
+      batch.push_back(a->batch);
+      context.push_back(a->context);
+      eff.push_back(cap_memory_efficiency(bytes / (gpu.hbm_bandwidth * std::max(a->seconds - kernel_s, 0.05 * a->seconds)),
+                                          table, caps));
     }
     const auto [b_lo, b_hi] = std::minmax_element(batch.begin(), batch.end());
     const auto [c_lo, c_hi] = std::minmax_element(context.begin(), context.end());
-    p.attention_decode = fit_table(batch, context, eff, log2_nodes(*b_lo, *b_hi), log2_nodes(*c_lo, *c_hi), 0.3);
+    p.attention_decode_layouts.push_back({layout, fit_table(batch, context, eff, log2_nodes(*b_lo, *b_hi),
+                                                            log2_nodes(*c_lo, *c_hi), 0.3, kMaxHbmEfficiency)});
   }
   if (!run.prefill_attention.empty() && !check_failed("attention_prefill")) {
     std::vector<double> seq, eff;
@@ -227,9 +285,13 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
     if (bandwidth > 0) (std::string(dir) == "h2d" ? p.h2d_bandwidth : p.d2h_bandwidth) = round_significant(bandwidth);
   }
 
-  double read_bw = 0;
+  // The HBM read ceiling from the rotated reads; the L2 one from the reads held in L2 on purpose.
+  double read_bw = 0, l2_read_bw = 0;
   for (const auto& st : run.streams)
-    if (st.kernel == "read") read_bw = std::max(read_bw, st.bytes / st.seconds);
+    if (st.kernel == "read") {
+      double& best = st.l2_resident ? l2_read_bw : read_bw;
+      best = std::max(best, st.bytes / st.seconds);
+    }
   const auto name = run.device.find("name");
   p.description = "fitted from the servesim CUDA microbenchmarks on " +
                   (name == run.device.end() ? std::string("an unnamed device") : name->second) + " (" +
@@ -239,6 +301,9 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   if (read_bw > 0)
     p.description += "; best HBM read " + core::format_double(round_significant(read_bw / 1e9, 4)) + " GB/s = " +
                      core::format_double(round_significant(read_bw / gpu.hbm_bandwidth * 100, 3)) + "% of the datasheet";
+  if (l2_read_bw > 0)
+    p.description += "; L2-resident read " + core::format_double(round_significant(l2_read_bw / 1e9, 4)) + " GB/s";
+  if (const std::string capped = caps.summary(); !capped.empty()) p.description += "; " + capped;
   if (!failed.empty()) {
     p.description += "; left out after failed correctness checks:";
     for (const auto& f : failed) p.description += " " + f;

@@ -18,7 +18,7 @@ struct MicrobenchRun {
   std::string dir;
   std::map<std::string, std::string> device;  // device.csv
   struct Gemm { int64_t line; std::string dtype; double m, n, k, seconds; };
-  struct Stream { int64_t line; std::string kernel; double rows, width, bytes, seconds; };
+  struct Stream { int64_t line; std::string kernel; double rows, width, bytes, seconds; bool l2_resident; };
   struct DecodeAttention { int64_t line; double batch, context, heads, kv_heads, head_dim, block_size, kv_bytes, seconds; };
   struct PrefillAttention { int64_t line; double batch, seq, heads, kv_heads, head_dim, flops, seconds; };
   struct Launch { int64_t line; std::string kind; double seconds; };

@@ -79,8 +79,8 @@ void add_penalty(std::vector<double>& a, size_t n, const size_t idx[3], const do
     for (int q = 0; q < 3; ++q) a[idx[p] * n + idx[q]] += l * c[p] * c[q];
 }
 
-double finish(double log_eff) {
-  return round_significant(std::clamp(std::exp(log_eff), kMinEfficiency, hwmodels::kMaxEfficiency));
+double finish(double log_eff, double max_efficiency) {
+  return round_significant(std::clamp(std::exp(log_eff), kMinEfficiency, max_efficiency));
 }
 
 void check_samples(const std::vector<double>& eff) {
@@ -116,7 +116,7 @@ std::vector<double> log2_nodes(double lo, double hi, double step) {
 }
 
 hwmodels::Curve fit_curve(const std::vector<double>& x, const std::vector<double>& eff, const std::vector<double>& nodes,
-                          double smoothing) {
+                          double smoothing, double max_efficiency) {
   check_samples(eff);
   const size_t n = nodes.size();
   const std::vector<double> ln = logs(nodes);
@@ -139,12 +139,13 @@ hwmodels::Curve fit_curve(const std::vector<double>& x, const std::vector<double
   for (size_t i = 0; i < n; ++i) a[i * n + i] += kRidge;
   const std::vector<double> sol = solve_spd(std::move(a), std::move(b), n);
   std::vector<double> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = finish(sol[i]);
+  for (size_t i = 0; i < n; ++i) values[i] = finish(sol[i], max_efficiency);
   return hwmodels::Curve(nodes, std::move(values));
 }
 
 hwmodels::Table2D fit_table(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& eff,
-                            const std::vector<double>& x_nodes, const std::vector<double>& y_nodes, double smoothing) {
+                            const std::vector<double>& x_nodes, const std::vector<double>& y_nodes, double smoothing,
+                            double max_efficiency) {
   check_samples(eff);
   const size_t nx = x_nodes.size(), ny = y_nodes.size(), n = nx * ny;
   const std::vector<double> lx = logs(x_nodes), ly = logs(y_nodes);
@@ -184,7 +185,7 @@ hwmodels::Table2D fit_table(const std::vector<double>& x, const std::vector<doub
   const std::vector<double> sol = solve_spd(std::move(a), std::move(b), n);
   std::vector<std::vector<double>> values(ny, std::vector<double>(nx));
   for (size_t j = 0; j < ny; ++j)
-    for (size_t i = 0; i < nx; ++i) values[j][i] = finish(sol[j * nx + i]);
+    for (size_t i = 0; i < nx; ++i) values[j][i] = finish(sol[j * nx + i], max_efficiency);
   return hwmodels::Table2D(x_nodes, y_nodes, std::move(values));
 }
 

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "hwmodels/calibration_profile.h"
 #include "hwmodels/efficiency_table.h"
 
 namespace servesim::calibration {
@@ -17,14 +18,17 @@ std::vector<double> log2_nodes(double lo, double hi, double step = 1.0);
 
 // Efficiency over x. `efficiency` values must be positive; `smoothing` weighs the second-difference
 // penalty against the samples (per node, relative to one sample). Results are clamped to
-// [1e-4, hwmodels::kMaxEfficiency] and rounded to 4 significant digits.
+// [1e-4, max_efficiency] (a memory efficiency's physical bound, fit.h; else the format's bound) and
+// rounded to 4 significant digits.
 hwmodels::Curve fit_curve(const std::vector<double>& x, const std::vector<double>& efficiency,
-                          const std::vector<double>& nodes, double smoothing);
+                          const std::vector<double>& nodes, double smoothing,
+                          double max_efficiency = hwmodels::kMaxEfficiency);
 
 // Efficiency over (x, y), same conventions; the table has one row per y node.
 hwmodels::Table2D fit_table(const std::vector<double>& x, const std::vector<double>& y,
                             const std::vector<double>& efficiency, const std::vector<double>& x_nodes,
-                            const std::vector<double>& y_nodes, double smoothing);
+                            const std::vector<double>& y_nodes, double smoothing,
+                            double max_efficiency = hwmodels::kMaxEfficiency);
 
 // Weighted linear regression t = a + b s minimising the relative error of t (weights 1/t^2);
 // {a, b}. Falls back to the single-point fit a = 0 when all s are equal.

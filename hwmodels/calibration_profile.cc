@@ -23,6 +23,38 @@ const Curve* CalibrationProfile::elementwise_curve(std::string_view kind) const 
   return nullptr;
 }
 
+std::string AttentionLayout::name() const {
+  std::string n = std::to_string(heads) + " heads / " + std::to_string(kv_heads) + " KV heads x " +
+                  std::to_string(head_dim);
+  if (is_mla()) n += " (MLA latent " + std::to_string(kv_lora_rank) + " + " + std::to_string(head_dim - kv_lora_rank) + ")";
+  return n + ", pages of " + std::to_string(block_size);
+}
+
+DecodeTableChoice CalibrationProfile::decode_attention_table(const AttentionLayout& model) const {
+  auto log_ratio = [](int64_t a, int64_t b) {
+    return std::fabs(std::log2(static_cast<double>(a) / static_cast<double>(b)));
+  };
+  const DecodeAttentionTable* best = nullptr;
+  double best_key[3] = {0, 0, 0};
+  for (const DecodeAttentionTable& t : attention_decode_layouts) {
+    const AttentionLayout& l = t.layout;
+    if (l.is_mla() != model.is_mla() || l.head_dim != model.head_dim || l.kv_lora_rank != model.kv_lora_rank) continue;
+    const double key[3] = {log_ratio(l.group(), model.group()), log_ratio(l.kv_heads, model.kv_heads),
+                           log_ratio(l.block_size, model.block_size)};
+    // Tables are in ascending layout order, so keeping the first of equal keys is deterministic.
+    if (!best || std::lexicographical_compare(key, key + 3, best_key, best_key + 3)) {
+      best = &t;
+      std::copy(key, key + 3, best_key);
+    }
+  }
+  if (best) {
+    const bool exact = best_key[0] == 0 && best_key[1] == 0 && best_key[2] == 0;
+    return {&best->memory_efficiency, exact ? DecodeTableMatch::kExact : DecodeTableMatch::kNearest, &best->layout};
+  }
+  if (!attention_decode.empty()) return {&attention_decode, DecodeTableMatch::kUnkeyed, nullptr};
+  return {};
+}
+
 namespace {
 
 constexpr double kBytesPerGbLocal = 1e9;
@@ -158,6 +190,40 @@ class Reader {
     return Table2D(std::move(x), std::move(y), std::move(values));
   }
 
+  // A whole number in [lo, hi].
+  int64_t count(const toml::table& t, const std::string& key, const std::string& path, int64_t lo, int64_t hi,
+                bool required) const {
+    const toml::node* node = t.get(key);
+    if (!node) {
+      if (required) fail(&t, path, "missing");
+      return 0;
+    }
+    const auto* i = node->as_integer();
+    if (!i || i->get() < lo || i->get() > hi)
+      fail(node, path, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return i->get();
+  }
+
+  DecodeAttentionTable decode_layout(const toml::table& t, const std::string& path) const {
+    only(t, path + ".", {"heads", "kv_heads", "head_dim", "block_size", "kv_lora_rank", "seqs", "context_tokens",
+                         "memory_efficiency"});
+    DecodeAttentionTable d;
+    AttentionLayout& l = d.layout;
+    constexpr int64_t kMaxCount = 1 << 20;
+    l.heads = count(t, "heads", path + ".heads", 1, kMaxCount, true);
+    l.kv_heads = count(t, "kv_heads", path + ".kv_heads", 1, kMaxCount, true);
+    l.head_dim = count(t, "head_dim", path + ".head_dim", 1, kMaxCount, true);
+    l.block_size = count(t, "block_size", path + ".block_size", 1, kMaxCount, true);
+    l.kv_lora_rank = count(t, "kv_lora_rank", path + ".kv_lora_rank", 1, kMaxCount, false);
+    if (l.heads % l.kv_heads != 0) fail(t.get("kv_heads"), path + ".kv_heads", "must divide heads");
+    if (l.is_mla() && l.kv_heads != 1)
+      fail(t.get("kv_heads"), path + ".kv_heads", "an MLA layout has one KV head (the shared latent)");
+    if (l.is_mla() && l.head_dim <= l.kv_lora_rank)
+      fail(t.get("head_dim"), path + ".head_dim", "an MLA layout's head_dim is kv_lora_rank + the rotary dimensions");
+    d.memory_efficiency = table2d(t, path, "seqs", "context_tokens", "memory_efficiency");
+    return d;
+  }
+
   GemmTables gemm(const toml::table& t, const std::string& path) const {
     only(t, path + ".", {"rows", "weight_elements", "compute_efficiency", "memory_bytes", "memory_efficiency"});
     GemmTables g;
@@ -191,7 +257,8 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
     throw core::InputError(source_name, static_cast<int64_t>(e.source().begin.line), "", "malformed TOML: " + what);
   }
   r.only(doc, "", {"format", "version", "gpu", "description", "source", "launch", "gemm", "gemm_fp8", "elementwise",
-                   "attention_prefill", "attention_decode", "all_reduce", "send_recv", "host_copy", "overhead", "engine"});
+                   "attention_prefill", "attention_decode", "attention_decode_layout", "all_reduce", "send_recv",
+                   "host_copy", "overhead", "engine"});
   CalibrationProfile p;
   if (r.string(doc, "format", true) != kProfileFormat)
     r.fail(doc.get("format"), "format", "not a servesim calibration profile (format = \"" + std::string(kProfileFormat) + "\")");
@@ -227,6 +294,23 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
   if (const toml::table* t = r.table(doc, "attention_decode", "attention_decode")) {
     r.only(*t, "attention_decode.", {"seqs", "context_tokens", "memory_efficiency"});
     p.attention_decode = r.table2d(*t, "attention_decode", "seqs", "context_tokens", "memory_efficiency");
+  }
+  if (const toml::node* node = doc.get("attention_decode_layout")) {
+    const toml::array* tables = node->as_array();
+    if (!tables) r.fail(node, "attention_decode_layout", "expected [[attention_decode_layout]] tables");
+    for (size_t i = 0; i < tables->size(); ++i) {
+      const std::string path = "attention_decode_layout[" + std::to_string(i) + "]";
+      const toml::node& item = *tables->get(i);
+      if (!item.is_table()) r.fail(&item, path, "expected a table");
+      DecodeAttentionTable d = r.decode_layout(*item.as_table(), path);
+      for (const DecodeAttentionTable& other : p.attention_decode_layouts)
+        if (other.layout == d.layout) r.fail(&item, path, "a second table for " + d.layout.name());
+      p.attention_decode_layouts.push_back(std::move(d));
+    }
+    // Kept in layout order whatever the file's, so the lookup's tie-break and the written file are
+    // independent of it.
+    std::stable_sort(p.attention_decode_layouts.begin(), p.attention_decode_layouts.end(),
+                     [](const DecodeAttentionTable& a, const DecodeAttentionTable& b) { return a.layout < b.layout; });
   }
   if (const toml::table* t = r.table(doc, "all_reduce", "all_reduce")) {
     r.only(*t, "all_reduce.", {"gpus", "latency_us", "bus_bandwidth_gb_s"});
@@ -385,6 +469,19 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
     out += "context_tokens = " + array(p.attention_decode.y()) + "\n";
     out += "memory_efficiency = [\n";
     for (const auto& row : p.attention_decode.values()) out += "  " + array(row) + ",\n";
+    out += "]\n";
+  }
+  for (const DecodeAttentionTable& d : p.attention_decode_layouts) {
+    const AttentionLayout& l = d.layout;
+    out += "\n[[attention_decode_layout]]\n# " + l.name() +
+           ": fraction of HBM bandwidth by decoding sequences and mean context; one row per context_tokens node\n";
+    out += "heads = " + std::to_string(l.heads) + "\nkv_heads = " + std::to_string(l.kv_heads) +
+           "\nhead_dim = " + std::to_string(l.head_dim) + "\nblock_size = " + std::to_string(l.block_size) + "\n";
+    if (l.is_mla()) out += "kv_lora_rank = " + std::to_string(l.kv_lora_rank) + "\n";
+    out += "seqs = " + array(d.memory_efficiency.x()) + "\n";
+    out += "context_tokens = " + array(d.memory_efficiency.y()) + "\n";
+    out += "memory_efficiency = [\n";
+    for (const auto& row : d.memory_efficiency.values()) out += "  " + array(row) + ",\n";
     out += "]\n";
   }
   if (!p.all_reduce.empty()) {

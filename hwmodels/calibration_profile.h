@@ -9,6 +9,7 @@
 // is documented in docs/calibration.md; every section is optional, and what a profile lacks the
 // cost model takes from its [cost_model] parameters.
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,7 +25,9 @@ namespace servesim::hwmodels {
 inline constexpr std::string_view kProfileFormat = "servesim-calibration-profile";
 inline constexpr int64_t kProfileVersion = 1;
 // Efficiencies above 1 are legal up to this bound: a kernel whose working set stays in L2 between
-// timed repetitions moves bytes faster than HBM.
+// timed repetitions moves bytes faster than HBM. The fitters never write a memory efficiency
+// above 1 unless the samples were L2-resident on purpose (calibration/fit.h, kMaxHbmEfficiency):
+// serving does not find its data in L2.
 inline constexpr double kMaxEfficiency = 4.0;
 
 // Latency plus size over bandwidth: time(bytes) = latency_s + bytes / bandwidth.
@@ -45,6 +48,36 @@ struct GemmTables {
   bool empty() const { return compute_efficiency.empty() && memory_efficiency.empty(); }
 };
 
+// One GPU's share of a model's attention as a decode kernel sees it: the key of a decode-attention
+// table, because a paged decode kernel's efficiency depends on how many KV heads it streams in
+// parallel, how many query heads share each, their size and the page size.
+struct AttentionLayout {
+  int64_t heads = 0;         // query heads on this GPU
+  int64_t kv_heads = 0;      // KV heads on this GPU (replicated ones count once; MLA: 1, the latent)
+  int64_t head_dim = 0;      // elements per cached key (MLA: kv_lora_rank + qk_rope_head_dim)
+  int64_t block_size = 16;   // tokens per KV-cache page
+  int64_t kv_lora_rank = 0;  // MLA: the latent's rank, the values' width (0: not MLA)
+  bool is_mla() const { return kv_lora_rank > 0; }
+  // Query heads per KV head.
+  int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 0; }
+  auto operator<=>(const AttentionLayout&) const = default;
+  std::string name() const;  // "32 heads / 8 KV heads x 128, pages of 16" (MLA: "... latent 512 + 64 ...")
+};
+
+// A decode-attention table measured at one head layout.
+struct DecodeAttentionTable {
+  AttentionLayout layout;
+  Table2D memory_efficiency;  // x: decoding sequences, y: mean context tokens: fraction of HBM bandwidth
+};
+
+// How a model's layout found its decode-attention table (CalibrationProfile::decode_attention_table).
+enum class DecodeTableMatch { kExact, kNearest, kUnkeyed, kNone };
+struct DecodeTableChoice {
+  const Table2D* table = nullptr;           // null: kNone, the constant attention_memory_efficiency
+  DecodeTableMatch match = DecodeTableMatch::kNone;
+  const AttentionLayout* layout = nullptr;  // the chosen keyed table's layout (kExact, kNearest)
+};
+
 struct CalibrationProfile {
   std::string gpu;          // the catalogue name of the GPU it describes
   std::string description;  // free text
@@ -62,7 +95,9 @@ struct CalibrationProfile {
   std::map<std::string, Curve> elementwise;  // by kind (kElementwiseKinds): fraction of HBM bandwidth
 
   Curve attention_prefill;         // x: mean query tokens per prefill chunk: fraction of peak
-  Table2D attention_decode;        // x: decoding sequences, y: mean context tokens: fraction of HBM bandwidth
+  Table2D attention_decode;        // x: decoding sequences, y: mean context tokens: fraction of HBM
+                                   // bandwidth; for any layout (the layout-keyed tables come first)
+  std::vector<DecodeAttentionTable> attention_decode_layouts;  // by layout, ascending, each once
 
   std::map<int64_t, AlphaBeta> all_reduce;  // by GPU count
   std::optional<AlphaBeta> send_recv;       // point-to-point between two GPUs (pipeline stages, KV moves)
@@ -79,6 +114,15 @@ struct CalibrationProfile {
   std::map<std::string, std::map<std::string, double>> engine;
 
   const Curve* elementwise_curve(std::string_view kind) const;  // the kind's, else "copy", else nullptr
+
+  // The decode-attention table for a model whose per-GPU layout is `model`:
+  // 1. among the layout-keyed tables of the same kind (MLA or not), the same head_dim and the same
+  //    latent rank, the one nearest to `model` by, in this order, |log2| of the ratio of query
+  //    heads per KV head, of KV heads, of page sizes (the first in layout order on a tie); kExact
+  //    when all three agree;
+  // 2. else the un-keyed [attention_decode] table (kUnkeyed);
+  // 3. else none (kNone): the cost model uses its constant attention_memory_efficiency.
+  DecodeTableChoice decode_attention_table(const AttentionLayout& model) const;
 };
 
 // Parses profile text; `source_name` names it in errors. Throws core::InputError naming the file,

@@ -114,6 +114,22 @@ RooflineParams roofline_params_from(const core::Params& p) {
   return r;
 }
 
+AttentionLayout decode_attention_layout(const ModelSpec& m, int64_t tensor_parallel) {
+  AttentionLayout l;
+  l.heads = m.num_heads / tensor_parallel;
+  l.block_size = kAssumedKvBlockSize;
+  if (m.is_mla()) {
+    // The absorbed form: every query head against the one shared latent, keys of latent + rotary.
+    l.kv_heads = 1;
+    l.head_dim = m.kv_lora_rank + m.qk_rope_head_dim;
+    l.kv_lora_rank = m.kv_lora_rank;
+  } else {
+    l.kv_heads = kv_heads_per_gpu(m, tensor_parallel);
+    l.head_dim = m.head_dim;
+  }
+  return l;
+}
+
 namespace {
 
 // log2 of an all-reduce's GPU count, for interpolating between the counts a profile measured.
@@ -337,7 +353,11 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   attn_compute_rate_ = gpu_.peak_flops * params_.attention_compute_efficiency;
   attn_memory_rate_ = gpu_.hbm_bandwidth * params_.attention_memory_efficiency;
   if (profile && use_.attention_compute) attention_prefill_curve_ = profile->attention_prefill;
-  if (profile && use_.attention_memory) attention_decode_table_ = profile->attention_decode;
+  // The decode table measured at this model's per-GPU head layout, or the nearest one (the rule
+  // is CalibrationProfile::decode_attention_table's).
+  if (profile && use_.attention_memory)
+    if (const DecodeTableChoice c = profile->decode_attention_table(decode_attention_layout(model_, tp_)); c.table)
+      attention_decode_table_ = *c.table;
 
   if (tp_ > 1) {
     // Two per layer (after attention's output projection and after the MLP's down projection)

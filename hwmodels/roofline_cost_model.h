@@ -219,4 +219,14 @@ class RooflineCostModel final : public StepCostModel {
   double allreduce_s_per_row_ = 0;         // ring factor x one row's activations / link rate
 };
 
+// The page size a decode-attention table is looked up with: the cost model is built from model,
+// GPU and TP alone and does not see the replica's block_size; 16 is vLLM's default and the
+// replica's.
+inline constexpr int64_t kAssumedKvBlockSize = 16;
+
+// One GPU's share of `m`'s attention at tensor parallelism `tensor_parallel`, as the decode kernel
+// sees it: query heads split evenly, KV heads split or replicated (kv_heads_per_gpu); MLA decodes
+// every local head against the whole latent (kv_lora_rank + qk_rope_head_dim per token).
+AttentionLayout decode_attention_layout(const ModelSpec& m, int64_t tensor_parallel);
+
 }  // namespace servesim::hwmodels

@@ -1,8 +1,14 @@
 // Attention, the project's own kernels (no cuDNN/FlashAttention dependency, so they build from the
 // CUDA toolkit alone):
-// - decode: one query token per sequence against a paged KV cache (vLLM's layout, 16-token pages),
-//   split into 512-token partitions (flash-decoding) and reduced; one warp per key token, 8-byte
-//   vector loads. Memory-bound: its efficiency over (batch, context) is what the profile records.
+// - decode: one query token per sequence against a paged KV cache (vLLM's layout), split into
+//   512-token partitions (flash-decoding) and reduced; one warp per key token, one vector load per
+//   lane. Memory-bound: its efficiency over (batch, context) is what the profile records, for each
+//   head layout (query heads, KV heads, head_dim, page size on one GPU) of the models the cost
+//   model is applied to (planning.h), because the parallelism a paged decode kernel finds is its
+//   KV heads x sequences x partitions and its arithmetic per byte grows with the query heads per
+//   KV head. The profile keys the tables by layout. MLA's absorbed decode (16-128 query heads on
+//   one 576-wide latent, 30-240 FLOP/byte) needs tensor cores to be memory-bound, which this
+//   CUDA-core kernel has not: it is not measured here.
 // - prefill: causal FlashAttention-2-style tiles on tensor cores through WMMA (64 queries x 32 keys
 //   per step, online softmax). Engines run FlashAttention-2/3, which use the newer asynchronous
 //   tensor-core paths; this kernel is slower than those, so the prefill efficiency it measures is
@@ -12,6 +18,8 @@
 #include <mma.h>
 
 #include <cmath>
+#include <iostream>
+#include <string>
 #include <vector>
 
 #include "common.cuh"
@@ -19,183 +27,246 @@
 namespace mb {
 namespace {
 
-constexpr int kHeadDim = 128;
-constexpr int kBlockSize = 16;       // tokens per KV page
+constexpr int kHeadDim = 128;         // the prefill kernel's head size
 constexpr int kPartition = 512;      // tokens per decode partition
+constexpr int kDecodeWarps = 4;      // warps per decode block, each on every fourth key
 
 // ---- Decode -------------------------------------------------------------------------------------
 
+// What the decode kernels read and write. The caches are pages of [kv_heads][block_size][head_dim]
+// (vLLM's layout); tables[seq * max_blocks + i] is the page holding tokens i x block_size ... of
+// sequence seq.
+struct DecodeArgs {
+  const __half* q;        // [batch, heads, head_dim]
+  const __half* k_cache;
+  const __half* v_cache;
+  const int* tables;      // [batch, max_blocks]
+  const int* lens;        // [batch]
+  int max_blocks, block_size, heads, kv_heads, head_dim, partitions;
+  float* max_logits;      // [batch, heads, partitions]
+  float* exp_sums;        // [batch, heads, partitions]
+  float* partial;         // [batch, heads, partitions, head_dim]
+};
+
+// kPer consecutive fp16 values as floats, in one vector load (4, 8 or 16 bytes).
+template <int kPer>
+__device__ inline void load_halves(const __half* p, float* out) {
+  if constexpr (kPer == 2) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(p));
+    out[0] = f.x;
+    out[1] = f.y;
+  } else if constexpr (kPer == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+    for (int j = 0; j < 2; ++j) {
+      const float2 f = __half22float2(h[j]);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
+  } else {
+    static_assert(kPer == 8, "head_dim must be 64, 128 or 256");
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
+  }
+}
+
 // grid (kv_heads, batch, partitions), 128 threads. Writes per (sequence, query head, partition) the
 // running max, the sum of exponentials and the unnormalised output. kGroup query heads share a KV
-// head (a template parameter, so the per-head registers are not spilled).
-template <int kGroup>
-__global__ void decode_partial_kernel(const __half* __restrict__ q, const __half* __restrict__ k_cache,
-                                      const __half* __restrict__ v_cache, const int* __restrict__ block_tables,
-                                      const int* __restrict__ context_lens, int max_blocks, int heads, int kv_heads,
-                                      int partitions, float* __restrict__ max_logits, float* __restrict__ exp_sums,
-                                      float* __restrict__ partial_out) {
+// head and kHeadDim is the head size, both template parameters so the per-head registers are not
+// spilled; each lane holds kHeadDim / 32 elements of a key.
+template <int kGroup, int kHeadDim>
+__global__ void decode_partial_kernel(DecodeArgs a) {
+  constexpr int kPer = kHeadDim / 32;
   const int kvh = blockIdx.x, seq = blockIdx.y, part = blockIdx.z;
-  constexpr int group = kGroup;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int len = context_lens[seq];
+  const int len = a.lens[seq];
   const int begin = part * kPartition, end = min(len, begin + kPartition);
   const float scale = rsqrtf(static_cast<float>(kHeadDim));
 
-  float qr[kGroup][4], m[kGroup], l[kGroup], acc[kGroup][4];
+  float qr[kGroup][kPer], m[kGroup], l[kGroup], acc[kGroup][kPer];
 #pragma unroll
-  for (int g = 0; g < group; ++g) {
-    const __half* qh = q + (static_cast<size_t>(seq) * heads + kvh * group + g) * kHeadDim + lane * 4;
-    for (int j = 0; j < 4; ++j) {
-      qr[g][j] = __half2float(qh[j]) * scale;
+  for (int g = 0; g < kGroup; ++g) {
+    const __half* qh = a.q + (static_cast<size_t>(seq) * a.heads + kvh * kGroup + g) * kHeadDim + lane * kPer;
+    load_halves<kPer>(qh, qr[g]);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      qr[g][j] *= scale;
       acc[g][j] = 0.f;
     }
     m[g] = -INFINITY;
     l[g] = 0.f;
   }
-  for (int t = begin + warp; t < end; t += 4) {
-    const int page = block_tables[seq * max_blocks + t / kBlockSize];
-    const size_t row = ((static_cast<size_t>(page) * kv_heads + kvh) * kBlockSize + t % kBlockSize) * kHeadDim;
-    const uint2 kraw = *reinterpret_cast<const uint2*>(k_cache + row + lane * 4);
-    const uint2 vraw = *reinterpret_cast<const uint2*>(v_cache + row + lane * 4);
-    const __half2* kh = reinterpret_cast<const __half2*>(&kraw);
-    const __half2* vh = reinterpret_cast<const __half2*>(&vraw);
-    const float2 k01 = __half22float2(kh[0]), k23 = __half22float2(kh[1]);
-    const float2 v01 = __half22float2(vh[0]), v23 = __half22float2(vh[1]);
+  for (int t = begin + warp; t < end; t += kDecodeWarps) {
+    const int page = a.tables[seq * a.max_blocks + t / a.block_size];
+    const size_t row =
+        ((static_cast<size_t>(page) * a.kv_heads + kvh) * a.block_size + t % a.block_size) * kHeadDim + lane * kPer;
+    float kf[kPer], vf[kPer];
+    load_halves<kPer>(a.k_cache + row, kf);
+    load_halves<kPer>(a.v_cache + row, vf);
 #pragma unroll
-    for (int g = 0; g < group; ++g) {
-      float s = qr[g][0] * k01.x + qr[g][1] * k01.y + qr[g][2] * k23.x + qr[g][3] * k23.y;
+    for (int g = 0; g < kGroup; ++g) {
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) s += qr[g][j] * kf[j];
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       const float m_new = fmaxf(m[g], s);
       const float corr = __expf(m[g] - m_new), p = __expf(s - m_new);
       l[g] = l[g] * corr + p;
-      acc[g][0] = acc[g][0] * corr + p * v01.x;
-      acc[g][1] = acc[g][1] * corr + p * v01.y;
-      acc[g][2] = acc[g][2] * corr + p * v23.x;
-      acc[g][3] = acc[g][3] * corr + p * v23.y;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) acc[g][j] = acc[g][j] * corr + p * vf[j];
       m[g] = m_new;
     }
   }
-  // Merge the four warps.
-  __shared__ float sm_m[4][kGroup], sm_l[4][kGroup], sm_acc[4][kGroup][kHeadDim];
+  // Merge the warps.
+  __shared__ float sm_m[kDecodeWarps][kGroup], sm_l[kDecodeWarps][kGroup], sm_acc[kDecodeWarps][kGroup][kHeadDim];
 #pragma unroll
-  for (int g = 0; g < group; ++g) {
+  for (int g = 0; g < kGroup; ++g) {
     if (lane == 0) {
       sm_m[warp][g] = m[g];
       sm_l[warp][g] = l[g];
     }
-    for (int j = 0; j < 4; ++j) sm_acc[warp][g][lane * 4 + j] = acc[g][j];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) sm_acc[warp][g][lane * kPer + j] = acc[g][j];
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < group * kHeadDim; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < kGroup * kHeadDim; idx += blockDim.x) {
     const int g = idx / kHeadDim, d = idx % kHeadDim;
     float mx = -INFINITY;
-    for (int w = 0; w < 4; ++w) mx = fmaxf(mx, sm_m[w][g]);
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sm_m[w][g]);
     float sum = 0.f, out = 0.f;
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < kDecodeWarps; ++w) {
       const float f = sm_m[w][g] == -INFINITY ? 0.f : __expf(sm_m[w][g] - mx);
       sum += sm_l[w][g] * f;
       out += sm_acc[w][g][d] * f;
     }
-    const size_t slot = (static_cast<size_t>(seq) * heads + kvh * group + g) * partitions + part;
-    partial_out[slot * kHeadDim + d] = out;
+    const size_t slot = (static_cast<size_t>(seq) * a.heads + kvh * kGroup + g) * a.partitions + part;
+    a.partial[slot * kHeadDim + d] = out;
     if (d == 0) {
-      max_logits[slot] = mx;
-      exp_sums[slot] = sum;
+      a.max_logits[slot] = mx;
+      a.exp_sums[slot] = sum;
     }
   }
 }
 
-// grid (heads, batch), 128 threads: one output dimension each.
-__global__ void decode_reduce_kernel(const float* __restrict__ max_logits, const float* __restrict__ exp_sums,
-                                     const float* __restrict__ partial_out, const int* __restrict__ context_lens,
-                                     int heads, int partitions, __half* __restrict__ out) {
+// grid (heads, batch), head_dim threads: one output dimension each.
+__global__ void decode_reduce_kernel(DecodeArgs a, __half* __restrict__ out) {
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
-  const int used = (context_lens[seq] + kPartition - 1) / kPartition;
-  const size_t base = (static_cast<size_t>(seq) * heads + h) * partitions;
+  const int used = (a.lens[seq] + kPartition - 1) / kPartition;
+  const size_t base = (static_cast<size_t>(seq) * a.heads + h) * a.partitions;
   float mx = -INFINITY;
-  for (int p = 0; p < used; ++p) mx = fmaxf(mx, max_logits[base + p]);
+  for (int p = 0; p < used; ++p) mx = fmaxf(mx, a.max_logits[base + p]);
   float sum = 0.f, o = 0.f;
   for (int p = 0; p < used; ++p) {
-    const float f = max_logits[base + p] == -INFINITY ? 0.f : __expf(max_logits[base + p] - mx);
-    sum += exp_sums[base + p] * f;
-    o += partial_out[(base + p) * kHeadDim + d] * f;
+    const float f = a.max_logits[base + p] == -INFINITY ? 0.f : __expf(a.max_logits[base + p] - mx);
+    sum += a.exp_sums[base + p] * f;
+    o += a.partial[(base + p) * a.head_dim + d] * f;
   }
-  out[(static_cast<size_t>(seq) * heads + h) * kHeadDim + d] = __float2half(o / sum);
+  out[(static_cast<size_t>(seq) * a.heads + h) * a.head_dim + d] = __float2half(o / sum);
 }
 
-// Reference: grid (heads, batch), 128 threads (one per dimension), every score recomputed.
-__global__ void decode_reference_kernel(const __half* q, const __half* k_cache, const __half* v_cache,
-                                        const int* block_tables, const int* context_lens, int max_blocks, int heads,
-                                        int kv_heads, float* out) {
+// Reference: grid (heads, batch), head_dim threads (one per dimension), every score recomputed.
+__global__ void decode_reference_kernel(DecodeArgs a, float* out) {
   const int h = blockIdx.x, seq = blockIdx.y, d = threadIdx.x;
-  const int kvh = h / (heads / kv_heads), len = context_lens[seq];
-  const __half* qh = q + (static_cast<size_t>(seq) * heads + h) * kHeadDim;
+  const int dim = a.head_dim;
+  const int kvh = h / (a.heads / a.kv_heads), len = a.lens[seq];
+  const __half* qh = a.q + (static_cast<size_t>(seq) * a.heads + h) * dim;
   auto row = [&](int t) {
-    const int page = block_tables[seq * max_blocks + t / kBlockSize];
-    return ((static_cast<size_t>(page) * kv_heads + kvh) * kBlockSize + t % kBlockSize) * kHeadDim;
+    const int page = a.tables[seq * a.max_blocks + t / a.block_size];
+    return ((static_cast<size_t>(page) * a.kv_heads + kvh) * a.block_size + t % a.block_size) * dim;
   };
+  const float scale = 1.f / sqrtf(static_cast<float>(dim));
   float mx = -INFINITY;
   for (int t = 0; t < len; ++t) {
     float s = 0;
-    for (int j = 0; j < kHeadDim; ++j) s += __half2float(qh[j]) * __half2float(k_cache[row(t) + j]);
-    mx = fmaxf(mx, s / sqrtf(static_cast<float>(kHeadDim)));
+    for (int j = 0; j < dim; ++j) s += __half2float(qh[j]) * __half2float(a.k_cache[row(t) + j]);
+    mx = fmaxf(mx, s * scale);
   }
   float sum = 0, o = 0;
   for (int t = 0; t < len; ++t) {
     float s = 0;
-    for (int j = 0; j < kHeadDim; ++j) s += __half2float(qh[j]) * __half2float(k_cache[row(t) + j]);
-    const float p = expf(s / sqrtf(static_cast<float>(kHeadDim)) - mx);
+    for (int j = 0; j < dim; ++j) s += __half2float(qh[j]) * __half2float(a.k_cache[row(t) + j]);
+    const float p = expf(s * scale - mx);
     sum += p;
-    o += p * __half2float(v_cache[row(t) + d]);
+    o += p * __half2float(a.v_cache[row(t) + d]);
   }
-  out[(static_cast<size_t>(seq) * heads + h) * kHeadDim + d] = o / sum;
+  out[(static_cast<size_t>(seq) * a.heads + h) * dim + d] = o / sum;
 }
 
+template <int kGroup, int kHeadDim>
+void launch_partial(const DecodeArgs& a, int batch, cudaStream_t s) {
+  decode_partial_kernel<kGroup, kHeadDim><<<dim3(a.kv_heads, batch, a.partitions), 32 * kDecodeWarps, 0, s>>>(a);
+  MB_CHECK_LAUNCH();
+}
+
+template <int kHeadDim>
+void launch_partial_for_group(int group, const DecodeArgs& a, int batch, cudaStream_t s) {
+  switch (group) {
+    case 1: launch_partial<1, kHeadDim>(a, batch, s); break;
+    case 2: launch_partial<2, kHeadDim>(a, batch, s); break;
+    case 3: launch_partial<3, kHeadDim>(a, batch, s); break;
+    case 4: launch_partial<4, kHeadDim>(a, batch, s); break;
+    case 5: launch_partial<5, kHeadDim>(a, batch, s); break;
+    case 6: launch_partial<6, kHeadDim>(a, batch, s); break;
+    case 7: launch_partial<7, kHeadDim>(a, batch, s); break;
+    case 8: launch_partial<8, kHeadDim>(a, batch, s); break;
+    default: throw Failure("decode attention: " + std::to_string(group) + " query heads per KV head (1..8 supported)");
+  }
+}
+
+// One decode step's attention for one layer, `batch` sequences of `context` tokens, with the KV
+// cache's pages rotating over copies (planning.h): serving reads each layer's cache once a step, so
+// a small cache must not be timed from L2. Each copy is [K pages][V pages][block table]; its pages
+// are numbered from 0 within the copy (plan::decode_page).
 struct DecodeCase {
-  int batch, context, heads, kv_heads;
-  DeviceBuffer<__half> q, k, v, out;
-  DeviceBuffer<int> tables, lens;
+  plan::DecodeLayout layout;
+  int batch, context, pages_per_seq, partitions;
+  plan::Rotation rotation;
+  RotatedBuffers cache;
+  DeviceBuffer<__half> q, out;
+  DeviceBuffer<int> lens;
   DeviceBuffer<float> max_logits, exp_sums, partial;
-  int max_blocks, partitions;
-  DecodeCase(int b, int ctx, int h, int kvh, cudaStream_t s)
-      : batch(b), context(ctx), heads(h), kv_heads(kvh),
-        q(static_cast<size_t>(b) * h * kHeadDim),
-        k(static_cast<size_t>(b) * ((ctx + kBlockSize - 1) / kBlockSize) * kvh * kBlockSize * kHeadDim),
-        v(k.count), out(q.count),
-        tables(static_cast<size_t>(b) * ((ctx + kBlockSize - 1) / kBlockSize)), lens(b),
-        max_logits(static_cast<size_t>(b) * h * ((ctx + kPartition - 1) / kPartition)), exp_sums(max_logits.count),
-        partial(max_logits.count * kHeadDim) {
-    max_blocks = (ctx + kBlockSize - 1) / kBlockSize;
-    partitions = (ctx + kPartition - 1) / kPartition;
+  uint64_t call = 0;
+
+  DecodeCase(const plan::DecodeLayout& l, int b, int ctx, const plan::Rotation& r, cudaStream_t s)
+      : layout(l), batch(b), context(ctx), pages_per_seq(plan::pages_for(ctx, l.block_size)),
+        partitions((ctx + kPartition - 1) / kPartition), rotation(r), cache(r, 22, s),
+        q(static_cast<size_t>(b) * l.heads * l.head_dim), out(q.count), lens(b),
+        max_logits(static_cast<size_t>(b) * l.heads * partitions), exp_sums(max_logits.count),
+        partial(max_logits.count * l.head_dim) {
+    if (const std::string why = plan::decode_layout_problem(l); !why.empty())
+      throw Failure("decode layout " + l.name() + ": " + why);
     fill_random_half(q.ptr, q.count, 21, s);
-    fill_random_half(k.ptr, k.count, 22, s);
-    fill_random_half(v.ptr, v.count, 23, s);
-    // Pages of the sequences interleaved (page i of sequence b is page i * batch + b), as an
-    // allocator that hands out pages in arrival order scatters them.
-    std::vector<int> t(tables.count), l(b, ctx);
+    std::vector<int> table(static_cast<size_t>(b) * pages_per_seq), len(b, ctx);
     for (int sq = 0; sq < b; ++sq)
-      for (int i = 0; i < max_blocks; ++i) t[sq * max_blocks + i] = i * b + sq;
-    MB_CUDA(cudaMemcpyAsync(tables.ptr, t.data(), t.size() * sizeof(int), cudaMemcpyHostToDevice, s));
-    MB_CUDA(cudaMemcpyAsync(lens.ptr, l.data(), l.size() * sizeof(int), cudaMemcpyHostToDevice, s));
+      for (int i = 0; i < pages_per_seq; ++i) table[static_cast<size_t>(sq) * pages_per_seq + i] = plan::decode_page(sq, i, b);
+    cache.set_indices(2, table, s);
+    MB_CUDA(cudaMemcpyAsync(lens.ptr, len.data(), len.size() * sizeof(int), cudaMemcpyHostToDevice, s));
     MB_CUDA(cudaStreamSynchronize(s));
   }
-  void launch(cudaStream_t s) {
-    const dim3 grid(kv_heads, batch, partitions);
-    auto run = [&](auto kernel) {
-      kernel<<<grid, 128, 0, s>>>(q.ptr, k.ptr, v.ptr, tables.ptr, lens.ptr, max_blocks, heads, kv_heads, partitions,
-                                  max_logits.ptr, exp_sums.ptr, partial.ptr);
-    };
-    switch (heads / kv_heads) {
-      case 1: run(decode_partial_kernel<1>); break;
-      case 2: run(decode_partial_kernel<2>); break;
-      case 4: run(decode_partial_kernel<4>); break;
-      case 8: run(decode_partial_kernel<8>); break;
-      default: throw Failure("decode attention: query heads per KV head must be 1, 2, 4 or 8");
-    }
-    decode_reduce_kernel<<<dim3(heads, batch), kHeadDim, 0, s>>>(max_logits.ptr, exp_sums.ptr, partial.ptr, lens.ptr,
-                                                                heads, partitions, out.ptr);
+  DecodeArgs args(uint64_t c) const {
+    return {q.ptr, cache.ptr<__half>(0, c), cache.ptr<__half>(1, c), cache.ptr<int>(2, c), lens.ptr, pages_per_seq,
+            layout.block_size, layout.heads, layout.kv_heads, layout.head_dim, partitions, max_logits.ptr,
+            exp_sums.ptr, partial.ptr};
   }
-  double kv_bytes() const { return 2.0 * batch * static_cast<double>(context) * kv_heads * kHeadDim * 2; }
+  // The two kernels of one call, on the next copy of the cache.
+  void launch(cudaStream_t s) {
+    const DecodeArgs a = args(call++);
+    const int group = layout.heads / layout.kv_heads;
+    switch (layout.head_dim) {
+      case 64: launch_partial_for_group<64>(group, a, batch, s); break;
+      case 128: launch_partial_for_group<128>(group, a, batch, s); break;
+      case 256: launch_partial_for_group<256>(group, a, batch, s); break;
+      default: throw Failure("decode attention: head_dim " + std::to_string(layout.head_dim) + " (64, 128, 256 supported)");
+    }
+    decode_reduce_kernel<<<dim3(layout.heads, batch), layout.head_dim, 0, s>>>(a, out.ptr);
+    MB_CHECK_LAUNCH();
+  }
+  double kv_bytes() const { return plan::decode_kv_bytes(layout, batch, context); }
 };
 
 // ---- Prefill ------------------------------------------------------------------------------------
@@ -353,26 +424,33 @@ __global__ void prefill_reference_kernel(const __half* q, const __half* k, const
 }  // namespace
 
 void run_attention(const Options& o, const cudaDeviceProp& prop, CsvOut& checks) {
-  cudaStream_t s = nullptr;
-  MB_CUDA(cudaStreamCreate(&s));
+  Stream s;
   MB_CUDA(cudaFuncSetAttribute(prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(kPrefillSmem)));
   constexpr float kTolerance = 0.02f;  // fp16 outputs of values of order 0.5
+  int device = 0;
+  MB_CUDA(cudaGetDevice(&device));
+  const size_t l2 = l2_bytes(device);
+  // The head layouts of the models the cost model is applied to (planning.h), or --decode-layouts.
+  const std::vector<plan::DecodeLayout> layouts =
+      o.decode_layouts.empty() ? plan::default_decode_layouts(o.quick) : o.decode_layouts;
 
-  // Correctness first: a wrong kernel's timings are not written.
-  bool decode_ok = false, prefill_ok = false;
-  {
-    DecodeCase c(3, 1100, 32, 8, s);  // three partitions, a partial last page
+  // Correctness first: a wrong kernel's timings are not written. Each layout's kernel is checked
+  // on three partitions and a partial last page.
+  std::vector<plan::DecodeLayout> checked;
+  for (const plan::DecodeLayout& l : layouts) {
+    const plan::Rotation r = plan::decode_rotation(l, 3, 1100, l2, rotation_budget());
+    DecodeCase c(l, 3, 1100, r, s);
     DeviceBuffer<float> ref(c.q.count);
+    const DecodeArgs a = c.args(c.call);  // the copy launch() uses next
     c.launch(s);
-    decode_reference_kernel<<<dim3(c.heads, c.batch), kHeadDim, 0, s>>>(c.q.ptr, c.k.ptr, c.v.ptr, c.tables.ptr,
-                                                                        c.lens.ptr, c.max_blocks, c.heads, c.kv_heads,
-                                                                        ref.ptr);
-    MB_CUDA(cudaGetLastError());
+    decode_reference_kernel<<<dim3(l.heads, c.batch), l.head_dim, 0, s>>>(a, ref.ptr);
+    MB_CHECK_LAUNCH();
     const float e = max_abs_error(c.out.ptr, ref.ptr, c.q.count, s);
-    decode_ok = e < kTolerance;
-    checks.row("attention_decode", e, decode_ok ? 1 : 0);
+    checks.row("attention_decode:" + l.name(), e, e < kTolerance ? 1 : 0);
+    if (e < kTolerance) checked.push_back(l);
   }
+  bool prefill_ok = false;
   {
     constexpr int batch = 2, seq = 150, heads = 8, kv_heads = 2;
     DeviceBuffer<__half> q(static_cast<size_t>(batch) * seq * heads * kHeadDim),
@@ -383,33 +461,40 @@ void run_attention(const Options& o, const cudaDeviceProp& prop, CsvOut& checks)
     fill_random_half(v.ptr, v.count, 33, s);
     prefill_kernel<<<dim3((seq + kQTile - 1) / kQTile, heads, batch), 128, kPrefillSmem, s>>>(q.ptr, k.ptr, v.ptr,
                                                                                             out.ptr, seq, heads, kv_heads);
+    MB_CHECK_LAUNCH();
     prefill_reference_kernel<<<dim3(seq, heads, batch), kHeadDim, 0, s>>>(q.ptr, k.ptr, v.ptr, seq, heads, kv_heads,
                                                                          ref.ptr);
-    MB_CUDA(cudaGetLastError());
+    MB_CHECK_LAUNCH();
     const float e = max_abs_error(out.ptr, ref.ptr, q.count, s);
     prefill_ok = e < kTolerance;
     checks.row("attention_prefill", e, prefill_ok ? 1 : 0);
   }
 
-  // Decode: batch x context grid at Llama-3-8B's 32 heads in 8 groups, one layer.
-  if (decode_ok) {
+  // Decode: batch x context grid per layout, one layer, the cache rotated.
+  if (!checked.empty()) {
     CsvOut out(o.out_dir, servesim::calibration::raw::kDecodeAttentionFile,
                servesim::calibration::raw::kDecodeAttentionHeader);
-    const std::vector<int> batches = o.quick ? std::vector<int>{1, 32} : std::vector<int>{1, 4, 16, 64, 256};
-    const std::vector<int> contexts =
-        o.quick ? std::vector<int>{256, 4096} : std::vector<int>{128, 512, 2048, 8192, 32768};
-    const double budget = std::min(16.0 * (1 << 30), prop.totalGlobalMem / 4.0);
-    for (int b : batches)
-      for (int ctx : contexts) {
-        if (2.0 * b * static_cast<double>(ctx) * 8 * kHeadDim * 2 > budget) continue;  // K and V of 8 KV heads
-        DecodeCase c(b, ctx, 32, 8, s);
-        const double probe = time_median(s, 3, [&] { c.launch(s); });
-        const int reps = reps_for(o, probe);
-        const double t = time_median(s, reps, [&] { c.launch(s); });
-        out.row(b, ctx, c.heads, c.kv_heads, kHeadDim, kBlockSize, c.kv_bytes(), t, reps);
-      }
+    const double cap = std::min(16.0 * (1 << 30), prop.totalGlobalMem / 4.0);
+    for (const plan::DecodeLayout& l : checked)
+      for (int b : plan::decode_batches(o.quick))
+        for (int ctx : plan::decode_contexts(o.quick)) {
+          if (plan::decode_kv_bytes(l, b, ctx) > cap) continue;
+          const plan::Rotation r = plan::decode_rotation(l, b, ctx, l2, rotation_budget());
+          if (!r.fits) {
+            std::cerr << " (decode " << l.name() << " " << b << " x " << ctx << " skipped: its rotation needs "
+                      << (r.arena_bytes() >> 20) << " MiB)";
+            continue;
+          }
+          DecodeCase c(l, b, ctx, r, s);
+          auto launch = [&] { c.launch(s); };
+          const double probe = time_median(s, 3, launch, r.copies);
+          const int reps = reps_for(o, probe);
+          const double t = time_median(s, reps, launch, r.copies);
+          out.row(b, ctx, l.heads, l.kv_heads, l.head_dim, l.block_size, c.kv_bytes(), t, reps);
+        }
   }
-  // Prefill: sequence lengths at about 16k tokens per call, 32 heads in 8 groups.
+  // Prefill: sequence lengths at about 16k tokens per call, 32 heads in 8 groups. Compute-bound
+  // (hundreds of FLOPs per byte), so its buffers need no rotation.
   if (prefill_ok) {
     CsvOut out(o.out_dir, servesim::calibration::raw::kPrefillAttentionFile,
                servesim::calibration::raw::kPrefillAttentionHeader);
@@ -425,6 +510,7 @@ void run_attention(const Options& o, const cudaDeviceProp& prop, CsvOut& checks)
       auto launch = [&] {
         prefill_kernel<<<dim3((seq + kQTile - 1) / kQTile, heads, batch), 128, kPrefillSmem, s>>>(
             q.ptr, k.ptr, v.ptr, outb.ptr, seq, heads, kv_heads);
+        MB_CHECK_LAUNCH();
       };
       const double probe = time_median(s, 3, launch);
       const int reps = reps_for(o, probe);
@@ -433,8 +519,6 @@ void run_attention(const Options& o, const cudaDeviceProp& prop, CsvOut& checks)
       out.row(batch, seq, heads, kv_heads, kHeadDim, flops, t, reps);
     }
   }
-  MB_CUDA(cudaGetLastError());
-  MB_CUDA(cudaStreamDestroy(s));
 }
 
 }  // namespace mb

@@ -4,6 +4,7 @@
 # to OUT_DIR for `servesim fit --from-microbench OUT_DIR`.
 #
 #   calibration/microbench/build_and_run.sh OUT_DIR [--gpu NAME] [--quick] [--only LIST] [--device N]
+#                                           [--decode-layouts H:KV:D[:B],...]
 #   calibration/microbench/build_and_run.sh --build-only --bin PATH [--arch 80,90]
 #
 # --arch: compute capabilities to build for (default: the visible GPU's, else 80,90). The binary
@@ -20,9 +21,9 @@ while [ $# -gt 0 ]; do
     --build-only) build_only=1 ;;
     --bin) bin=$2; shift ;;
     --arch) arch=$2; shift ;;
-    --gpu|--only|--device|--reps) run_args+=("$1" "$2"); shift ;;
+    --gpu|--only|--device|--reps|--decode-layouts) run_args+=("$1" "$2"); shift ;;
     --quick) run_args+=("$1") ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "build_and_run.sh: unknown option $1" >&2; exit 2 ;;
     *) out=$1 ;;
   esac

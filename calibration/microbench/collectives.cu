@@ -20,17 +20,22 @@ namespace {
 
 #define MB_NCCL(call)                                                                                   \
   do {                                                                                                  \
-    ncclResult_t mb_r_ = (call);                                                                        \
-    if (mb_r_ != ncclSuccess)                                                                           \
-      throw ::mb::Failure(std::string(#call) + ": " + ncclGetErrorString(mb_r_) + " at " + __FILE__ + \
-                          ":" + std::to_string(__LINE__));                                              \
+    const ncclResult_t mb_r_ = (call);                                                                  \
+    if (mb_r_ != ncclSuccess) ::mb::fail(#call, ncclGetErrorString(mb_r_), __FILE__, __LINE__);       \
+  } while (0)
+
+#define MB_NCCL_NOTHROW(call)                                                                           \
+  do {                                                                                                  \
+    const ncclResult_t mb_r_ = (call);                                                                  \
+    if (mb_r_ != ncclSuccess) ::mb::fail_in_cleanup(#call, ncclGetErrorString(mb_r_), __FILE__, __LINE__); \
   } while (0)
 
 struct Group {
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> streams;
   std::vector<void*> buffers;
-  explicit Group(int n, size_t bytes) : comms(n), streams(n), buffers(n, nullptr) {
+  int home = 0;  // the device the other benchmarks use, current again after every call here
+  Group(int n, size_t bytes, int home_device) : comms(n), streams(n), buffers(n, nullptr), home(home_device) {
     std::vector<int> devs(n);
     for (int i = 0; i < n; ++i) devs[i] = i;
     MB_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
@@ -40,23 +45,25 @@ struct Group {
       MB_CUDA(cudaMalloc(&buffers[i], bytes));
       MB_CUDA(cudaMemset(buffers[i], 0, bytes));
     }
-    MB_CUDA(cudaSetDevice(0));
+    MB_CUDA(cudaSetDevice(home));
   }
   ~Group() {
     for (size_t i = 0; i < comms.size(); ++i) {
-      cudaSetDevice(static_cast<int>(i));
-      if (buffers[i]) cudaFree(buffers[i]);
-      if (streams[i]) cudaStreamDestroy(streams[i]);
-      if (comms[i]) ncclCommDestroy(comms[i]);
+      MB_CUDA_NOTHROW(cudaSetDevice(static_cast<int>(i)));
+      if (buffers[i]) MB_CUDA_NOTHROW(cudaFree(buffers[i]));
+      if (streams[i]) MB_CUDA_NOTHROW(cudaStreamDestroy(streams[i]));
+      if (comms[i]) MB_NCCL_NOTHROW(ncclCommDestroy(comms[i]));
     }
-    cudaSetDevice(0);
+    MB_CUDA_NOTHROW(cudaSetDevice(home));
   }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
   void sync() {
     for (size_t i = 0; i < streams.size(); ++i) {
       MB_CUDA(cudaSetDevice(static_cast<int>(i)));
       MB_CUDA(cudaStreamSynchronize(streams[i]));
     }
-    MB_CUDA(cudaSetDevice(0));
+    MB_CUDA(cudaSetDevice(home));
   }
 };
 
@@ -90,7 +97,7 @@ void run_collectives(const Options& o) {
   CsvOut ar(o.out_dir, servesim::calibration::raw::kAllReduceFile, servesim::calibration::raw::kAllReduceHeader);
   for (int n : {2, 4, 8}) {
     if (n > visible) break;
-    Group g(n, max_bytes);
+    Group g(n, max_bytes, o.device);
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const size_t count = bytes / sizeof(__half);
       const int reps = o.quick ? 5 : 20;
@@ -104,7 +111,7 @@ void run_collectives(const Options& o) {
     }
   }
   CsvOut sr(o.out_dir, servesim::calibration::raw::kSendRecvFile, servesim::calibration::raw::kSendRecvHeader);
-  Group g(2, max_bytes);
+  Group g(2, max_bytes, o.device);
   for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
     const int reps = o.quick ? 5 : 20;
     const double t = time_collective(g, reps, [&] {

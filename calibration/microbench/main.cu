@@ -1,6 +1,7 @@
 // servesim-microbench: model-free CUDA microbenchmarks whose raw samples `servesim fit
 // --from-microbench` turns into a calibration profile. Usage:
 //   servesim-microbench --out DIR [--gpu NAME] [--quick] [--only gemm,streams,...] [--device N]
+//                       [--decode-layouts H:KV:D[:B],...]
 // Exit codes: 0 all benchmarks ran, 3 no CUDA device, 4 some benchmark failed (the others' files are
 // complete; checks.csv says which), 2 usage error.
 #include <cuda_fp16.h>
@@ -8,6 +9,7 @@
 #include <cuda_fp8.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -16,18 +18,67 @@
 
 namespace mb {
 
-__global__ void spin_kernel(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
+namespace {
+std::atomic<bool> g_cleanup_failed{false};
+}  // namespace
+
+void fail(const char* call, const std::string& error, const char* file, int line) {
+  throw Failure(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + error);
+}
+
+void fail_in_cleanup(const char* call, const std::string& error, const char* file, int line) {
+  std::cerr << "servesim-microbench: " << call << " failed at " << file << ":" << line << ": " << error << "\n";
+  g_cleanup_failed = true;
+}
+
+bool cleanup_failed() { return g_cleanup_failed; }
+
+bool event_done(cudaEvent_t e) {
+  const cudaError_t status = cudaEventQuery(e);
+  if (status == cudaErrorNotReady) {
+    const cudaError_t pending = cudaGetLastError();
+    if (pending != cudaErrorNotReady) MB_CUDA(pending);  // cudaSuccess passes; anything else is real
+    return false;
+  }
+  MB_CUDA(status);
+  return true;
+}
+
+double elapsed_seconds(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  MB_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return ms * 1e-3;
+}
+
+size_t l2_bytes(int device) {
+  int l2 = 0;
+  MB_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  if (l2 <= 0) throw Failure("the device reports no L2 cache size");
+  return static_cast<size_t>(l2);
+}
+
+size_t rotation_budget() {
+  size_t free_bytes = 0, total_bytes = 0;
+  MB_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes / 2;
+}
+
+// The GPU's nanosecond global timer: independent of the SM clock, which boosts and throttles.
+__device__ inline unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(unsigned long long ns) {
+  const unsigned long long start = global_ns();
+  while (global_ns() - start < ns) {
   }
 }
 
 void spin(cudaStream_t stream, double ns) {
-  int device = 0, khz = 0;
-  MB_CUDA(cudaGetDevice(&device));
-  MB_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
-  spin_kernel<<<1, 1, 0, stream>>>(static_cast<long long>(ns * 1e-6 * khz));
-  MB_CUDA(cudaGetLastError());
+  spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(ns));
+  MB_CHECK_LAUNCH();
 }
 
 // A 32-bit hash: deterministic values in [-0.5, 0.5).
@@ -58,15 +109,47 @@ struct ToFp8 {
 
 void fill_random_half(void* ptr, size_t n, unsigned seed, cudaStream_t s) {
   fill_kernel<<<1024, 256, 0, s>>>(static_cast<__half*>(ptr), n, seed, ToHalf{});
-  MB_CUDA(cudaGetLastError());
+  MB_CHECK_LAUNCH();
 }
 void fill_random_bf16(void* ptr, size_t n, unsigned seed, cudaStream_t s) {
   fill_kernel<<<1024, 256, 0, s>>>(static_cast<__nv_bfloat16*>(ptr), n, seed, ToBf16{});
-  MB_CUDA(cudaGetLastError());
+  MB_CHECK_LAUNCH();
 }
 void fill_random_fp8(void* ptr, size_t n, unsigned seed, cudaStream_t s) {
   fill_kernel<<<1024, 256, 0, s>>>(static_cast<__nv_fp8_e4m3*>(ptr), n, seed, ToFp8{});
-  MB_CUDA(cudaGetLastError());
+  MB_CHECK_LAUNCH();
+}
+
+namespace {
+// The arena's size, refused before anything is allocated when the plan says it does not fit.
+size_t arena_size(const plan::Rotation& r) {
+  if (!r.fits) throw Failure("a rotation of " + std::to_string(r.arena_bytes()) + " bytes does not fit the memory budget");
+  return r.arena_bytes();
+}
+}  // namespace
+
+RotatedBuffers::RotatedBuffers(const plan::Rotation& r, unsigned seed, cudaStream_t s)
+    : plan_(r), arena_(arena_size(r)) {
+  // One grid-stride pass over the whole arena writes it in (about) address order: copy 0 first.
+  fill_random_half(arena_.ptr, r.arena_bytes() / 2, seed, s);
+}
+
+void RotatedBuffers::set_indices(size_t buffer, const std::vector<int>& values, cudaStream_t s) {
+  const size_t width = values.size() * sizeof(int);
+  if (width != plan_.bytes.at(buffer)) throw Failure("set_indices: the values do not fill the buffer");
+  if (plan_.copies == 1) {
+    MB_CUDA(cudaMemcpyAsync(arena_.ptr + plan_.prefix(buffer), values.data(), width, cudaMemcpyHostToDevice, s));
+    MB_CUDA(cudaStreamSynchronize(s));  // `values` is pageable and the caller's
+    return;
+  }
+  // The same values into every copy: one strided copy (destination pitch = the slot, under 4 x L2
+  // when there are several copies, so well within the copy engine's pitch limit). The source
+  // repeats the values, laid out copies times.
+  std::vector<int> rows(values.size() * plan_.copies);
+  for (size_t c = 0; c < plan_.copies; ++c) std::copy(values.begin(), values.end(), rows.begin() + c * values.size());
+  MB_CUDA(cudaMemcpy2DAsync(arena_.ptr + plan_.prefix(buffer), plan_.slot(), rows.data(), width, width, plan_.copies,
+                            cudaMemcpyHostToDevice, s));
+  MB_CUDA(cudaStreamSynchronize(s));  // `rows` is pageable and about to go
 }
 
 __global__ void max_abs_diff_kernel(const __half* a, const float* b, size_t n, float* result) {
@@ -85,17 +168,11 @@ __global__ void max_abs_diff_kernel(const __half* a, const float* b, size_t n, f
 float max_abs_error(const void* a_half, const float* b, size_t n, cudaStream_t stream) {
   DeviceBuffer<float> err(1);
   max_abs_diff_kernel<<<1, 256, 0, stream>>>(static_cast<const __half*>(a_half), b, n, err.ptr);
-  MB_CUDA(cudaGetLastError());
+  MB_CHECK_LAUNCH();
   float e = 0;
   MB_CUDA(cudaMemcpyAsync(&e, err.ptr, sizeof e, cudaMemcpyDeviceToHost, stream));
   MB_CUDA(cudaStreamSynchronize(stream));
   return e;
-}
-
-int rotation_count(size_t bytes, size_t l2_bytes) {
-  if (bytes == 0) return 1;
-  const size_t copies = (2 * l2_bytes + bytes - 1) / bytes;
-  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, copies)));
 }
 
 }  // namespace mb
@@ -105,25 +182,25 @@ namespace {
 int usage(const char* why) {
   std::cerr << "servesim-microbench: " << why
             << "\nusage: servesim-microbench --out DIR [--gpu NAME] [--quick] [--only gemm,streams,attention,launch,"
-               "collectives,hostcopy] [--device N] [--reps N]\n";
+               "collectives,hostcopy] [--device N] [--reps N] [--decode-layouts HEADS:KV_HEADS:HEAD_DIM[:BLOCK],...]\n";
   return 2;
 }
 
 void write_device(const mb::Options& o, const cudaDeviceProp& prop, int visible) {
   mb::CsvOut dev(o.out_dir, servesim::calibration::raw::kDeviceFile, servesim::calibration::raw::kDeviceHeader);
   int runtime = 0, driver = 0, clock_khz = 0, mem_khz = 0, bus = 0;
-  cudaRuntimeGetVersion(&runtime);
-  cudaDriverGetVersion(&driver);
-  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, o.device);
-  cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, o.device);
-  cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, o.device);
+  MB_CUDA(cudaRuntimeGetVersion(&runtime));
+  MB_CUDA(cudaDriverGetVersion(&driver));
+  MB_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, o.device));
+  MB_CUDA(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, o.device));
+  MB_CUDA(cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, o.device));
   std::string name = prop.name;
   for (char& c : name)
     if (c == ',') c = ' ';
   dev.row("name", name);
   dev.row("sm_count", prop.multiProcessorCount);
   dev.row("memory_bytes", static_cast<unsigned long long>(prop.totalGlobalMem));
-  dev.row("l2_bytes", prop.l2CacheSize);
+  dev.row("l2_bytes", mb::l2_bytes(o.device));
   dev.row("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
   dev.row("cuda_runtime", runtime);
   dev.row("driver", driver);
@@ -150,9 +227,12 @@ int main(int argc, char** argv) {
       else if (a == "--quick") o.quick = true;
       else if (a == "--device") o.device = std::stoi(value());
       else if (a == "--reps") o.reps = std::max(3, std::stoi(value()));
-      else if (a == "--only") {
+      else if (a == "--only" || a == "--decode-layouts") {
         std::stringstream s(value());
-        for (std::string b; std::getline(s, b, ',');) o.only.push_back(b);
+        for (std::string b; std::getline(s, b, ',');) {
+          if (a == "--only") o.only.push_back(b);
+          else o.decode_layouts.push_back(servesim::calibration::plan::parse_decode_layout(b));
+        }
       } else if (a == "--help" || a == "-h") {
         usage("CUDA microbenchmarks for servesim calibration");
         return 0;
@@ -167,24 +247,32 @@ int main(int argc, char** argv) {
   mkdir(o.out_dir.c_str(), 0755);
 
   int visible = 0;
-  if (cudaGetDeviceCount(&visible) != cudaSuccess || visible == 0) {
+  const cudaError_t count_status = cudaGetDeviceCount(&visible);
+  if (count_status != cudaSuccess || visible == 0) {
     std::cerr << "servesim-microbench: no CUDA device is visible (cudaGetDeviceCount: "
-              << cudaGetErrorString(cudaGetDeviceCount(&visible)) << "); run this on a GPU machine\n";
+              << cudaGetErrorString(count_status) << "); run this on a GPU machine\n";
     return 3;
   }
   if (o.device < 0 || o.device >= visible) return usage("--device out of range");
   cudaDeviceProp prop{};
-  if (cudaSetDevice(o.device) != cudaSuccess || cudaGetDeviceProperties(&prop, o.device) != cudaSuccess) {
-    std::cerr << "servesim-microbench: cannot use device " << o.device << "\n";
+  cudaError_t device_status = cudaSetDevice(o.device);
+  if (device_status == cudaSuccess) device_status = cudaGetDeviceProperties(&prop, o.device);
+  if (device_status != cudaSuccess) {
+    std::cerr << "servesim-microbench: cannot use device " << o.device << ": " << cudaGetErrorString(device_status) << "\n";
     return 3;
   }
   std::cerr << "servesim-microbench on " << prop.name << " (" << prop.multiProcessorCount << " SMs, "
             << prop.totalGlobalMem / (1 << 20) << " MiB), " << visible << " visible GPU(s), writing " << o.out_dir
             << (o.quick ? " (quick)" : "") << "\n";
-  write_device(o, prop, visible);
+  int failures = 0;
+  try {
+    write_device(o, prop, visible);
+  } catch (const std::exception& e) {
+    std::cerr << "servesim-microbench: " << e.what() << "\n";
+    return 4;
+  }
   mb::CsvOut checks(o.out_dir, servesim::calibration::raw::kChecksFile, servesim::calibration::raw::kChecksHeader);
 
-  int failures = 0;
   auto bench = [&](const char* name, auto&& run) {
     if (!o.wants(name)) return;
     std::cerr << "  " << name << " ..." << std::flush;
@@ -195,7 +283,10 @@ int main(int argc, char** argv) {
       ++failures;
       std::cerr << " FAILED: " << e.what() << "\n";
       checks.row(std::string("bench_") + name, 0, 0);
-      cudaGetLastError();  // clear a sticky launch error so the next benchmark can run
+      // Clear a launch error that is not sticky, so the next benchmark can run; a sticky one (the
+      // context is lost) makes every later call fail, and each benchmark reports its own.
+      const cudaError_t cleared = cudaGetLastError();
+      if (cleared != cudaSuccess) std::cerr << "  (cleared: " << cudaGetErrorString(cleared) << ")\n";
     }
   };
   bench("streams", [&] {
@@ -207,6 +298,7 @@ int main(int argc, char** argv) {
   bench("launch", [&] { mb::run_launch(o); });
   bench("hostcopy", [&] { mb::run_host_copy(o); });
   bench("collectives", [&] { mb::run_collectives(o); });
+  if (mb::cleanup_failed()) ++failures;
   std::cerr << (failures ? "some benchmarks failed (see above and checks.csv)\n" : "all benchmarks done\n");
   return failures ? 4 : 0;
 }

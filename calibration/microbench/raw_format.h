@@ -21,8 +21,11 @@ inline constexpr const char* kGemmHeader = "dtype,m,n,k,seconds,reps";
 
 // Memory-bound kernels by family: read and copy (HBM streaming), rms_norm, rope, act
 // (SiLU-and-multiply), add (residual), embedding (row gather). bytes = what the kernel must move.
+// l2_resident: 0 when every call's buffers rotated out of L2 (planning.h), as serving finds them;
+// 1 only for rows that measure data held in L2 on purpose (the L2 read ceiling), which the fit
+// does not cap at the HBM bandwidth.
 inline constexpr const char* kStreamFile = "stream.csv";
-inline constexpr const char* kStreamHeader = "kernel,rows,width,bytes,seconds,reps";
+inline constexpr const char* kStreamHeader = "kernel,rows,width,bytes,seconds,reps,l2_resident";
 
 // Decode attention over a paged KV cache (one layer, fp16): batch sequences of `context` tokens,
 // heads query heads in kv_heads groups, head_dim, block_size tokens per page. kv_bytes = K and V
@@ -35,9 +38,16 @@ inline constexpr const char* kDecodeAttentionHeader = "batch,context,heads,kv_he
 inline constexpr const char* kPrefillAttentionFile = "attention_prefill.csv";
 inline constexpr const char* kPrefillAttentionHeader = "batch,seq,heads,kv_heads,head_dim,flops,seconds,reps";
 
-// Launch costs: kernel_eager (host time per launch of an empty kernel, back to back),
-// kernel_gpu (GPU time of an empty kernel), graph_kernel (per node of a replayed graph of empty
-// kernels), graph_launch (one replay of a one-node graph).
+// Launch costs (launch.cu), measured so that the host's launch queue cannot limit them:
+//   host_launch_kernel  CPU seconds of one cudaLaunchKernel call (empty kernel), the GPU held busy so
+//                       that no call waits for a queue slot;
+//   gpu_kernel_stream   GPU seconds per empty kernel launched back to back on a stream, every launch
+//                       queued before the GPU reached the first;
+//   host_launch_graph   CPU seconds of one cudaGraphLaunch of a one-node graph, as host_launch_kernel;
+//   gpu_kernel_graph    GPU seconds per node of a replayed graph of empty kernels;
+//   graph_replay_idle   wall seconds from cudaGraphLaunch of a one-node graph to cudaStreamSynchronize
+//                       returning, the GPU idle before it.
+// `reps` is the number of trials whose median is given.
 inline constexpr const char* kLaunchFile = "launch.csv";
 inline constexpr const char* kLaunchHeader = "kind,seconds,reps";
 

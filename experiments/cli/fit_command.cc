@@ -33,7 +33,10 @@ void print_profile_summary(std::ostream& out, const hwmodels::CalibrationProfile
   for (const auto& [kind, c] : p.elementwise) out << " " << kind;
   out << (p.elementwise.empty() ? " -" : "") << "\n";
   line("attention_prefill", !p.attention_prefill.empty());
-  line("attention_decode", !p.attention_decode.empty());
+  line("attention_decode (un-keyed)", !p.attention_decode.empty());
+  out << "  attention_decode by head layout:";
+  for (const auto& d : p.attention_decode_layouts) out << " [" << d.layout.name() << "]";
+  out << (p.attention_decode_layouts.empty() ? " -" : "") << "\n";
   out << "  all_reduce GPU counts:";
   for (const auto& [n, ab] : p.all_reduce) out << " " << n;
   out << (p.all_reduce.empty() ? " -" : "") << "\n";

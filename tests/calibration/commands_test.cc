@@ -154,7 +154,11 @@ TEST(CommandsTest, FitFromMicrobenchKeepsRawSamplesInSqlite) {
   ASSERT_EQ(r.code, 0) << r.err;
   const hwmodels::CalibrationProfile p = hwmodels::read_calibration_profile(dir.file("p.toml"));
   EXPECT_EQ(p.gpu, "h100-sxm");  // told from the device name
-  EXPECT_FALSE(p.attention_decode.empty());
+  EXPECT_EQ(p.attention_decode_layouts.size(), 2u);
+  EXPECT_NE(r.out.find("attention_decode by head layout: [8 heads / 1 KV heads x 128, pages of 16] [32 heads / 8 KV "
+                       "heads x 128, pages of 16]"),
+            std::string::npos)
+      << r.out;
   SQLite::Database db(dir.file("cal.db"));
   EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM calibration_runs").getInt(), 1);
   EXPECT_GT(db.execAndGet("SELECT COUNT(*) FROM calibration_samples WHERE file = 'gemm.csv'").getInt(), 50);

@@ -143,9 +143,33 @@ TEST(ReadersTest, MicrobenchFiles) {
             }).field(),
             "dtype");
   EXPECT_EQ(input_error([&] {
-              parse_microbench_file(kStreamFile, std::string(kStreamHeader) + "\nadd,1,4096,24576,-1,5\n", "s.csv", run);
+              parse_microbench_file(kStreamFile, std::string(kStreamHeader) + "\nadd,1,4096,24576,-1,5,0\n", "s.csv", run);
             }).field(),
             "seconds");
+  EXPECT_EQ(input_error([&] {
+              parse_microbench_file(kStreamFile, std::string(kStreamHeader) + "\nadd,1,4096,24576,1e-5,5,2\n", "s.csv", run);
+            }).field(),
+            "l2_resident");
+  // The header without l2_resident (samples from before the rotation) is refused.
+  EXPECT_EQ(input_error([&] {
+              parse_microbench_file(kStreamFile, "kernel,rows,width,bytes,seconds,reps\nadd,1,4096,24576,1e-5,5\n", "s.csv",
+                                    run);
+            }).line(),
+            1);
+  // Decode layouts are whole numbers, query heads a multiple of KV heads.
+  const std::string decode = std::string(kDecodeAttentionHeader) + "\n";
+  EXPECT_EQ(input_error([&] { parse_microbench_file(kDecodeAttentionFile, decode + "4,512,32,8.5,128,16,1e6,1e-5,20\n", "d.csv", run); })
+                .field(),
+            "kv_heads");
+  EXPECT_EQ(input_error([&] { parse_microbench_file(kDecodeAttentionFile, decode + "4,512,28,8,128,16,1e6,1e-5,20\n", "d.csv", run); })
+                .field(),
+            "kv_heads");
+  EXPECT_EQ(input_error([&] { parse_microbench_file(kDecodeAttentionFile, decode + "4,512,28,4,0,16,1e6,1e-5,20\n", "d.csv", run); })
+                .field(),
+            "head_dim");
+  parse_microbench_file(kStreamFile, std::string(kStreamHeader) + "\nread,1,1048576,1048576,1e-6,20,1\n", "s.csv", run);
+  ASSERT_EQ(run.streams.size(), 1u);
+  EXPECT_TRUE(run.streams[0].l2_resident);
   EXPECT_THROW(parse_microbench_file("other.csv", "a\n", "other.csv", run), core::InputError);
   parse_microbench_file(kDeviceFile, std::string(kDeviceHeader) + "\nname,NVIDIA H100 80GB HBM3\n", "device.csv", run);
   EXPECT_EQ(gpu_of_run(run), "h100-sxm");

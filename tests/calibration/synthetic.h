@@ -22,8 +22,9 @@ inline double gemm_efficiency(double rows, double weights) {
   return 0.75 * rows / (rows + 64.0) * (0.8 + 0.2 * w);
 }
 inline double stream_efficiency(double bytes) { return 0.6 * bytes / (bytes + 2e6); }
-inline double decode_efficiency(double batch, double context) {
-  return 0.3 + 0.5 * (1.0 - std::exp(-batch * context / 50000.0));
+// Decode attention by head layout: fewer KV heads, less parallelism at small batches.
+inline double decode_efficiency(double batch, double context, double kv_heads = 8) {
+  return 0.3 + 0.5 * (1.0 - std::exp(-batch * context * kv_heads / 400000.0));
 }
 inline double prefill_efficiency(double seq) { return 0.2 + 0.4 * seq / (seq + 1024.0); }
 constexpr double kMemoryEfficiency = 0.85;
@@ -107,6 +108,8 @@ inline OperatorData operator_data(const hwmodels::CalibrationProfile& truth) {
 }
 
 // A raw microbenchmark directory as servesim-microbench writes it, timed from the known efficiencies.
+// Decode attention is measured at two layouts, 32/8 and 8/1 (head_dim 128, pages of 16);
+// `decode_check_ok` false fails the 8/1 kernel's correctness check.
 inline void write_microbench_dir(const std::string& dir, bool decode_check_ok = true) {
   using namespace raw;
   const double peak = h100().peak_flops, bw = h100().hbm_bandwidth;
@@ -134,16 +137,19 @@ inline void write_microbench_dir(const std::string& dir, bool decode_check_ok = 
     for (double rows = 1; rows <= 32768; rows *= 2)
       for (const char* kernel : {"rms_norm", "rope", "act", "add", "embedding", "copy", "read"}) {
         const double bytes = rows * 4096 * 2 * 3;
-        out << kernel << "," << rows << ",4096," << bytes << "," << kKernelUs * 1e-6 + bytes / (bw * stream_efficiency(bytes)) << ",20\n";
+        out << kernel << "," << rows << ",4096," << bytes << "," << kKernelUs * 1e-6 + bytes / (bw * stream_efficiency(bytes))
+            << ",20,0\n";
       }
   }
   {
     auto out = file(kDecodeAttentionFile, kDecodeAttentionHeader);
-    for (double b : {1, 4, 16, 64})
-      for (double ctx : {128, 512, 2048, 8192}) {
-        const double kv = 2 * b * ctx * 8 * 128 * 2, bytes = kv + b * 32 * 128 * 2 * 2;
-        out << b << "," << ctx << ",32,8,128,16," << kv << "," << kKernelUs * 1e-6 + bytes / (bw * decode_efficiency(b, ctx)) << ",20\n";
-      }
+    for (auto [heads, kv_heads] : {std::pair<double, double>{32, 8}, {8, 1}})
+      for (double b : {1, 4, 16, 64})
+        for (double ctx : {128, 512, 2048, 8192}) {
+          const double kv = 2 * b * ctx * kv_heads * 128 * 2, bytes = kv + b * heads * 128 * 2 * 2;
+          out << b << "," << ctx << "," << heads << "," << kv_heads << ",128,16," << kv << ","
+              << kKernelUs * 1e-6 + bytes / (bw * decode_efficiency(b, ctx, kv_heads)) << ",20\n";
+        }
   }
   {
     auto out = file(kPrefillAttentionFile, kPrefillAttentionHeader);
@@ -154,7 +160,8 @@ inline void write_microbench_dir(const std::string& dir, bool decode_check_ok = 
   }
   {
     auto out = file(kLaunchFile, kLaunchHeader);
-    out << "kernel_eager,4e-06,7\nkernel_gpu,1e-06,7\ngraph_kernel,0.9e-06,7\ngraph_launch,6e-06,7\n";
+    out << "host_launch_kernel,4e-06,7\ngpu_kernel_stream,1e-06,7\nhost_launch_graph,2.5e-06,7\n"
+           "gpu_kernel_graph,0.9e-06,7\ngraph_replay_idle,6.9e-06,25\n";
   }
   {
     auto out = file(kAllReduceFile, kAllReduceHeader);
@@ -175,8 +182,8 @@ inline void write_microbench_dir(const std::string& dir, bool decode_check_ok = 
   }
   {
     auto out = file(kChecksFile, kChecksHeader);
-    out << "rms_norm,0.001,1\nact,0.001,1\nattention_decode,0.002," << (decode_check_ok ? 1 : 0)
-        << "\nattention_prefill,0.003,1\n";
+    out << "rms_norm,0.001,1\nact,0.001,1\nattention_decode:32:8:128:16,0.002,1\nattention_decode:8:1:128:16,0.002,"
+        << (decode_check_ok ? 1 : 0) << "\nattention_prefill,0.003,1\n";
   }
 }
 

@@ -302,6 +302,159 @@ TEST(CalibratedCostModelTest, DeepSeekMlaAndSharedExperts) {
               (512.0 + 4096) / 512, 1e-9);
 }
 
+// Decode-attention tables keyed by head layout, each with its own flat efficiency so the one the
+// model picked can be read off the time it predicts.
+const char* kLayoutProfile = R"(format = "servesim-calibration-profile"
+version = 1
+gpu = "h100-sxm"
+%UNKEYED%
+[[attention_decode_layout]]
+heads = 32
+kv_heads = 8
+head_dim = 128
+block_size = 32
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.66, 0.66], [0.66, 0.66]]
+%A%
+[[attention_decode_layout]]
+heads = 8
+kv_heads = 1
+head_dim = 128
+block_size = 16
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.22, 0.22], [0.22, 0.22]]
+
+[[attention_decode_layout]]
+heads = 32
+kv_heads = 32
+head_dim = 128
+block_size = 16
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.33, 0.33], [0.33, 0.33]]
+
+[[attention_decode_layout]]
+heads = 28
+kv_heads = 4
+head_dim = 128
+block_size = 16
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.44, 0.44], [0.44, 0.44]]
+
+[[attention_decode_layout]]
+heads = 16
+kv_heads = 1
+head_dim = 576
+block_size = 16
+kv_lora_rank = 512
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.55, 0.55], [0.55, 0.55]]
+
+[[attention_decode_layout]]
+heads = 64
+kv_heads = 8
+head_dim = 64
+block_size = 16
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.77, 0.77], [0.77, 0.77]]
+)";
+
+const char* kLayoutA = R"(
+[[attention_decode_layout]]
+heads = 32
+kv_heads = 8
+head_dim = 128
+block_size = 16
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.11, 0.11], [0.11, 0.11]]
+)";
+
+const char* kUnkeyed = R"(
+[attention_decode]
+seqs = [1, 256]
+context_tokens = [128, 32768]
+memory_efficiency = [[0.99, 0.99], [0.99, 0.99]]
+)";
+
+CalibrationProfile layout_profile(bool with_a, bool with_unkeyed) {
+  std::string text = kLayoutProfile;
+  text.replace(text.find("%UNKEYED%"), 9, with_unkeyed ? kUnkeyed : "");
+  text.replace(text.find("%A%"), 3, with_a ? kLayoutA : "");
+  return parse_calibration_profile(text, "layouts.toml");
+}
+
+// The HBM efficiency the model's decode attention ran at: its bytes per layer and GPU over the
+// time left after the fixed kernel time (the tables are flat and decode is memory-bound here).
+double decode_efficiency(const ModelSpec& m, int64_t tp, const CalibrationProfile& p, RooflineParams params = {}) {
+  const RooflineCostModel c(m, h100(), tp, params, &p);
+  const std::vector<OperatorCost> ops = c.breakdown(decode(4, 1000));
+  const OperatorCost* op = find_op(ops, "attention_decode");
+  const double layers = static_cast<double>(m.num_layers);
+  const double bytes = op->bytes / (layers * static_cast<double>(tp));
+  return bytes / (h100().hbm_bandwidth * (op->seconds / layers - params.kernel_overhead_us * 1e-6));
+}
+
+TEST(CalibratedCostModelTest, DecodeAttentionUsesTheTableOfTheModelsHeadLayout) {
+  const CalibrationProfile p = layout_profile(true, true);
+  auto model = [](const char* name) { return *find_model_preset(name); };
+  // The bytes the efficiency is read from, by hand for Llama-3-8B at TP 1: K and V of 8 heads x 128
+  // in fp16 for 4000 + 4 tokens, Q and O of 32 heads x 128 for 4.
+  const RooflineCostModel l8(model("llama-3-8b"), h100(), 1, {}, &p);
+  EXPECT_DOUBLE_EQ(find_op(l8.breakdown(decode(4, 1000)), "attention_decode")->bytes,
+                   32.0 * (4096.0 * 4004 + 16384.0 * 4));
+  // Exact layouts: 32/8/128 pages of 16 (not the table with pages of 32), 8/1 (Llama-3-70B at TP
+  // 8), 28/4 (Qwen2-7B), MLA 16 heads on a 512 + 64 latent (DeepSeek-V3 at TP 8), 64/8/64.
+  EXPECT_NEAR(decode_efficiency(model("llama-3-8b"), 1, p), 0.11, 1e-9);
+  EXPECT_NEAR(decode_efficiency(model("mixtral-8x7b"), 1, p), 0.11, 1e-9);
+  EXPECT_NEAR(decode_efficiency(model("llama-3-70b"), 8, p), 0.22, 1e-9);
+  EXPECT_NEAR(decode_efficiency(model("qwen2-7b"), 1, p), 0.44, 1e-9);
+  EXPECT_NEAR(decode_efficiency(model("deepseek-v3"), 8, p), 0.55, 1e-9);
+  ModelSpec narrow = model("llama-3-8b");
+  narrow.num_heads = 64;
+  narrow.head_dim = 64;
+  EXPECT_NEAR(decode_efficiency(narrow, 1, p), 0.77, 1e-9);
+  // Nearest: the same head_dim and kind, then the nearest query heads per KV head, then KV heads.
+  EXPECT_NEAR(decode_efficiency(model("llama-3-8b"), 4, p), 0.11, 1e-9);   // 8/2: group 4 as 32/8
+  EXPECT_NEAR(decode_efficiency(model("llama-2-7b"), 2, p), 0.33, 1e-9);   // 16/16: group 1 as 32/32
+  EXPECT_NEAR(decode_efficiency(model("qwen2-7b"), 2, p), 0.44, 1e-9);     // 14/2: group 7 as 28/4
+  EXPECT_NEAR(decode_efficiency(model("deepseek-v3"), 4, p), 0.55, 1e-9);  // MLA 32 heads: the MLA table
+  EXPECT_NEAR(decode_efficiency(model("llama-2-70b"), 4, p), 0.22, 1e-9);  // 16/2: group 8 as 8/1, not 64/8/64
+  // Without the 32/8 pages-of-16 table, the pages-of-32 one is the nearest for Llama-3-8B.
+  EXPECT_NEAR(decode_efficiency(model("llama-3-8b"), 1, layout_profile(false, true)), 0.66, 1e-9);
+  // No table of its head_dim: the un-keyed table, else the constant.
+  ModelSpec wide = model("llama-3-8b");
+  wide.num_heads = 16;
+  wide.head_dim = 256;
+  EXPECT_NEAR(decode_efficiency(wide, 1, p), 0.99, 1e-9);
+  RooflineParams constant;
+  constant.attention_memory_efficiency = 0.3;
+  EXPECT_NEAR(decode_efficiency(wide, 1, layout_profile(true, false), constant), 0.3, 1e-9);
+  // A [cost_model] attention_memory_efficiency written by the user beats every table.
+  RooflineParams written = constant;
+  const ProfileUse use = apply_profile_scalars(p, written, [](std::string_view key) {
+    return key == "attention_memory_efficiency";
+  });
+  const RooflineCostModel overridden(model("llama-3-8b"), h100(), 1, written, &p, use);
+  const std::vector<OperatorCost> ops = overridden.breakdown(decode(4, 1000));
+  const OperatorCost* op = find_op(ops, "attention_decode");
+  EXPECT_NEAR(op->bytes / 32 / (h100().hbm_bandwidth * (op->seconds / 32 - 2e-6)), 0.3, 1e-9);
+}
+
+TEST(CalibratedCostModelTest, DecodeAttentionLayoutOfAModel) {
+  // Heads split over the group, KV heads split or replicated, MLA on its latent.
+  const AttentionLayout l70 = decode_attention_layout(*find_model_preset("llama-3-70b"), 8);
+  EXPECT_EQ(l70, (AttentionLayout{8, 1, 128, 16, 0}));
+  EXPECT_EQ(decode_attention_layout(*find_model_preset("llama-3-8b"), 16), (AttentionLayout{2, 1, 128, 16, 0}));
+  EXPECT_EQ(decode_attention_layout(*find_model_preset("qwen2-7b"), 2), (AttentionLayout{14, 2, 128, 16, 0}));
+  EXPECT_EQ(decode_attention_layout(*find_model_preset("deepseek-v3"), 8), (AttentionLayout{16, 1, 576, 16, 512}));
+}
+
 TEST(CalibratedCostModelTest, HfConfigModelsRunThroughTheCostModel) {
   for (const char* dir : {"Meta-Llama-3-8B", "Mistral-7B-v0.3", "Qwen2-7B", "Mixtral-8x7B", "DeepSeek-V3"}) {
     const ModelSpec m = read_hf_config(servesim::testing::source_dir() + "/tests/hwmodels/testdata/hf/" + dir + "/config.json");

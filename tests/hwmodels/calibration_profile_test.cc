@@ -133,6 +133,100 @@ TEST(CalibrationProfileTest, ErrorsNameLineAndKey) {
   EXPECT_THROW(read_calibration_profile("/no/such/profile.toml"), core::InputError);
 }
 
+const char* kLayouts = R"(format = "servesim-calibration-profile"
+version = 1
+gpu = "h100-sxm"
+
+[[attention_decode_layout]]
+heads = 32
+kv_heads = 8
+head_dim = 128
+block_size = 16
+seqs = [1, 256]
+context_tokens = [128, 8192]
+memory_efficiency = [[0.2, 0.6], [0.5, 0.8]]
+
+[[attention_decode_layout]]
+heads = 16
+kv_heads = 1
+head_dim = 576
+block_size = 64
+kv_lora_rank = 512
+seqs = [1, 64]
+context_tokens = [1024, 4096]
+memory_efficiency = [[0.3, 0.4], [0.5, 0.6]]
+
+[[attention_decode_layout]]
+heads = 8
+kv_heads = 1
+head_dim = 128
+block_size = 16
+seqs = [4]
+context_tokens = [512]
+memory_efficiency = [[0.7]]
+)";
+
+TEST(CalibrationProfileTest, DecodeTablesKeyedByHeadLayout) {
+  const CalibrationProfile p = parse_calibration_profile(kLayouts, "l.toml");
+  ASSERT_EQ(p.attention_decode_layouts.size(), 3u);
+  // Kept in layout order (query heads first), whatever the file's order.
+  EXPECT_EQ(p.attention_decode_layouts[0].layout, (AttentionLayout{8, 1, 128, 16, 0}));
+  EXPECT_EQ(p.attention_decode_layouts[1].layout, (AttentionLayout{16, 1, 576, 64, 512}));
+  EXPECT_EQ(p.attention_decode_layouts[2].layout, (AttentionLayout{32, 8, 128, 16, 0}));
+  EXPECT_DOUBLE_EQ(p.attention_decode_layouts[2].memory_efficiency(256, 8192), 0.8);
+  EXPECT_TRUE(p.attention_decode.empty());
+  // Written and read back unchanged.
+  const std::string text = calibration_profile_toml(p);
+  EXPECT_NE(text.find("[[attention_decode_layout]]\n# 16 heads / 1 KV heads x 576 (MLA latent 512 + 64), pages of 64"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(calibration_profile_toml(parse_calibration_profile(text, "again.toml")), text);
+
+  // The lookup: exact, nearest, un-keyed, none.
+  const DecodeTableChoice exact = p.decode_attention_table({32, 8, 128, 16, 0});
+  EXPECT_EQ(exact.match, DecodeTableMatch::kExact);
+  EXPECT_EQ(exact.table, &p.attention_decode_layouts[2].memory_efficiency);
+  // 16/2 (group 8) is nearest to 8/1 (group 8), not to 32/8 (group 4).
+  const DecodeTableChoice near = p.decode_attention_table({16, 2, 128, 16, 0});
+  EXPECT_EQ(near.match, DecodeTableMatch::kNearest);
+  EXPECT_EQ(*near.layout, (AttentionLayout{8, 1, 128, 16, 0}));
+  // MLA finds the MLA table (pages of 16 against its 64: still the nearest), never a GQA one.
+  EXPECT_EQ(p.decode_attention_table({128, 1, 576, 16, 512}).layout, &p.attention_decode_layouts[1].layout);
+  EXPECT_EQ(p.decode_attention_table({16, 1, 576, 16, 448}).match, DecodeTableMatch::kNone);
+  EXPECT_EQ(p.decode_attention_table({32, 8, 64, 16, 0}).match, DecodeTableMatch::kNone);
+  CalibrationProfile with_unkeyed = p;
+  with_unkeyed.attention_decode = Table2D({1}, {1}, {{0.9}});
+  EXPECT_EQ(with_unkeyed.decode_attention_table({32, 8, 64, 16, 0}).match, DecodeTableMatch::kUnkeyed);
+  EXPECT_EQ(with_unkeyed.decode_attention_table({32, 8, 64, 16, 0}).table, &with_unkeyed.attention_decode);
+  // A tie in every distance goes to the first in layout order: 8/4 (group 2) is one octave from
+  // both 4/4 (group 1) and 16/4 (group 4), with the same KV heads and pages.
+  CalibrationProfile tie;
+  tie.attention_decode_layouts = {{{4, 4, 128, 16, 0}, Table2D({1}, {1}, {{0.1}})},
+                                  {{16, 4, 128, 16, 0}, Table2D({1}, {1}, {{0.2}})}};
+  EXPECT_EQ(tie.decode_attention_table({8, 4, 128, 16, 0}).layout, &tie.attention_decode_layouts[0].layout);
+
+  // Errors name the table and the key.
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = kLayouts;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  EXPECT_EQ(profile_error(with("heads = 32\nkv_heads = 8", "heads = 32\nkv_heads = 6")).field(),
+            "attention_decode_layout[0].kv_heads");
+  EXPECT_EQ(profile_error(with("kv_lora_rank = 512", "kv_lora_rank = 576")).field(), "attention_decode_layout[1].head_dim");
+  EXPECT_EQ(profile_error(with("head_dim = 576\nblock_size = 64\n", "head_dim = 576\n")).field(),
+            "attention_decode_layout[1].block_size");
+  EXPECT_EQ(profile_error(with("block_size = 64", "block_size = 64.5")).field(), "attention_decode_layout[1].block_size");
+  EXPECT_EQ(profile_error(with("heads = 8\nkv_heads = 1\nhead_dim = 128", "heads = 32\nkv_heads = 8\nhead_dim = 128"))
+                .field(),
+            "attention_decode_layout[2]");  // a second 32/8/128/16 table
+  EXPECT_EQ(profile_error(with("[[0.7]]", "[[7]]")).field(), "attention_decode_layout[2].memory_efficiency");
+  EXPECT_EQ(profile_error(with("seqs = [4]", "seqs = [4]\nwidth = 3")).field(), "attention_decode_layout[2].width");
+  const core::InputError line = profile_error(with("heads = 16\n", "heads = 0\n"));
+  EXPECT_EQ(line.field(), "attention_decode_layout[1].heads");
+  EXPECT_EQ(line.line(), 15);
+}
+
 TEST(CalibrationProfileTest, GarbageOnlyRaisesInputErrors) {
   core::Rng rng(11, "profile-garbage");
   const std::string base = kProfile;
