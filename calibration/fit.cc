@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -88,6 +89,91 @@ hwmodels::AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::
   return {round_significant(latency), round_significant(traffic_factor / std::max(slope, 1e-18))};
 }
 
+// An all-reduce's time by message size runs in regimes: latency-bound one-shot kernels for small
+// messages, then two-shot and ring protocols whose time grows with the bytes (NCCL switches between
+// LL, LL128 and Simple protocols; vLLM's custom all-reduce between one-shot and two-shot). One line
+// cannot follow both: the small regime would inherit the large one's intercept (NCCL's 30 us at 8
+// GPUs where decode-size messages take under 10). This fits up to three lines to the lower
+// envelope of the measurements (per power-of-two size bin, the 25th percentile of each size's
+// fastest repetition: what a replayed graph, free of the host's launch jitter, pays), choosing the
+// breakpoints that fit best; an extra regime must cut the error by a fifth (and by more than noise)
+// to be kept. Returns the
+// regimes ascending by size, the last one open-ended (max_bytes = infinity).
+std::vector<hwmodels::AllReduceRegime> fit_all_reduce_regimes(const std::vector<MessageSample>& samples,
+                                                              double traffic_factor) {
+  std::map<int, std::vector<std::pair<double, double>>> bins;  // log2 size -> (bytes, fastest seconds)
+  for (const MessageSample& s : samples)
+    bins[static_cast<int>(std::floor(std::log2(s.bytes)))].emplace_back(
+        s.bytes, s.fastest_seconds > 0 ? s.fastest_seconds : s.seconds);
+  std::vector<double> bytes, seconds;
+  for (auto& [bin, v] : bins) {
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    const auto& q = v[(v.size() - 1) / 4];  // a measured (size, time) pair, not a mix of two
+    bytes.push_back(q.first);
+    seconds.push_back(q.second);
+  }
+  const size_t n = bytes.size();
+  auto segment_error = [&](size_t lo, size_t hi, Line& line) {  // points [lo, hi)
+    const std::vector<double> b(bytes.begin() + static_cast<std::ptrdiff_t>(lo), bytes.begin() + static_cast<std::ptrdiff_t>(hi));
+    const std::vector<double> t(seconds.begin() + static_cast<std::ptrdiff_t>(lo), seconds.begin() + static_cast<std::ptrdiff_t>(hi));
+    line = fit_relative_line(b, t);
+    if (!(line.intercept > 0)) line.intercept = *std::min_element(t.begin(), t.end()) * 0.5;
+    if (!(line.slope > 0)) line.slope = 1e-18;
+    double e = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      const double r = (line.intercept + line.slope * b[i]) / t[i] - 1.0;
+      e += r * r;
+    }
+    return e;
+  };
+  struct Best {
+    double error = std::numeric_limits<double>::infinity();
+    std::vector<size_t> cuts;  // segment starts after the first
+  } best;
+  constexpr size_t kMinPoints = 2;
+  for (size_t regimes = 1; regimes <= 3; ++regimes) {
+    Best here;
+    auto consider = [&](const std::vector<size_t>& cuts) {
+      double e = 0;
+      size_t lo = 0;
+      Line line;
+      for (size_t c : cuts) {
+        e += segment_error(lo, c, line);
+        lo = c;
+      }
+      e += segment_error(lo, n, line);
+      if (e < here.error) here = {e, cuts};
+    };
+    if (regimes == 1) {
+      if (n >= kMinPoints) consider({});
+    } else if (regimes == 2) {
+      for (size_t a = kMinPoints; a + kMinPoints <= n; ++a) consider({a});
+    } else {
+      for (size_t a = kMinPoints; a + 2 * kMinPoints <= n; ++a)
+        for (size_t b = a + kMinPoints; b + kMinPoints <= n; ++b) consider({a, b});
+    }
+    // One regime always; each further one only on top of the last kept and when it pays: a fifth
+    // less squared relative error, and at least (3%)^2 per point less (not noise-level gains).
+    const double gain = best.error - here.error;
+    if (regimes == 1 || (best.cuts.size() == regimes - 2 && here.error < 0.8 * best.error &&
+                         gain > 9e-4 * static_cast<double>(n)))
+      best = here;
+  }
+  std::vector<hwmodels::AllReduceRegime> out;
+  size_t lo = 0;
+  std::vector<size_t> cuts = best.cuts;
+  cuts.push_back(n);
+  for (size_t c : cuts) {
+    Line line;
+    segment_error(lo, c, line);
+    const double max_bytes =
+        c < n ? round_significant(std::sqrt(bytes[c - 1] * bytes[c]), 3) : std::numeric_limits<double>::infinity();
+    out.push_back({max_bytes, {round_significant(line.intercept), round_significant(traffic_factor / line.slope)}});
+    lo = c;
+  }
+  return out;
+}
+
 }  // namespace
 
 size_t CapReport::total() const {
@@ -148,15 +234,15 @@ hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels:
                                       f.l2_resident ? hwmodels::kMaxEfficiency : kMaxHbmEfficiency);
   }
 
-  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> by_gpus;
-  for (const MessageSample& s : samples.all_reduce) {
-    by_gpus[s.gpus].first.push_back(s.bytes);
-    by_gpus[s.gpus].second.push_back(s.seconds);
-  }
-  for (const auto& [n, bt] : by_gpus) {
+  std::map<int64_t, std::vector<MessageSample>> messages;
+  for (const MessageSample& s : samples.all_reduce) messages[s.gpus].push_back(s);
+  for (const auto& [n, v] : messages) {
     // Ring all-reduce moves 2 (n - 1) / n of the message over each GPU's link: bus bandwidth.
     const double ring = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
-    p.all_reduce[n] = fit_alpha_beta(bt.first, bt.second, ring);
+    std::vector<hwmodels::AllReduceRegime> regimes = fit_all_reduce_regimes(v, ring);
+    p.all_reduce[n] = regimes.back().cost;
+    regimes.pop_back();
+    if (!regimes.empty()) p.all_reduce_regimes[n] = regimes;
   }
   if (!samples.send_recv.empty()) {
     std::vector<double> bytes, seconds;
@@ -195,9 +281,11 @@ Samples samples_from_operator_data(const OperatorData& data, const hwmodels::Gpu
     }
   }
   for (const CollectiveRow& r : data.all_reduce)
-    if (r.gpus_per_node == r.gpus) out.all_reduce.push_back({r.gpus, r.bytes, r.median_ms * kSecondsPerMs});
+    if (r.gpus_per_node == r.gpus)
+      out.all_reduce.push_back({r.gpus, r.bytes, r.median_ms * kSecondsPerMs, r.min_ms * kSecondsPerMs});
   for (const CollectiveRow& r : data.send_recv)
-    if (r.gpus_per_node == r.gpus) out.send_recv.push_back({r.gpus, r.bytes, r.median_ms * kSecondsPerMs});
+    if (r.gpus_per_node == r.gpus)
+      out.send_recv.push_back({r.gpus, r.bytes, r.median_ms * kSecondsPerMs, r.min_ms * kSecondsPerMs});
   return out;
 }
 

@@ -39,7 +39,8 @@ struct StreamSample {
 struct MessageSample {
   int64_t gpus = 0;
   double bytes = 0;
-  double seconds = 0;
+  double seconds = 0;          // the median (or only) measurement
+  double fastest_seconds = 0;  // the fastest repetition; 0 = unknown (then `seconds`)
 };
 
 // What a fit sees, whatever produced it.

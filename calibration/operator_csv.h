@@ -46,6 +46,7 @@ struct CollectiveRow {
   int64_t gpus_per_node = 0; // devices_per_node: equal to gpus within one NVLink node
   double bytes = 0;          // message size
   double median_ms = 0;
+  double min_ms = 0;         // the fastest repetition (= median_ms when the table has no min column)
 };
 
 // Parses a network CSV (columns num_workers, size, devices_per_node, and

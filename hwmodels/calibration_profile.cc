@@ -257,8 +257,8 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
     throw core::InputError(source_name, static_cast<int64_t>(e.source().begin.line), "", "malformed TOML: " + what);
   }
   r.only(doc, "", {"format", "version", "gpu", "description", "source", "launch", "gemm", "gemm_fp8", "elementwise",
-                   "attention_prefill", "attention_decode", "attention_decode_layout", "all_reduce", "send_recv",
-                   "host_copy", "overhead", "engine"});
+                   "attention_prefill", "attention_decode", "attention_decode_layout", "attention", "all_reduce",
+                   "send_recv", "host_copy", "overhead", "engine"});
   CalibrationProfile p;
   if (r.string(doc, "format", true) != kProfileFormat)
     r.fail(doc.get("format"), "format", "not a servesim calibration profile (format = \"" + std::string(kProfileFormat) + "\")");
@@ -313,7 +313,26 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
                      [](const DecodeAttentionTable& a, const DecodeAttentionTable& b) { return a.layout < b.layout; });
   }
   if (const toml::table* t = r.table(doc, "all_reduce", "all_reduce")) {
-    r.only(*t, "all_reduce.", {"gpus", "latency_us", "bus_bandwidth_gb_s"});
+    r.only(*t, "all_reduce.", {"gpus", "latency_us", "bus_bandwidth_gb_s", "regime"});
+    if (const toml::node* regimes = t->get("regime")) {
+      const toml::array* list = regimes->as_array();
+      if (!list) r.fail(regimes, "all_reduce.regime", "expected an array of tables ([[all_reduce.regime]])");
+      for (const toml::node& node : *list) {
+        const toml::table* rt = node.as_table();
+        if (!rt) r.fail(&node, "all_reduce.regime", "expected a table");
+        r.only(*rt, "all_reduce.regime.", {"gpus", "max_bytes", "latency_us", "bus_bandwidth_gb_s"});
+        const auto gpus = r.optional_number(*rt, "gpus", "all_reduce.regime.gpus", 2, 1e6, false);
+        const auto max_bytes = r.optional_number(*rt, "max_bytes", "all_reduce.regime.max_bytes", 0, kHuge, true);
+        const auto latency = r.optional_number(*rt, "latency_us", "all_reduce.regime.latency_us", 0, 1e6, false);
+        const auto bw = r.optional_number(*rt, "bus_bandwidth_gb_s", "all_reduce.regime.bus_bandwidth_gb_s", 0, kHuge, true);
+        if (!gpus || !max_bytes || !latency || !bw || *gpus != std::floor(*gpus))
+          r.fail(&node, "all_reduce.regime", "needs integer gpus, max_bytes, latency_us and bus_bandwidth_gb_s");
+        auto& v = p.all_reduce_regimes[static_cast<int64_t>(*gpus)];
+        if (!v.empty() && !(*max_bytes > v.back().max_bytes))
+          r.fail(&node, "all_reduce.regime.max_bytes", "regimes of one GPU count must ascend in max_bytes");
+        v.push_back({*max_bytes, {*latency * kSecondsPerUs, *bw * kBytesPerGbLocal}});
+      }
+    }
     const toml::node* where = nullptr;
     const std::vector<double> gpus = r.axis(*t, "gpus", "all_reduce.gpus");
     const std::vector<double> latency = r.numbers(*t, "latency_us", "all_reduce.latency_us", &where);
@@ -328,6 +347,13 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
         r.fail(t->get("bus_bandwidth_gb_s"), "all_reduce.bus_bandwidth_gb_s", "expected a positive bandwidth");
       p.all_reduce[static_cast<int64_t>(gpus[i])] = {latency[i] * kSecondsPerUs, bw[i] * kBytesPerGbLocal};
     }
+  }
+  if (const toml::table* t = r.table(doc, "attention", "attention")) {
+    r.only(*t, "attention.", {"decode_memory_efficiency", "prefill_compute_efficiency"});
+    p.attention_decode_efficiency = r.optional_number(*t, "decode_memory_efficiency",
+                                                      "attention.decode_memory_efficiency", 0, 1, true);
+    p.attention_prefill_efficiency = r.optional_number(*t, "prefill_compute_efficiency",
+                                                       "attention.prefill_compute_efficiency", 0, 1, true);
   }
   if (const toml::table* t = r.table(doc, "send_recv", "send_recv")) {
     r.only(*t, "send_recv.", {"latency_us", "bandwidth_gb_s"});
@@ -495,6 +521,14 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
     out += "\n[all_reduce]\n# time = latency + 2 (n - 1) / n x bytes / bus bandwidth, per GPU count n\n";
     out += "gpus = [" + gpus + "]\nlatency_us = [" + latency + "]\nbus_bandwidth_gb_s = [" + bw + "]\n";
   }
+  if (!p.all_reduce_regimes.empty()) {
+    out += "# smaller messages (up to max_bytes) take the regime below the large-message line above\n";
+    for (const auto& [n, regimes] : p.all_reduce_regimes)
+      for (const AllReduceRegime& r : regimes)
+        out += "[[all_reduce.regime]]\ngpus = " + std::to_string(n) + "\nmax_bytes = " + num(r.max_bytes) +
+               "\nlatency_us = " + converted(r.cost.latency_s / kSecondsPerUs) +
+               "\nbus_bandwidth_gb_s = " + converted(r.cost.bandwidth / kBytesPerGbLocal) + "\n";
+  }
   if (p.send_recv) {
     out += "\n[send_recv]\nlatency_us = " + converted(p.send_recv->latency_s / kSecondsPerUs) +
            "\nbandwidth_gb_s = " + converted(p.send_recv->bandwidth / kBytesPerGbLocal) + "\n";
@@ -503,6 +537,13 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
     out += "\n[host_copy]\n";
     if (p.h2d_bandwidth) out += "h2d_gb_s = " + converted(*p.h2d_bandwidth / kBytesPerGbLocal) + "\n";
     if (p.d2h_bandwidth) out += "d2h_gb_s = " + converted(*p.d2h_bandwidth / kBytesPerGbLocal) + "\n";
+  }
+  if (p.attention_decode_efficiency || p.attention_prefill_efficiency) {
+    out += "\n[attention]\n";
+    if (p.attention_decode_efficiency)
+      out += "decode_memory_efficiency = " + num(*p.attention_decode_efficiency) + "\n";
+    if (p.attention_prefill_efficiency)
+      out += "prefill_compute_efficiency = " + num(*p.attention_prefill_efficiency) + "\n";
   }
   if (p.iteration_overhead_ms || p.layer_overhead_us || p.decode_iteration_overhead_ms || p.decode_layer_overhead_us) {
     out += "\n[overhead]\n";

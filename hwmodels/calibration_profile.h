@@ -34,6 +34,14 @@ inline constexpr double kMaxEfficiency = 4.0;
 struct AlphaBeta {
   double latency_s = 0;
   double bandwidth = 0;  // bytes/s; for all-reduce the bus bandwidth (NCCL's busbw convention)
+  friend bool operator==(const AlphaBeta&, const AlphaBeta&) = default;
+};
+
+// One message-size regime of an all-reduce: messages of up to max_bytes.
+struct AllReduceRegime {
+  double max_bytes = 0;
+  AlphaBeta cost;
+  friend bool operator==(const AllReduceRegime&, const AllReduceRegime&) = default;
 };
 
 // The elementwise kernel families a profile may give a curve for. A Llama block's operators map to
@@ -99,7 +107,18 @@ struct CalibrationProfile {
                                    // bandwidth; for any layout (the layout-keyed tables come first)
   std::vector<DecodeAttentionTable> attention_decode_layouts;  // by layout, ascending, each once
 
-  std::map<int64_t, AlphaBeta> all_reduce;  // by GPU count
+  // The analytic attention model's peak efficiencies, fitted where no attention kernel was timed
+  // (servesim fit --from-serving-runs): decode streams the KV cache at this fraction of HBM
+  // bandwidth when the GPU is full of work, prefill reaches this fraction of peak FLOP/s on full
+  // tiles ([attention] decode_memory_efficiency, prefill_compute_efficiency). A measured table above
+  // takes precedence for the layouts it covers.
+  std::optional<double> attention_decode_efficiency, attention_prefill_efficiency;
+
+  std::map<int64_t, AlphaBeta> all_reduce;  // by GPU count: the large-message (bandwidth) regime
+  // Smaller-message regimes below it, by GPU count, ascending: a message of up to max_bytes takes
+  // that regime's latency + 2 (n - 1) / n x bytes / its bus bandwidth (NCCL's and vLLM's custom
+  // all-reduce switch from one-shot to two-shot and ring protocols as messages grow).
+  std::map<int64_t, std::vector<AllReduceRegime>> all_reduce_regimes;
   std::optional<AlphaBeta> send_recv;       // point-to-point between two GPUs (pipeline stages, KV moves)
   std::optional<double> h2d_bandwidth, d2h_bandwidth;  // pinned host<->device copies, bytes/s
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "hwmodels/roofline.h"
@@ -352,6 +353,19 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   attn_peak_ = gpu_.peak_flops;
   attn_compute_rate_ = gpu_.peak_flops * params_.attention_compute_efficiency;
   attn_memory_rate_ = gpu_.hbm_bandwidth * params_.attention_memory_efficiency;
+  // The analytic model's peaks: a profile's fitted values unless [cost_model] sets them.
+  attn_decode_peak_eff_ = params_.attention_memory_efficiency;
+  attn_prefill_peak_eff_ = params_.attention_compute_efficiency;
+  if (profile && use_.attention_memory && profile->attention_decode_efficiency)
+    attn_decode_peak_eff_ = *profile->attention_decode_efficiency;
+  if (profile && use_.attention_compute && profile->attention_prefill_efficiency)
+    attn_prefill_peak_eff_ = *profile->attention_prefill_efficiency;
+  {
+    const AttentionLayout layout = decode_attention_layout(model_, tp_);
+    attn_kv_heads_ = static_cast<double>(std::max<int64_t>(1, layout.kv_heads));
+    attn_group_ = static_cast<double>(std::max<int64_t>(1, layout.heads / std::max<int64_t>(1, layout.kv_heads)));
+  }
+  sm_count_ = static_cast<double>(std::max<int64_t>(1, gpu_.sm_count));
   if (profile && use_.attention_compute) attention_prefill_curve_ = profile->attention_prefill;
   // The decode table measured at this model's per-GPU head layout, or the nearest one (the rule
   // is CalibrationProfile::decode_attention_table's).
@@ -363,14 +377,26 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     // Two per layer (after attention's output projection and after the MLP's down projection)
     // and one for the vocab-parallel embedding. Ring all-reduce moves 2(t-1)/t of the message.
     allreduces_ = 2 * layers + 1;
+    const double ring = 2.0 * (t - 1.0) / t;
+    const double row_bytes = h * a;
+    auto line = [&](double max_bytes, const AlphaBeta& ab) {
+      allreduce_lines_.push_back({max_bytes / row_bytes, ab.latency_s, ring * row_bytes / ab.bandwidth});
+    };
     if (profile && use_.all_reduce && !profile->all_reduce.empty()) {
-      const AlphaBeta ab = all_reduce_for(profile->all_reduce, tp_);
-      allreduce_latency_s_ = ab.latency_s;
-      allreduce_s_per_row_ = 2.0 * (t - 1.0) / t * h * a / ab.bandwidth;
+      // The regimes of the nearest measured GPU count (in log2), then the large-message line,
+      // interpolated between the measured counts around this one.
+      if (!profile->all_reduce_regimes.empty()) {
+        auto nearest = profile->all_reduce_regimes.begin();
+        for (auto it = profile->all_reduce_regimes.begin(); it != profile->all_reduce_regimes.end(); ++it)
+          if (std::fabs(std::log2(static_cast<double>(it->first) / t)) <
+              std::fabs(std::log2(static_cast<double>(nearest->first) / t)))
+            nearest = it;
+        for (const AllReduceRegime& r : nearest->second) line(r.max_bytes, r.cost);
+      }
+      line(std::numeric_limits<double>::infinity(), all_reduce_for(profile->all_reduce, tp_));
     } else {
-      allreduce_latency_s_ = params_.allreduce_latency_us * kSecondsPerUs;
-      allreduce_s_per_row_ = 2.0 * (t - 1.0) / t * h * a /
-                             (gpu_.interconnect_bandwidth * params_.interconnect_efficiency);
+      line(std::numeric_limits<double>::infinity(),
+           {params_.allreduce_latency_us * kSecondsPerUs, gpu_.interconnect_bandwidth * params_.interconnect_efficiency});
     }
   }
   profile_ = nullptr;  // the tables were copied; the profile need not outlive the model
@@ -465,12 +491,18 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   for (const LinearOp& op : pre_attention_ops_) linear_op(op);
   if (s.prefill_tokens > 0) {
     const double c = static_cast<double>(s.prefill_tokens);
+    const double chunk = c / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs));
     const double rate = attention_prefill_curve_.empty()
-                            ? attn_compute_rate_
-                            : attn_peak_ * attention_prefill_curve_(c / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs)));
+                            ? attn_peak_ * attn_prefill_peak_eff_ * prefill_tile_utilisation(chunk)
+                            : attn_peak_ * attention_prefill_curve_(chunk);
+    // Reading cached keys (a chunk after earlier ones) streams like decode does.
+    const double prefill_memory_rate =
+        hbm_ * attn_decode_peak_eff_ *
+        decode_attention_occupancy(static_cast<double>(s.prefill_seqs),
+                                   static_cast<double>(s.prefill_context_tokens) / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs)) + chunk);
     attention("attention_prefill", static_cast<double>(s.prefill_attention_pairs), c,
               static_cast<double>(s.prefill_context_tokens) + c, attn_flops_per_pair_, attn_group_flops_per_pair_,
-              prefill_kv_bytes_per_token_, rate, attn_memory_rate_);
+              prefill_kv_bytes_per_token_, rate, prefill_memory_rate);
   }
   if (s.decode_seqs > 0) {
     const Term term = decode_attention_term(full_graph, s.decode_seqs, s.decode_context_tokens);
@@ -501,7 +533,7 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   }
   if (allreduces_ > 0) {
     const double n = static_cast<double>(allreduces_);
-    add("all_reduce", allreduces_, n * (allreduce_latency_s_ + allreduce_s_per_row_ * time_rows), 0, 0, 0);
+    add("all_reduce", allreduces_, n * all_reduce_seconds(time_rows), 0, 0, 0);
   }
   if (full_graph) {
     add("cuda_graph_launch", 1, graph_launch_s_, 0, 0, 0);
@@ -536,10 +568,37 @@ RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, int
                                                                  int64_t decode_context_tokens) const {
   const double ctx = static_cast<double>(decode_context_tokens);
   const double seqs = static_cast<double>(decode_seqs);
-  const double rate = attention_decode_table_.empty() ? attn_memory_rate_
-                                                      : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
+  const double rate = attention_decode_table_.empty()
+                           ? hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, ctx / seqs)
+                           : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
   return attention_term(graph, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
                         kv_bytes_per_token_, attn_compute_rate_, rate);
+}
+
+double RooflineCostModel::all_reduce_seconds(double rows) const {
+  for (const AllReduceLine& l : allreduce_lines_)
+    if (rows <= l.max_rows) return l.latency_s + l.s_per_row * rows;
+  return allreduce_lines_.back().latency_s + allreduce_lines_.back().s_per_row * rows;
+}
+
+// Paged decode attention (FlashAttention / FlashInfer with split-KV, "flash decoding") runs one
+// thread block per (sequence, KV head, split of the context); a block streams its pages at a few
+// times an SM's fair share of HBM bandwidth. With fewer blocks than that takes to fill the GPU the
+// kernel cannot reach the memory system's rate. The constants are the kernels' published shapes,
+// not fits: 256-token splits (FlashDecoding), and a block draws up to 4 SMs' shares.
+double RooflineCostModel::decode_attention_occupancy(double seqs, double mean_context) const {
+  constexpr double kSplitTokens = 256, kSmShares = 4;
+  const double splits = std::max(1.0, std::ceil(mean_context / kSplitTokens));
+  const double blocks = seqs * attn_kv_heads_ * splits;
+  return std::min(1.0, blocks * kSmShares / sm_count_);
+}
+
+// FlashAttention computes query tiles of 128 rows; with GQA the query heads that share a KV head
+// are packed into the rows, so a chunk of q tokens fills q x group rows of its tiles.
+double RooflineCostModel::prefill_tile_utilisation(double mean_chunk_tokens) const {
+  constexpr double kTileRows = 128;
+  const double rows = std::max(1.0, mean_chunk_tokens * attn_group_);
+  return rows / (std::ceil(rows / kTileRows) * kTileRows);
 }
 
 StepCost RooflineCostModel::step(const BatchShape& shape) const {

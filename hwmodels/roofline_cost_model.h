@@ -211,12 +211,30 @@ class RooflineCostModel final : public StepCostModel {
   double attn_compute_rate_ = 0;           // FLOP/s
   double attn_memory_rate_ = 0;            // bytes/s
   Curve attention_prefill_curve_;          // efficiency over mean chunk tokens; empty: constant
-  Table2D attention_decode_table_;         // efficiency over (seqs, mean context); empty: constant
+  Table2D attention_decode_table_;         // efficiency over (seqs, mean context); empty: analytic
+  // The analytic attention model (no measured table for this layout): decode streams the cache at
+  // hbm x attn_decode_peak_eff_ x occupancy, where occupancy says how much of the GPU the kernel's
+  // thread blocks (sequences x KV heads x context splits) can keep busy; prefill reaches
+  // peak x attn_prefill_peak_eff_ x the utilisation of FlashAttention's 128-row query tiles (the
+  // query heads that share a KV head are packed into the tile's rows).
+  double attn_decode_peak_eff_ = 0, attn_prefill_peak_eff_ = 0;
+  double attn_kv_heads_ = 1, attn_group_ = 1;  // KV heads per GPU; query heads per KV head
+  double sm_count_ = 1;
+  double decode_attention_occupancy(double seqs, double mean_context) const;
+  double prefill_tile_utilisation(double mean_chunk_tokens) const;
   double attn_peak_ = 0, hbm_ = 0;
   // All-reduce.
   int64_t allreduces_ = 0;                 // per iteration
-  double allreduce_latency_s_ = 0;
-  double allreduce_s_per_row_ = 0;         // ring factor x one row's activations / link rate
+  // Message-size regimes of one all-reduce, ascending, the last open-ended: a message of `rows` rows
+  // (rows x hidden x activation bytes) takes latency + ring factor x bytes / bus bandwidth of the
+  // first regime it fits.
+  struct AllReduceLine {
+    double max_rows = 0;
+    double latency_s = 0;
+    double s_per_row = 0;
+  };
+  std::vector<AllReduceLine> allreduce_lines_;
+  double all_reduce_seconds(double rows) const;
 };
 
 // The page size a decode-attention table is looked up with: the cost model is built from model,

@@ -59,8 +59,9 @@ double EngineModel::host_seconds(const BatchShape& s, int64_t layers) const {
 
 double EngineModel::iteration_seconds(double gpu_s, const BatchShape& s, int64_t layers, bool after_idle) const {
   const double host = host_seconds(s, layers);
-  if (async_scheduling && !after_idle) return std::max(gpu_s, host);
-  return gpu_s + host;
+  const double sample = sample_s + sample_s_per_seq * static_cast<double>(s.prefill_logits + s.decode_seqs);
+  if (async_scheduling && !after_idle) return std::max(gpu_s, host) + sample;
+  return gpu_s + host + sample;
 }
 
 namespace {
@@ -104,6 +105,13 @@ std::vector<ParamSpec> engine_param_specs(const EngineModel& d) {
           .range(0, 1e6),
       ParamSpec::real("decode_layer_us", in_unit(d.decode_layer_s, kSecondsPerUs), "us",
                       "the same for a decode-only iteration")
+          .range(0, 1e6),
+      ParamSpec::real("sample_ms", in_unit(d.sample_s, kSecondsPerMs), "ms",
+                      "per-iteration time nothing overlaps: sampling, logits handling, the sampled tokens' copy "
+                      "to the host")
+          .range(0, 1e6),
+      ParamSpec::real("sample_us_per_seq", in_unit(d.sample_s_per_seq, kSecondsPerUs), "us",
+                      "the same per sequence that produces a token in the iteration")
           .range(0, 1e6),
       ParamSpec::boolean("async_scheduling", d.async_scheduling,
                          "the host prepares the next iteration while the GPU runs this one (an iteration takes "
@@ -161,6 +169,8 @@ EngineModel engine_from_params(const core::Params& p, const CalibrationProfile* 
   e.schedule_s_per_seq = number(p, profile, kind, "schedule_us_per_seq") * kSecondsPerUs;
   e.layer_s = number(p, profile, kind, "layer_us", o ? o->layer_overhead_us : std::nullopt) * kSecondsPerUs;
   e.decode_layer_s = number(p, profile, kind, "decode_layer_us", o ? o->decode_layer_overhead_us : std::nullopt) * kSecondsPerUs;
+  e.sample_s = number(p, profile, kind, "sample_ms") * kSecondsPerMs;
+  e.sample_s_per_seq = number(p, profile, kind, "sample_us_per_seq") * kSecondsPerUs;
   // A profile stores the fitted choice as 0 or 1.
   const auto async = fitted(profile, kind, "async_scheduling");
   e.async_scheduling = p.given("async_scheduling") || !async ? p.get_bool("async_scheduling") : *async != 0;

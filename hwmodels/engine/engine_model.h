@@ -44,6 +44,10 @@ struct EngineModel {
   double layer_s = 0;                 // per layer, in iterations not replayed as one full graph
   double decode_layer_s = 0;          // the same for decode-only iterations
   bool async_scheduling = false;      // the host prepares iteration k+1 while the GPU runs k
+  // Per-iteration time nothing overlaps: sampling and logits handling after the model's kernels,
+  // and the sampled tokens' copy to the host that the next iteration waits for.
+  double sample_s = 0;
+  double sample_s_per_seq = 0;
   // CUDA graphs.
   CudaGraphMode graphs = CudaGraphMode::kNone;
   int64_t max_graph_tokens = 512;     // the largest captured batch (tokens)
@@ -57,7 +61,8 @@ struct EngineModel {
   // Host seconds of the iteration (layers = the model's).
   double host_seconds(const BatchShape& shape, int64_t layers) const;
   // The iteration's duration around `gpu_s` of kernels: host + GPU, or with async scheduling the
-  // larger of the two unless the replica was idle (nothing to overlap the host work with).
+  // larger of the two unless the replica was idle (nothing to overlap the host work with); then
+  // the sampling time, which nothing overlaps.
   double iteration_seconds(double gpu_s, const BatchShape& shape, int64_t layers, bool after_idle) const;
 };
 

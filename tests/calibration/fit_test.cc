@@ -226,6 +226,34 @@ TEST(FitTest, MemoryEfficienciesAboveHbmAreCappedUnlessL2ResidentOnPurpose) {
   EXPECT_EQ(plain.description.find("capped"), std::string::npos) << plain.description;
 }
 
+// All-reduce regimes (issue 12): small messages latency-bound, large ones bandwidth-bound, with
+// another line each. Two GPUs (ring factor 1): up to 1 MiB 6 us + bytes / 100 GB/s, above it 20 us
+// + bytes / 300 GB/s. Each size's fastest repetition is the truth and its median 40% slower (launch
+// jitter): the fit follows the fastest, and finds both lines and where they meet.
+TEST(FitTest, AllReduceRegimesAreRecoveredFromTheLowerEnvelope) {
+  auto truth = [](double bytes) { return bytes < 1048576 ? 6e-6 + bytes / 100e9 : 20e-6 + bytes / 300e9; };
+  Samples samples;
+  for (int e = 11; e <= 26; ++e)
+    for (double f : {1.0, 1.19, 1.41, 1.68}) {
+      const double bytes = std::ldexp(f, e);
+      samples.all_reduce.push_back({2, bytes, 1.4 * truth(bytes), truth(bytes)});
+    }
+  CapReport caps;
+  const hwmodels::CalibrationProfile p = fit_profile(samples, h100(), 1e-6, caps);
+  ASSERT_EQ(p.all_reduce_regimes.count(2), 1u);
+  const auto& regimes = p.all_reduce_regimes.at(2);
+  ASSERT_EQ(regimes.size(), 1u);
+  EXPECT_NEAR(regimes[0].cost.latency_s, 6e-6, 0.05 * 6e-6);
+  EXPECT_NEAR(regimes[0].cost.bandwidth, 100e9, 0.05 * 100e9);
+  EXPECT_GT(regimes[0].max_bytes, 1048576 * 0.6);  // between the last small and the first large size seen
+  EXPECT_LT(regimes[0].max_bytes, 1048576 * 1.25);
+  EXPECT_NEAR(p.all_reduce.at(2).latency_s, 20e-6, 0.05 * 20e-6);
+  EXPECT_NEAR(p.all_reduce.at(2).bandwidth, 300e9, 0.05 * 300e9);
+  // One straight line through the same data (the old fit) misses the small messages by far more.
+  const hwmodels::AlphaBeta one = p.all_reduce.at(2);
+  EXPECT_GT(one.latency_s / 6e-6, 3.0);
+}
+
 TEST(FitTest, CapReportCountsPerTable) {
   CapReport r;
   EXPECT_DOUBLE_EQ(cap_memory_efficiency(0.9, "gemm", r), 0.9);

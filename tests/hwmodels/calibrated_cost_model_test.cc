@@ -149,6 +149,23 @@ TEST(CalibratedCostModelTest, ProfileThroughTheConfigAndKeysOverrideIt) {
                core::InputError);
 }
 
+// A decode step's all-reduces take the regime of their message size: 8 rows of Llama-3-8B's 4,096
+// fp16 activations are 64 KiB, under the small regime's 1 MiB (6 us + 64 KiB / 100 GB/s); a
+// 4,096-token prefill's 32 MiB take the large-message line (20 us + 32 MiB / 300 GB/s). TP 2: ring
+// factor 1, 65 all-reduces per step.
+TEST(CalibratedCostModelTest, AllReduceRegimesBySize) {
+  CalibrationProfile p = flat_profile(0.5, 0.5, 0.5);
+  p.all_reduce[2] = {20e-6, 300e9};
+  p.all_reduce_regimes[2] = {{1048576, {6e-6, 100e9}}};
+  const RooflineCostModel m(llama8b(), h100(), 2, {}, &p);
+  const double small = find_op(m.breakdown(decode(8, 100)), "all_reduce")->seconds;
+  EXPECT_NEAR(small, 65 * (6e-6 + 8 * 4096 * 2 / 100e9), 1e-15);
+  const double large = find_op(m.breakdown(prefill(4096)), "all_reduce")->seconds;
+  EXPECT_NEAR(large, 65 * (20e-6 + 4096 * 4096 * 2 / 300e9), 1e-15);
+  // The profile keeps them through its text.
+  EXPECT_EQ(parse_calibration_profile(calibration_profile_toml(p), "p.toml").all_reduce_regimes, p.all_reduce_regimes);
+}
+
 TEST(CalibratedCostModelTest, ShippedProfilesPredictTheirGpus) {
   for (const char* gpu : {"a100-80gb-sxm", "h100-sxm"}) {
     const CalibrationProfile p =
