@@ -12,7 +12,7 @@ namespace servesim::calibration {
 
 namespace {
 
-std::vector<std::string> split(std::string_view line, const std::string& source, int64_t line_no) {
+std::vector<std::string> split(std::string_view line, const std::string& source, int64_t line_no, char delimiter) {
   std::vector<std::string> cells;
   std::string cell;
   bool quoted = false;
@@ -29,7 +29,7 @@ std::vector<std::string> split(std::string_view line, const std::string& source,
       }
     } else if (c == '"' && cell.empty()) {
       quoted = true;
-    } else if (c == ',') {
+    } else if (c == delimiter) {
       cells.push_back(std::move(cell));
       cell.clear();
     } else {
@@ -77,7 +77,7 @@ int64_t CsvTable::integer(size_t r, size_t c) const {
   return static_cast<int64_t>(v);
 }
 
-CsvTable parse_csv(std::string_view text, const std::string& source) {
+CsvTable parse_csv(std::string_view text, const std::string& source, char delimiter) {
   if (text.size() > kMaxCsvBytes) throw core::InputError(source, 0, "", "larger than 256 MiB: not a measured table");
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   CsvTable t;
@@ -95,7 +95,7 @@ CsvTable parse_csv(std::string_view text, const std::string& source) {
       if (end == text.size()) break;
       continue;
     }
-    std::vector<std::string> cells = split(line, source, line_no);
+    std::vector<std::string> cells = split(line, source, line_no, delimiter);
     if (t.header.empty()) {
       for (auto& c : cells) c = std::string(trim(c));
       t.header = std::move(cells);

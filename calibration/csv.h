@@ -1,5 +1,5 @@
 #pragma once
-// The small CSV dialect of measured tables: a header line, comma-separated cells, optional double
+// The small CSV dialect of measured tables: a header line, comma-separated (or tab-separated) cells, optional double
 // quotes around a cell, a UTF-8 byte-order mark and CRLF line endings accepted, blank lines skipped.
 // Every error is a core::InputError naming the file, the line and the column.
 
@@ -29,7 +29,8 @@ struct CsvTable {
 // Files above this size are refused (measured tables are a few megabytes).
 inline constexpr size_t kMaxCsvBytes = size_t{256} << 20;
 
-CsvTable parse_csv(std::string_view text, const std::string& source);
+// `delimiter`: ',' for CSV, '\t' for tab-separated tables.
+CsvTable parse_csv(std::string_view text, const std::string& source, char delimiter = ',');
 // Reads a whole file (core::InputError when it is missing, unreadable or too large).
 std::string read_text_file(const std::string& path);
 
