@@ -417,17 +417,20 @@ double RooflineCostModel::curve_seconds(const LinearOp& op, double rows) const {
 }
 
 double RooflineCostModel::linear_seconds(const LinearOp& op, double rows) const {
-  if (!op.seconds_by_rows.empty() && rows >= 0 && rows < static_cast<double>(op.seconds_by_rows.size())) {
+  if (op.tabulated && rows >= 0 && rows < static_cast<double>(kTabulatedRows)) {
     const size_t i = static_cast<size_t>(rows);
-    if (static_cast<double>(i) == rows) return op.seconds_by_rows[i];
+    if (static_cast<double>(i) == rows) {
+      if (i >= op.seconds_by_rows.size()) op.seconds_by_rows.resize(std::min(kTabulatedRows, 2 * i + 64), -1.0);
+      double& v = op.seconds_by_rows[i];
+      if (v < 0) v = curve_seconds(op, rows);
+      return v;
+    }
   }
   return curve_seconds(op, rows);
 }
 
 void RooflineCostModel::tabulate(LinearOp& op) const {
-  if (op.compute_curve.empty() && op.memory_curve.empty()) return;
-  op.seconds_by_rows.resize(kTabulatedRows);
-  for (size_t r = 0; r < kTabulatedRows; ++r) op.seconds_by_rows[r] = curve_seconds(op, static_cast<double>(r));
+  op.tabulated = !op.compute_curve.empty() || !op.memory_curve.empty();
 }
 
 double RooflineCostModel::moe_gemm_seconds(const LinearOp& op, double active_experts, double expert_rows) const {

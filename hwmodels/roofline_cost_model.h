@@ -100,9 +100,10 @@ class RooflineCostModel final : public StepCostModel {
   // for the event loop.
   std::vector<OperatorCost> breakdown(const BatchShape& shape) const;
 
-  // Tabulates the calibrated operators' seconds for rows = 0 .. kTabulatedRows - 1, so step() looks
-  // them up instead of taking logarithms (the same function: results do not change). The registry's
-  // factory does this for simulation runs; tools that build many short-lived models need not.
+  // Keeps the calibrated operators' seconds for rows = 0 .. kTabulatedRows - 1 as step() asks for
+  // them, so it looks them up instead of taking logarithms again (the same function: results do not
+  // change). The registry's factory does this for simulation runs; tools that build many
+  // short-lived models need not.
   void precompute();
 
   // The row-linear operators of a dense block and the embedding and LM head, as shapes.
@@ -132,8 +133,10 @@ class RooflineCostModel final : public StepCostModel {
     double peak = 0;                   // compute rate at efficiency 1
     Curve compute_curve;               // efficiency over rows; empty: constant (folded into compute_s_per_row)
     Curve memory_curve;                // efficiency over bytes; empty: constant (folded into the *_s)
-    // With curves, the seconds for rows = 0, 1, 2, ... (precompute()).
-    std::vector<double> seconds_by_rows;
+    // With curves and precompute(): the seconds for rows = 0, 1, 2, ..., filled as rows are asked
+    // for (a run asks for few of them; negative = not computed yet).
+    bool tabulated = false;
+    mutable std::vector<double> seconds_by_rows;
   };
 
   // Rows up to which calibrated operators' times are tabulated: beyond any engine's token budget
