@@ -156,6 +156,9 @@ void RooflineCostModel::apply_profile(LinearOp& op, const GemmTables* gemm) cons
     if (use_.gemm_memory && gemm && !gemm->memory_efficiency.empty()) op.memory_curve = gemm->memory_efficiency;
   } else if (use_.elementwise) {
     if (const Curve* c = profile_->elementwise_curve(op.family)) op.memory_curve = *c;
+    if (const auto floor = profile_->elementwise_row_ns_per_byte.find(std::string(op.family));
+        floor != profile_->elementwise_row_ns_per_byte.end())
+      op.row_floor_s = floor->second * 1e-9 * op.bytes_per_row;
   }
 }
 
@@ -413,7 +416,7 @@ double RooflineCostModel::curve_seconds(const LinearOp& op, double rows) const {
   double memory = op.weight_s + op.memory_s_per_row * rows;
   if (!op.compute_curve.empty()) compute /= op.compute_curve(rows);
   if (!op.memory_curve.empty()) memory /= op.memory_curve(op.weight_bytes + op.bytes_per_row * rows);
-  return std::max(compute, memory) + op.fixed_s;
+  return std::max({compute, memory, rows > 0 ? op.row_floor_s : 0.0}) + op.fixed_s;
 }
 
 double RooflineCostModel::linear_seconds(const LinearOp& op, double rows) const {

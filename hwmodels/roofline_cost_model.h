@@ -122,6 +122,7 @@ class RooflineCostModel final : public StepCostModel {
     bool gemm = false;
     bool rows_include_prefill_context = false;  // MLA's kv_b_proj re-expands cached latents in prefill
     double fixed_s = 0;                // the kernel's fixed time (kernel_overhead_us, or the GEMM one)
+    double row_floor_s = 0;            // one row's time in a kernel giving a row to a block (profile)
     double weight_s = 0;               // streaming the operator's weights once
     double memory_s_per_row = 0;       // activation bytes in and out, per row
     double compute_s_per_row = 0;      // FLOPs per row
