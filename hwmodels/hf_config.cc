@@ -278,8 +278,8 @@ void parse_qwen3_next(const Reader& r, const json& config, ModelSpec& m) {
 }  // namespace
 
 const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types = {"llama",       "mistral",     "qwen2",        "mixtral", "deepseek_v2",
-                                                 "deepseek_v3", "deepseek_v32", "gpt_oss", "qwen3_next"};
+  static const std::vector<std::string> types = {"llama",       "mistral",      "qwen2",   "qwen3",     "mixtral",
+                                                 "deepseek_v2", "deepseek_v3", "deepseek_v32", "gpt_oss", "qwen3_next"};
   return types;
 }
 
@@ -370,8 +370,8 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
     }
     if (type == "gpt_oss" && m.attention_pattern.empty())
       r.fail("layer_types", "missing; a gpt_oss config.json lists each layer's attention type");
-    if (type == "qwen2" && r.boolean(config, "use_sliding_window", false))
-      r.fail("use_sliding_window", "Qwen2's sliding window on the upper layers (max_window_layers) is not modelled");
+    if ((type == "qwen2" || type == "qwen3") && r.boolean(config, "use_sliding_window", false))
+      r.fail("use_sliding_window", "Qwen's sliding window on the upper layers (max_window_layers) is not modelled");
     const bool window_everywhere = (type == "mistral" || type == "mixtral") && m.attention_pattern.empty();
     if (m.attention_pattern.find('S') != std::string::npos || window_everywhere) {
       const std::optional<int64_t> window = r.integer(config, "sliding_window", false, 1, int64_t{1} << 32);

@@ -1,5 +1,5 @@
 #pragma once
-// Models from a Hugging Face config.json: Llama, Mistral, Qwen2 (dense, GQA), Mixtral (MoE),
+// Models from a Hugging Face config.json: Llama, Mistral, Qwen2, Qwen3 (dense, GQA), Mixtral (MoE),
 // DeepSeek-V2/V3 (MLA + MoE with shared experts), and per-layer attention types: gpt-oss
 // (layer_types: sliding_attention / full_attention, sliding_window; mxfp4 experts), Qwen3-Next
 // (full_attention_interval or layer_types, linear_* Gated DeltaNet fields) and DeepSeek-V3.2

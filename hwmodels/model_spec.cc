@@ -448,6 +448,13 @@ const std::vector<ModelPreset>& model_presets() {
          return m;
        }(),
        "Qwen2-7B: 28 layers, hidden 3584, 28 heads, 4 KV heads, QKV biases, SwiGLU 18944, vocab 152064, bf16"},
+      {[] {
+         ModelSpec m = llama("qwen3-32b", 64, 5120, 64, 8, 25600, 151936, 40960, DType::kBf16);
+         m.head_dim = 128;
+         return m;
+       }(),
+       "Qwen3-32B: 64 layers, hidden 5120, 64 heads of 128, 8 KV heads, SwiGLU 25600, vocab 151936, bf16 (dense; "
+       "the quality Qwen3-Next-80B-A3B is reported to match or exceed)"},
       {mixtral_8x7b(),
        "Mixtral-8x7B: 32 layers, hidden 4096, 8 KV heads, 8 experts of 14336 (top-2), 46.7B total, "
        "12.9B active, bf16"},

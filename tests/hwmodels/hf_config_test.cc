@@ -217,6 +217,18 @@ TEST(HfConfigTest, DeepSeekV32IsMlaWithSparseAttentionOnEveryLayer) {
   EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("deepseek-v3.2")->param_count());
 }
 
+TEST(HfConfigTest, Qwen3DenseIsTheHybridsComparator) {
+  const ModelSpec m = read_hf_config(fixture("Qwen3-32B"));
+  EXPECT_TRUE(m.uniform_full());
+  EXPECT_EQ(m.head_dim, 128);  // 64 heads of 128 on a 5120 hidden state: head_dim given
+  EXPECT_FALSE(m.qkv_bias);
+  EXPECT_NEAR(m.param_count(), 32.8e9, 0.05e9);  // published: 32.8B
+  // 64 layers x K and V of 8 heads of 128 in bf16: 262,144 bytes per token, 10.7x Qwen3-Next's
+  // full layers (24,576).
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(), 64.0 * 2 * 8 * 128 * 2);
+  EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("qwen3-32b")->param_count());
+}
+
 TEST(HfConfigTest, MistralSlidingWindowSlidesEveryLayer) {
   std::string text = kLlama;
   text.replace(text.find("\"llama\""), 7, "\"mistral\"");
