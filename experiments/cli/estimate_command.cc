@@ -229,7 +229,8 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   // The notes' decode limits at this batch and context (16-bit weights: 2P bytes for 2N FLOPs); for
   // a hybrid model, the cache per token at this context (state and window spread over it).
   const double step_weights = weights(b);
-  const double kv_per_token = sequence_kv(context) / static_cast<double>(context);
+  const double kv_per_token =
+      model.uniform_full() ? model.kv_bytes_per_token() : sequence_kv(context) / static_cast<double>(context);
   const double bandwidth = gpu.hbm_bandwidth * static_cast<double>(tp);
   struct {
     double weight_floor_ms, ceiling_tokens_per_s, kv_gb, saturated_intensity, crossover_batch,
