@@ -39,6 +39,12 @@ void print_params(std::ostream& out, const std::vector<core::ParamSpec>& params,
     if (!range.empty()) desc += " (" + range + ")";
     row(p.name, p.type_name(), p.default_str(), p.unit, desc);
   }
+  // A table list's elements have their own keys: listed under it.
+  for (const auto& p : params) {
+    if (p.type != core::ParamType::kTableList) continue;
+    out << indent << "each [[" << p.name << "]] element:\n";
+    print_params(out, p.fields, indent + "  ");
+  }
 }
 
 const core::KindFamily* family_named(const std::string& name) {
