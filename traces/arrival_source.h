@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "sim/core/params.h"
@@ -19,6 +20,7 @@ struct RequestSpec {
   int64_t hashed_tokens = 0;          // tokens block_hashes cover (the last block may be partial);
                                       // 0 = the prompt (Mooncake); generators may cover the output too
   uint64_t session = 0;               // conversation/session id; 0 when unknown
+  uint32_t stage = 0;                 // load stage that sends it (workloads with stages); 0 otherwise
 };
 
 class ArrivalSource {
@@ -29,6 +31,9 @@ class ArrivalSource {
   virtual bool next(RequestSpec& out) = 0;
   // Tokens covered by one entry of block_hashes (512 for Mooncake traces); 0 when there are none.
   virtual int64_t hash_block_tokens() const { return 0; }
+  // The clients' time-out: a request whose client has not received its last token this long after
+  // sending it fails (the client gives up; the engine aborts it). nullopt: clients wait forever.
+  virtual std::optional<core::Duration> client_timeout() const { return std::nullopt; }
 };
 
 // Family "workloads". Factory arguments: the run's seed (used when the workload sets no seed).

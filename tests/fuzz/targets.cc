@@ -209,8 +209,8 @@ void run_small(const std::string& text, std::vector<std::string> overrides, cons
     outputs.check = true;
     const experiments::RunResult result = experiments::run_simulation(capped, outputs);
     const auto& s = result.summary;
-    expect(s.requests_completed + s.requests_rejected == s.requests_total,
-           [&] { return std::string("completed + rejected != total in the summary"); });
+    expect(s.requests_completed + s.requests_rejected + s.requests_timed_out == s.requests_total,
+           [&] { return std::string("completed + rejected + timed out != total in the summary"); });
     for (const auto& v : metrics::flatten(s))
       expect(std::isfinite(v.value) && v.value >= 0, [&] {
         return std::string("summary value " + v.name + " = " + core::format_double(v.value) +

@@ -204,6 +204,9 @@ std::vector<ErrorCase> cases() {
         {"trace.csv", csv_with("2023-11-16 18:15:49,9223372036854775807,9223372036854775807")}},
        {"run", "run.toml", "--json"}, 0, {}, "accepted: the request is rejected on arrival (`rejected_context`)"});
 
+  add({"client_timeout_zero", "client time-out 0 (`--set workload.client_timeout_s=0`)", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "workload.client_timeout_s=0"}, 2, {"workload.client_timeout_s", "out of range"}});
+
   // Truncation and encodings.
   add({"truncated_jsonl", "a truncated JSON line",
        {{"run.toml", mooncake_config()}, {"trace.jsonl", jsonl_with("{\"timestamp\": 9000, \"input_length\": 5, \"outp")}},

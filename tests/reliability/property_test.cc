@@ -39,7 +39,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Draw {
   std::string toml;
   std::string router, scheduler, workload, model;
-  bool disaggregated = false, prefix_caching = false, swap = false;
+  bool disaggregated = false, prefix_caching = false, swap = false, timeout = false;
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -93,6 +93,10 @@ Draw draw_config(uint64_t seed) {
   const std::string gpu = pick(rng, std::vector<std::string>{"h100-sxm", "a100-80gb-sxm", "h200", "reference"});
   const int64_t max_requests = 10 + static_cast<int64_t>(rng.uniform_int(50));
   std::string t = "seed = " + std::to_string(seed) + "\n";
+  // Client time-outs, tight enough that some fire (every workload kind takes client_timeout_s).
+  d.timeout = rng.uniform_int(3) == 0;
+  const double timeout_s = 0.05 + rng.uniform() * 4;
+  const std::string timeout = d.timeout ? "client_timeout_s = " + num(timeout_s) + "\n" : "";
   switch (rng.uniform_int(5)) {
     case 0:
     case 1: {
@@ -100,6 +104,7 @@ Draw draw_config(uint64_t seed) {
       t += "[workload]\nkind = \"" + d.workload + "\"\nrate = " + num(0.5 + rng.uniform() * 100) +
            "\nmax_requests = " + std::to_string(max_requests) + "\n";
       if (d.workload == "gamma") t += "cv = " + num(0.2 + rng.uniform() * 4) + "\n";
+      t += timeout;
       // Long prompts now and then: some exceed the context and are rejected.
       t += lengths(rng, "workload.prompt", rng.uniform_int(4) == 0 ? 9000 : 2000);
       t += lengths(rng, "workload.output", rng.uniform_int(4) == 0 ? 2000 : 300);
@@ -114,7 +119,7 @@ Draw draw_config(uint64_t seed) {
            core::toml_quote(shared_file(std::string("traces/azure-2023/AzureLLMInferenceTrace_") +
                                         (conv ? "conv" : "code") + ".csv")) +
            "\nwindow_start_s = " + num(window_start) + "\nmax_requests = " + std::to_string(max_requests) +
-           "\nrate_scale = " + num(rate_scale) + "\n";
+           "\nrate_scale = " + num(rate_scale) + "\n" + timeout;
       break;
     }
     case 3: {
@@ -125,7 +130,7 @@ Draw draw_config(uint64_t seed) {
       const uint64_t system_prompts = 1 + rng.uniform_int(4);
       t += "[workload]\nkind = \"sessions\"\nrate = " + num(rate) + "\nthink_time_s = " + num(think) +
            "\nsystem_prompts = " + std::to_string(system_prompts) + "\nblock_tokens = " + std::to_string(d.hash_block) +
-           "\nmax_requests = " + std::to_string(max_requests) + "\n";
+           "\nmax_requests = " + std::to_string(max_requests) + "\n" + timeout;
       t += "[workload.turns]\nkind = \"uniform\"\nmin = 1\nmax = " + std::to_string(1 + rng.uniform_int(6)) + "\n";
       t += lengths(rng, "workload.system_tokens", 1500);
       t += lengths(rng, "workload.user", 400);
@@ -140,7 +145,7 @@ Draw draw_config(uint64_t seed) {
       t += "[workload]\nkind = \"mooncake_jsonl\"\npath = " +
            core::toml_quote(shared_file("traces/mooncake-fast25/conversation_trace.jsonl")) +
            "\nwindow_start_s = " + num(window_start) + "\nmax_requests = " + std::to_string(max_requests) +
-           "\nrate_scale = " + num(rate_scale) + "\n";
+           "\nrate_scale = " + num(rate_scale) + "\n" + timeout;
       break;
     }
   }
@@ -248,6 +253,7 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
 struct Tally {
   uint64_t runs = 0, config_errors = 0, completed = 0, rejected_context = 0, rejected_kv = 0, preemptions = 0;
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
+  uint64_t timed_out = 0, timeout_runs = 0, timed_out_disaggregated = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models;
   std::map<std::string, double> workload_seconds;
 };
@@ -282,6 +288,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(s.requests_total, t.arrived);
       EXPECT_EQ(s.requests_completed, t.completed);
       EXPECT_EQ(s.requests_rejected, t.rejected);
+      EXPECT_EQ(s.requests_timed_out, t.timed_out);
+      EXPECT_EQ(s.requests_completed + s.requests_rejected + s.requests_timed_out, s.requests_total);
+      if (!d.timeout) {
+        EXPECT_EQ(s.requests_timed_out, 0u);
+      }
       EXPECT_EQ(s.rejected_context + s.rejected_kv_capacity, s.requests_rejected);
       EXPECT_EQ(s.preemptions, t.preemptions);
       EXPECT_EQ(s.iterations, t.iterations);
@@ -303,6 +314,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.swap += d.swap;
       tally.prefix_hit_tokens += static_cast<uint64_t>(s.prefix_hit_tokens);
       tally.kv_transfers += s.kv_transfers;
+      tally.timed_out += s.requests_timed_out;
+      tally.timeout_runs += d.timeout;
+      if (d.disaggregated) tally.timed_out_disaggregated += s.requests_timed_out;
       ++tally.routers[d.router];
       ++tally.schedulers[d.scheduler];
       ++tally.workloads[d.workload];
@@ -330,6 +344,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.rejected_context, 10u);
   EXPECT_GT(tally.completed, kSeeds * 10);
+  // Client time-outs that fire, also on disaggregated clusters (requests leave from queues,
+  // iterations and KV transfers).
+  EXPECT_GT(tally.timeout_runs, kSeeds / 5);
+  EXPECT_GT(tally.timed_out, 100u);
+  EXPECT_GT(tally.timed_out_disaggregated, 0u);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
     EXPECT_GE(tally.models[model], kSeeds / 10) << model << " rarely ran";
   std::cout << "[ property ] " << tally.runs << " runs, " << tally.config_errors << " configuration errors, "
@@ -337,7 +356,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "
             << tally.disaggregated << " disaggregated, " << tally.prefix_caching << " with prefix caching ("
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.kv_transfers
-            << " KV transfers; wall s:";
+            << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
+            << " runs with a client time-out; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";
   std::cout << "\n";
 }
