@@ -16,7 +16,9 @@ namespace servesim::traces {
 using core::ParamSpec;
 
 WorkloadRegistry& workload_registry() {
-  static WorkloadRegistry registry("workloads", "arrival sources: trace readers and generators");
+  static WorkloadRegistry registry("workloads",
+                                   "arrival sources: trace readers, generators, and composed workloads (request "
+                                   "content sent by an arrival process)");
   return registry;
 }
 

@@ -18,7 +18,9 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
       observer_(observer),
       layout_(layout),
       loads_(layout.replicas) {
+  wake_.cluster = this;
   timer_.cluster = this;
+  closed_loop_ = source_.closed_loop();
   timeout_ = source_.client_timeout();
   if (layout_.prefill_replicas > 0 &&
       (layout_.prefill_replicas >= layout_.replicas || !decode_router_ || !network_))
@@ -57,7 +59,32 @@ void Cluster::start() {
     s.kv_blocks_total = r->kv().total();
     observer_.on_replica_state(s);
   }
-  if (read_next()) sim_.schedule_at(next_.arrival, this);
+  if (closed_loop_) {
+    poll_source();
+  } else if (read_next()) {
+    sim_.schedule_at(next_.arrival, this);
+  }
+}
+
+void Cluster::poll_source() {
+  const std::optional<core::Time> t = source_.due();
+  if (!t) return;
+  if (*t < sim_.now()) throw core::Error("internal: a closed-loop workload made a request due in the past");
+  if (wake_pending_ && wake_at_ <= *t) return;  // an earlier wake will ask again
+  wake_pending_ = true;
+  wake_at_ = *t;
+  sim_.schedule_at(*t, &wake_, ++wake_version_);
+}
+
+void Cluster::on_wake(uint64_t version) {
+  if (version != wake_version_) return;  // superseded by an earlier wake
+  wake_pending_ = false;
+  for (std::optional<core::Time> t = source_.due(); t && *t <= sim_.now(); t = source_.due()) {
+    if (!source_.next(next_) || next_.arrival != sim_.now())
+      throw core::Error("internal: a closed-loop workload's due request did not come at its time");
+    admit(next_);
+  }
+  poll_source();
 }
 
 bool Cluster::read_next() {
@@ -76,6 +103,7 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.stage = r.stage;
   ++counters_.rejected;
   observer_.on_request_done(rec);
+  if (closed_loop_) source_.request_done(r.id, sim_.now());  // the client has its error at once
 }
 
 void Cluster::on_event(uint64_t payload) {
@@ -162,11 +190,14 @@ void Cluster::on_deadline() {
     timer_pending_ = true;
     sim_.schedule_weak_at(core::Time::from_ns(deadlines_.front().ns), &timer_);
   }
+  if (closed_loop_) poll_source();
 }
 
 void Cluster::time_out(RequestId id) {
   Request& r = requests_[id];
   r.timed_out = true;
+  // The client is free now, whatever the engine still does with the request.
+  if (closed_loop_) source_.request_done(r.id, sim_.now());
   switch (r.state) {
     case RequestState::kIngress: {
       // Not in a queue yet: it leaves now; its slot waits for the ingress event (which is how the
@@ -297,11 +328,14 @@ void Cluster::on_request_done(const core::RequestRecord& r) {
   if (timeout_ && rec.client_finish > r.arrival + *timeout_) {
     // The engine finished, but the last token would reach the client after it gave up.
     rec.outcome = core::RequestOutcome::kTimedOut;
+    if (closed_loop_) source_.request_done(rec.id, r.arrival + *timeout_);
     signal_timed_out(rec);
   } else {
     ++counters_.completed;
+    if (closed_loop_) source_.request_done(rec.id, rec.client_finish);
     observer_.on_request_done(rec);
   }
+  if (closed_loop_) poll_source();
 }
 
 void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
@@ -310,12 +344,13 @@ void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
 }
 
 void Cluster::check_drained() const {
-  if (has_next_ ||
+  if (has_next_ || (closed_loop_ && source_.due()) ||
       counters_.arrived != counters_.completed + counters_.rejected + counters_.timed_out || requests_.live() != 0)
     throw core::Error("internal: requests not conserved: arrived " + std::to_string(counters_.arrived) +
                       ", completed " + std::to_string(counters_.completed) + ", rejected " +
                       std::to_string(counters_.rejected) + ", timed out " + std::to_string(counters_.timed_out) +
-                      ", still in flight " + std::to_string(requests_.live()));
+                      ", still in flight " + std::to_string(requests_.live()) +
+                      (closed_loop_ && source_.due() ? ", and the closed-loop workload has a request due" : ""));
   for (size_t i = 0; i < loads_.size(); ++i)
     if (loads_[i].oracle_remaining_tokens != 0 || loads_[i].prefill_tokens_waiting != 0)
       throw core::Error("internal: replica " + std::to_string(i) + " ends with " +

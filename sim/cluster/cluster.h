@@ -81,7 +81,7 @@ class Cluster final : public EventHandler,
   // Payload 0: the arrival of the request read ahead from the source (the client sends it). Payload
   // slot + 1: that request reaches its replica's queue (after the client path's ingress).
   void on_event(uint64_t payload) override;
-  // (Client time-outs have their own handler: TimeoutTimer.)
+  // (Closed-loop sources and client time-outs have their own handlers: SourceWake, TimeoutTimer.)
 
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
   std::span<const ReplicaLoad> loads() const { return loads_; }
@@ -94,6 +94,11 @@ class Cluster final : public EventHandler,
   void check_drained() const;
 
  private:
+  // A closed-loop source's next request is due (payload: the wake's version; older ones are stale).
+  struct SourceWake final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t version) override { cluster->on_wake(version); }
+  };
   // The earliest client deadline has come (a weak event: it never keeps the run going).
   struct TimeoutTimer final : EventHandler {
     Cluster* cluster = nullptr;
@@ -112,6 +117,9 @@ class Cluster final : public EventHandler,
   // The arrival of `spec`: a new request is routed, rejected or enqueued (after the ingress).
   void admit(const traces::RequestSpec& spec);
   void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
+  // Closed loop: (re)schedules the wake for the source's earliest due request.
+  void poll_source();
+  void on_wake(uint64_t version);
   // Client time-outs.
   void on_deadline();
   void time_out(RequestId id);
@@ -151,6 +159,11 @@ class Cluster final : public EventHandler,
   std::vector<PendingTransfer> transfers_;  // by request slot
   traces::RequestSpec next_;
   bool has_next_ = false;
+  bool closed_loop_ = false;
+  SourceWake wake_;
+  uint64_t wake_version_ = 0;
+  bool wake_pending_ = false;
+  core::Time wake_at_;
   std::optional<core::Duration> timeout_;  // the clients' time-out, if any
   TimeoutTimer timer_;
   std::deque<Deadline> deadlines_;

@@ -1,11 +1,12 @@
 // The cluster's client side on hand-computable cases: client time-outs (the cluster's one timer and
-// Replica::abort, from the waiting queue, mid-iteration, in the frontend, in a KV transfer and after
-// the engine finished).
+// Replica::abort, from the waiting queue, mid-iteration, in the frontend and after the engine
+// finished) and closed-loop workloads (the source hears when each request ends for its client).
 // Linear cost model: every iteration lasts 10 ms; blocks of 4 tokens.
 #include <gtest/gtest.h>
 
 #include "sim/cluster/cluster.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/traces/trace_test_util.h"
 
 namespace servesim::sim {
 namespace {
@@ -176,6 +177,85 @@ TEST(ClientTimeoutTest, ADecodingRequestLeavesTheDecodeReplica) {
   EXPECT_EQ(r.generated_tokens, 2);
   EXPECT_EQ(r.replica, 0u);
   EXPECT_EQ(r.decode_replica, 1u);
+}
+
+std::unique_ptr<traces::ArrivalSource> closed_loop(const std::string& arrival, int64_t output = 2,
+                                                   const std::string& extra = "") {
+  return traces::testing::make_workload("[workload]\nkind = \"synthetic\"\n" + extra +
+                                        "[workload.prompt]\nkind = \"fixed\"\nvalue = 10\n"
+                                        "[workload.output]\nkind = \"fixed\"\nvalue = " +
+                                        std::to_string(output) + "\n[workload.arrival]\n" + arrival);
+}
+
+std::vector<int64_t> arrivals(const Harness& h) {
+  std::vector<int64_t> out(h.obs.done.size());
+  for (const auto& r : h.obs.done) out[r.id] = r.arrival.ns();
+  return out;
+}
+
+TEST(ClosedLoopTest, EachClientSendsWhenItHasItsLastToken) {
+  // Two clients send at time 0. The first send starts an iteration at once (r0's prefill [0, 10)),
+  // r1 prefills [10, 20), both decode [20, 30): their last tokens reach the clients at 31 ms (1 ms
+  // stream), which think 4 ms: r2 and r3 are sent at 35 ms. They run [35, 45), [45, 55), [55, 65):
+  // r4 is sent at 70 ms and runs [70, 80), [80, 90).
+  ClusterSetup s;
+  s.client.egress_s = 0.001;
+  Harness h(closed_loop("kind = \"closed_loop\"\nconcurrency = 2\nrequests = 5\nthink_time_s = 0.004\n"), s);
+  h.run();
+  EXPECT_EQ(arrivals(h), (std::vector<int64_t>{0, 0, 35 * kMs, 35 * kMs, 70 * kMs}));
+  EXPECT_EQ(h.obs.done.back().finish.ns(), 90 * kMs);
+  EXPECT_EQ(h.sim.now().ns(), 90 * kMs);
+  EXPECT_EQ(h.cluster->counters().completed, 5u);
+}
+
+TEST(ClosedLoopTest, ATimedOutRequestFreesItsClientAtTheTimeOut) {
+  // One client, 5 output tokens, 15 ms time-out. r0 prefills [0, 10) and decodes [10, 20); its
+  // client gives up at 15 ms and sends r1 at once (r0 leaves the engine at 20 ms). r1 prefills
+  // [20, 30); its client gives up at 30 ms and sends r2, which prefills [30, 40), decodes [40, 50)
+  // and leaves at 50 ms (its client gave up at 45 ms).
+  ClusterSetup s;
+  Harness h(closed_loop("kind = \"closed_loop\"\nconcurrency = 1\nrequests = 3\n", 5, "client_timeout_s = 0.015\n"),
+            s);
+  h.run();
+  EXPECT_EQ(arrivals(h), (std::vector<int64_t>{0, 15 * kMs, 30 * kMs}));
+  ASSERT_EQ(h.obs.done.size(), 3u);
+  const std::vector<int64_t> finish = {20 * kMs, 30 * kMs, 50 * kMs};
+  const std::vector<int64_t> generated = {2, 1, 2};
+  for (const auto& r : h.obs.done) {
+    EXPECT_EQ(r.outcome, core::RequestOutcome::kTimedOut) << r.id;
+    EXPECT_EQ(r.finish.ns(), finish[r.id]) << r.id;
+    EXPECT_EQ(r.generated_tokens, generated[r.id]) << r.id;
+    EXPECT_EQ((r.client_finish - r.arrival).ns(), 15 * kMs) << r.id;
+  }
+  EXPECT_EQ(h.sim.now().ns(), 50 * kMs);
+}
+
+TEST(ClosedLoopTest, ARejectedRequestFreesItsClientAtOnce) {
+  // A prompt longer than the context is refused at its send; the client sends the next at once.
+  ClusterSetup s;
+  s.max_context = 8;
+  Harness h(closed_loop("kind = \"closed_loop\"\nconcurrency = 1\nrequests = 3\n"), s);
+  h.run();
+  EXPECT_EQ(arrivals(h), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(h.cluster->counters().rejected, 3u);
+  EXPECT_EQ(h.sim.now().ns(), 0);
+}
+
+TEST(ClosedLoopTest, DrainedStagesStartAfterTheLastRequestOfTheStageEnded) {
+  // Stage 0: evenly spaced at 100 req/s for 20 ms (sends at 0 and 10 ms). r0 prefills [0, 10) and
+  // decodes [10, 20) (r1 arrives just after the replica planned that iteration); r1 prefills
+  // [20, 30) and decodes [30, 40). The stage's duration is over at 20 ms, its last request ends at
+  // 40 ms; stage 1 starts 5 ms later, at 45 ms.
+  ClusterSetup s;
+  Harness h(closed_loop("kind = \"stages\"\ninterval_s = 0.005\n"
+                        "[[workload.arrival.stages]]\nrate = 100.0\nduration_s = 0.02\ntype = \"constant\"\n"
+                        "[[workload.arrival.stages]]\nrate = 100.0\nduration_s = 0.02\ntype = \"constant\"\n"),
+            s);
+  h.run();
+  EXPECT_EQ(arrivals(h), (std::vector<int64_t>{0, 10 * kMs, 45 * kMs, 55 * kMs}));
+  std::vector<uint32_t> stages(4);
+  for (const auto& r : h.obs.done) stages[r.id] = r.stage;
+  EXPECT_EQ(stages, (std::vector<uint32_t>{0, 0, 1, 1}));
 }
 
 }  // namespace
