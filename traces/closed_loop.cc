@@ -18,7 +18,7 @@ using core::ParamSpec;
 class ClosedLoop final : public ArrivalProcess {
  public:
   ClosedLoop(int64_t clients, std::optional<int64_t> requests, std::optional<double> duration_s, double think_s)
-      : requests_(requests), think_(core::Duration::from_seconds(think_s)) {
+      : clients_(clients), requests_(requests), think_(core::Duration::from_seconds(think_s)) {
     if (duration_s) end_ns_ = core::Duration::from_seconds(*duration_s).ns();
     // Every client sends its first request at time 0; ties go in client order.
     for (int64_t c = 0; c < clients; ++c) ready_.push({0, seq_++});
@@ -33,8 +33,18 @@ class ClosedLoop final : public ArrivalProcess {
     return Send{core::Time::from_ns(r.t_ns), 0};
   }
   void take(uint64_t /*id*/) override {
+    const int64_t t = ready_.top().t_ns;
     ready_.pop();
     ++sent_;
+    // Requests that end when they are sent (refused: longer than the context or the KV cache), with
+    // no think time, would be sent again and again at one instant: stop rather than spin.
+    same_instant_ = t == last_ns_ ? same_instant_ + 1 : 0;
+    last_ns_ = t;
+    if (same_instant_ > clients_ + kMaxSameInstant)
+      throw core::Error("closed_loop arrivals: more than " + std::to_string(clients_ + kMaxSameInstant) +
+                        " requests sent at t = " + std::to_string(static_cast<double>(t) * 1e-9) +
+                        " s without the clock moving: every request ends as soon as it is sent (rejected: "
+                        "longer than the model's context or the KV cache?) and think_time_s is 0");
   }
   bool listens() const override { return true; }
   void request_done(uint64_t /*id*/, core::Time t) override {
@@ -50,12 +60,16 @@ class ClosedLoop final : public ArrivalProcess {
     uint64_t seq;  // the order clients became ready in: ties are sent in that order
     bool operator>(const Ready& o) const { return t_ns != o.t_ns ? t_ns > o.t_ns : seq > o.seq; }
   };
+  static constexpr int64_t kMaxSameInstant = 1'000'000;
+  int64_t clients_;
   std::optional<int64_t> requests_;
   std::optional<int64_t> end_ns_;
   core::Duration think_;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready_;
   int64_t sent_ = 0;
   uint64_t seq_ = 0;
+  int64_t last_ns_ = -1;
+  int64_t same_instant_ = 0;  // sends at last_ns_ after the first
 };
 
 const bool kRegistered = arrival_registry().add(

@@ -38,9 +38,12 @@ StageTimer::StageTimer(const StageSpec& spec, core::Rng rng) : spec_(spec), rng_
         // The offsets i / rate in [0, duration): about rate x duration of them, settled exactly on
         // the same division next() makes.
         const double d = *spec_.duration_s;
-        total_ = static_cast<int64_t>(std::clamp(std::ceil(spec_.rate * d), 0.0, 9.0e18));
-        while (total_ > 0 && !(static_cast<double>(total_ - 1) / spec_.rate < d)) --total_;
-        while (static_cast<double>(total_) / spec_.rate < d) ++total_;
+        const double n = std::ceil(spec_.rate * d);
+        total_ = static_cast<int64_t>(std::min(n, 9.0e18));
+        if (n < 1e15) {  // exact below 2^53: a step or two from the product's rounding
+          while (total_ > 0 && !(static_cast<double>(total_ - 1) / spec_.rate < d)) --total_;
+          while (static_cast<double>(total_) / spec_.rate < d) ++total_;
+        }
         if (spec_.count) total_ = std::min(total_, *spec_.count);
       } else {
         total_ = *spec_.count;

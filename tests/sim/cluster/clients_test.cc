@@ -241,6 +241,22 @@ TEST(ClosedLoopTest, ARejectedRequestFreesItsClientAtOnce) {
   EXPECT_EQ(h.sim.now().ns(), 0);
 }
 
+// With only a duration and no think time, clients whose every request is refused at its send would
+// send forever at time 0: the run stops with an error that says why.
+TEST(ClosedLoopTest, ClientsWhoseEveryRequestIsRefusedStopTheRunInsteadOfSpinning) {
+  ClusterSetup s;
+  s.max_context = 8;
+  Harness h(closed_loop("kind = \"closed_loop\"\nconcurrency = 2\nduration_s = 1.0\n"), s);
+  try {
+    h.cluster->start();
+    h.sim.run();
+    ADD_FAILURE() << "no error";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without the clock moving"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(h.sim.now().ns(), 0);
+}
+
 TEST(ClosedLoopTest, DrainedStagesStartAfterTheLastRequestOfTheStageEnded) {
   // Stage 0: evenly spaced at 100 req/s for 20 ms (sends at 0 and 10 ms). r0 prefills [0, 10) and
   // decodes [10, 20) (r1 arrives just after the replica planned that iteration); r1 prefills
