@@ -18,6 +18,7 @@
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 #include "sim/core/rng.h"
 #include "sim/core/toml_node.h"
 
@@ -290,15 +291,9 @@ int resolve_jobs(int jobs) {
 }
 
 Experiment Experiment::load(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw core::Error(path + ": is a directory, expected an experiment file (TOML)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::Error(path + ": cannot open the experiment file (does it exist and is it readable?)");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::filesystem::path abs = std::filesystem::absolute(path).lexically_normal();
-  Experiment e = parse(buf.str(), path, abs.parent_path().string());
+  const std::string text = core::read_input_file(path, "an experiment file (TOML)", core::kMaxConfigBytes);
+  const std::filesystem::path abs = core::absolute_path(path);
+  Experiment e = parse(text, path, abs.parent_path().string());
   if (e.name_.empty()) e.name_ = std::filesystem::path(path).stem().string();
   return e;
 }
@@ -334,15 +329,13 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     std::filesystem::path bp(*base->value<std::string>());
     if (bp.empty()) p.fail(*base, "base", "empty path");
     if (bp.is_relative()) bp = std::filesystem::path(e.base_dir_) / bp;
-    bp = bp.lexically_normal();
-    std::ifstream in(bp, std::ios::binary);
-    std::error_code ec;
-    if (!in || std::filesystem::is_directory(bp, ec))
-      p.fail(*base, "base", "cannot read the base configuration " + bp.string() + " (does it exist?)");
-    std::stringstream buf;
-    buf << in.rdbuf();
+    bp = core::absolute_path(bp.string());
+    try {
+      e.base_text_ = core::read_input_file(bp.string(), "a TOML run configuration", core::kMaxConfigBytes);
+    } catch (const core::InputError& err) {
+      p.fail(*base, "base", "cannot read the base configuration: " + std::string(err.what()));
+    }
     e.base_file_ = bp.string();
-    e.base_text_ = buf.str();
     e.base_source_ = bp.string();
     e.base_dir_of_base_ = bp.parent_path().string();
   } else if (base->is_table()) {
@@ -704,7 +697,6 @@ void Experiment::check(int jobs) {
       const std::string context = point_context(p);
       try {
         core::Params config = resolve(p.settings, context);
-        p.key = config_hash(config);
         p.seed = static_cast<uint64_t>(config.get_int("seed"));
         RunOutputs outputs;
         outputs.build_only = true;
@@ -715,6 +707,9 @@ void Experiment::check(int jobs) {
           p.skipped = true;
           p.skip_reason = (e.key().empty() ? "" : "'" + e.key() + "': ") + bare_message(e);
         }
+        // After building, which reports an unreadable file at its key: the key covers the content
+        // of every file the point reads.
+        p.key = config_hash(config);
       } catch (const core::ConfigError&) {
         errors[i] = std::current_exception();
       } catch (const core::InputError& e) {

@@ -1,5 +1,7 @@
 #include "experiments/run.h"
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -143,12 +145,31 @@ core::Params load_run_config(const std::string& path, const std::vector<std::str
   return core::load_config(path, run_schema(), overrides);
 }
 
-std::string config_hash(const core::Params& config) {
+std::map<std::string, core::FileDigest> input_files(const core::Params& config) {
+  std::map<std::string, core::FileDigest> files;
+  config.for_each_path([&](const core::Params& section, const std::string& name) {
+    const std::string& path = section.get_string(name);
+    if (files.count(path)) return;
+    try {
+      files[path] = core::file_digest(path, "'" + section.key_path(name) + "'");
+    } catch (const core::Error&) {
+      // Unreadable: building the run reports it where the configuration names it.
+    }
+  });
+  return files;
+}
+
+std::string config_hash(const core::Params& config, const std::map<std::string, core::FileDigest>& files) {
+  const std::string identity = config.to_identity_toml([&](const std::string& path) {
+    const auto it = files.find(path);
+    return it == files.end() ? std::string("unreadable") : it->second.digest;
+  });
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(core::fnv1a64(config.to_toml())));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(core::fnv1a64(identity)));
   return buf;
 }
+
+std::string config_hash(const core::Params& config) { return config_hash(config, input_files(config)); }
 
 namespace {
 
@@ -338,14 +359,25 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   // ---- Outputs: opened now, committed only when the run has finished cleanly.
   std::vector<std::unique_ptr<metrics::ResultSink>> sinks;
-  if (!outputs.db_path.empty()) sinks.push_back(std::make_unique<metrics::SqliteSink>(outputs.db_path));
+  if (!outputs.db_path.empty()) {
+    auto db = std::make_unique<metrics::SqliteSink>(outputs.db_path);
+    // A sweep numbers its runs after its points (run_id = point index + 1): a single run there
+    // would take a number a later point needs, and the sweep could not resume.
+    if (db->database().tableExists("experiment"))
+      throw core::Error(outputs.db_path + ": holds the results of an experiment (servesim sweep or capacity), "
+                        "which numbers its runs after its points; write single runs to another database");
+    sinks.push_back(std::move(db));
+  }
   if (!outputs.csv_dir.empty()) sinks.push_back(std::make_unique<metrics::CsvSink>(outputs.csv_dir));
   std::vector<metrics::ResultSink*> sink_ptrs;
   for (auto& s : sinks) sink_ptrs.push_back(s.get());
   sink_ptrs.insert(sink_ptrs.end(), outputs.sinks.begin(), outputs.sinks.end());
 
+  // The files the run reads, digested once (the readers have opened them: a missing file has been
+  // reported at its key). They must not change until the run is committed.
+  const std::map<std::string, core::FileDigest> files = input_files(config);
   result.info.config_toml = config.to_toml();
-  result.info.config_hash = config_hash(config);
+  result.info.config_hash = config_hash(config, files);
   result.info.seed = seed;
   result.info.version = SERVESIM_VERSION;
   result.info.run_id = outputs.run_id;
@@ -389,10 +421,20 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   cluster.check_drained();
   if (outputs.check) checker.check_drained();
 
+  for (const auto& [path, digest] : files)
+    if (core::file_version(path) != digest.version)
+      throw core::InputError(path, 0, "",
+                             "changed while the run read it (its content digest, part of the run's identity, was "
+                             "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
+  // Every output is written where it is not yet visible, then committed: the database first, so
+  // that a run is in the database once it is anywhere, and a failure before leaves nothing.
+  for (auto* s : sink_ptrs) s->stage(result.summary);
+  if (outputs.stage) outputs.stage(result.info);
   for (auto* s : sink_ptrs) s->end_run(result.summary);
+  if (outputs.publish) outputs.publish();
 
   result.workload_kind = config.section("workload").kind();
   result.model_kind = config.section("model").kind();

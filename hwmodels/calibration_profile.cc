@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -267,14 +268,10 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
 }
 
 CalibrationProfile read_calibration_profile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw core::InputError(path, 0, "", "no such calibration profile (a file written by servesim fit or calibrate)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::InputError(path, 0, "", "cannot open the calibration profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_calibration_profile(text.str(), path);
+  return parse_calibration_profile(
+      core::read_input_file(path, "a calibration profile (a file written by servesim fit or calibrate)",
+                            core::kMaxDataFileBytes),
+      path);
 }
 
 namespace {

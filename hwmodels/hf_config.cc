@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -265,18 +266,13 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
 }
 
 ModelSpec read_hf_config(const std::string& path, bool weight_dtype_given) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw core::InputError(path, 0, "", "no such file: the Hugging Face config.json of a model");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::InputError(path, 0, "", "cannot open the Hugging Face config file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text =
+      core::read_input_file(path, "the Hugging Face config.json of a model", kMaxConfigBytes);
   const std::filesystem::path p(path);
   std::string name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().filename().string()
                                                                           : p.stem().string();
   if (name.empty() || name == "." || name == "..") name = p.stem().string();
-  return parse_hf_config(text.str(), path, name, weight_dtype_given);
+  return parse_hf_config(text, path, name, weight_dtype_given);
 }
 
 ModelSpec model_by_name_or_file(const std::string& arg, const std::string& option) {
@@ -313,7 +309,8 @@ std::vector<core::ParamSpec> hf_config_param_specs() {
      hf_config_param_specs()},
     [](const core::Params& p) {
       return std::make_unique<ModelSpec>(
-          model_from_params(p, read_hf_config(p.get_string("path"), p.has("weight_dtype"))));
+          model_from_params(p, read_hf_config(p.readable_file("path", "a model config.json", kMaxConfigBytes),
+                                              p.has("weight_dtype"))));
     });
 
 }  // namespace

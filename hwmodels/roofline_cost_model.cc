@@ -6,6 +6,7 @@
 
 #include "hwmodels/roofline.h"
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -664,7 +665,8 @@ namespace {
     [](const core::Params& p, const ModelSpec& model, const GpuSpec& gpu, int64_t tp) {
       RooflineParams params = roofline_params_from(p);
       if (!p.has("calibration")) return std::make_unique<RooflineCostModel>(model, gpu, tp, params);
-      const CalibrationProfile profile = read_calibration_profile(p.get_string("calibration"));
+      const CalibrationProfile profile = read_calibration_profile(
+          p.readable_file("calibration", "a calibration profile", core::kMaxDataFileBytes));
       if (core::to_lower(profile.gpu) != core::to_lower(gpu.name))
         p.fail("calibration", "the profile describes GPU '" + profile.gpu + "' but the run uses '" + gpu.name +
                                   "'; calibrate on (or choose) the same GPU type");

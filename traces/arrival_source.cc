@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 #include "traces/workload_common.h"
 
 namespace servesim::traces {
@@ -50,20 +51,7 @@ uint64_t workload_seed(const core::Params& p, uint64_t run_seed) {
   return p.has("seed") ? static_cast<uint64_t>(p.get_int("seed")) : run_seed;
 }
 
-std::string readable_file(const core::Params& p, std::string_view key) {
-  const std::string& path = p.get_string(key);
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) p.fail(key, "no such file: " + path);
-  if (std::filesystem::is_directory(status)) p.fail(key, path + " is a directory, expected a file");
-  errno = 0;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    p.fail(key, "cannot open " + path + ": " +
-                    (errno ? std::string(std::strerror(errno)) : std::string("unknown error")));
-  std::fclose(f);
-  return path;
-}
+std::string readable_file(const core::Params& p, std::string_view key) { return p.readable_file(key, "a trace file"); }
 
 namespace {
 // Seconds to raw nanoseconds; the validator keeps the values finite and non-negative.

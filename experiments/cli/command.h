@@ -15,10 +15,7 @@
 namespace servesim::experiments {
 
 // A usage problem (unknown flag, missing argument): exit code 2, like a configuration error.
-class UsageError : public core::Error {
- public:
-  using core::Error::Error;
-};
+using UsageError = core::UsageError;
 
 struct Command {
   std::string name;      // "run"

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 #include "sim/core/toml_node.h"
 
 namespace servesim::core {
@@ -202,19 +203,26 @@ class Validator {
                               "invalid value '" + s + "'" + did_you_mean(s, spec.choices) + "; valid: " +
                                   join(spec.choices));
         }
-        if (spec.type == ParamType::kPath) s = resolve_path(s, where);
-        out.set(spec.name, std::move(s), where, true);
+        if (spec.type == ParamType::kPath) {
+          std::string resolved = resolve_path(s, where);
+          out.set_path(spec.name, std::move(resolved), std::move(s), where);
+        } else {
+          out.set(spec.name, std::move(s), where, true);
+        }
         break;
       }
       default: break;
     }
   }
 
+  // Absolute: relative paths resolve against the configuration file's directory (against the
+  // working directory for --set), so that messages and the stored configuration say where the file
+  // is, whatever the working directory.
   std::string resolve_path(const std::string& s, const SourceLocation& where) const {
     if (s.empty()) throw ConfigError(where, "", "empty path");
     std::filesystem::path p(s);
     if (p.is_relative() && where.file.rfind(kSetPrefix, 0) != 0) p = std::filesystem::path(base_dir_) / p;
-    return p.lexically_normal().string();
+    return absolute_path(p.string());
   }
 
   std::string file_;
@@ -291,15 +299,9 @@ Params parse_config(const std::string& text, const std::string& source_name,
 
 Params load_config(const std::string& file, const std::vector<ParamSpec>& schema,
                    const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw Error(file + ": is a directory, expected a TOML configuration file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file + ": cannot open configuration file (does it exist and is it readable?)");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string base = std::filesystem::path(file).parent_path().string();
-  return parse_config(buf.str(), file, schema, overrides, base.empty() ? "." : base);
+  const std::string text = read_input_file(file, "a TOML run configuration", kMaxConfigBytes);
+  const std::string base = std::filesystem::path(absolute_path(file)).parent_path().string();
+  return parse_config(text, file, schema, overrides, base);
 }
 
 std::string toml_type_name(const toml::node& node) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 
 namespace servesim::core {
 
@@ -200,8 +201,34 @@ void Params::fail(std::string_view name, const std::string& message) const {
   throw ConfigError(where(name), key_path(name), message);
 }
 
+const std::string& Params::readable_file(std::string_view name, const std::string& what, uint64_t max_bytes) const {
+  const std::string& path = get_string(name);
+  const std::string& shown = written(name).empty() ? path : written(name);
+  if (const std::string problem = input_problem(path, what, max_bytes, shown); !problem.empty())
+    fail(name, shown + ": " + problem);
+  return path;
+}
+
 void Params::set(std::string name, Scalar value, SourceLocation where, bool given) {
   entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}});
+}
+
+void Params::set_path(std::string name, std::string resolved, std::string written, SourceLocation where) {
+  entries_.push_back(Entry{std::move(name), std::move(resolved), std::move(where), true, {}, true, std::move(written)});
+}
+
+const std::string& Params::written(std::string_view name) const {
+  static const std::string kNone;
+  for (const auto& e : entries_)
+    if (e.name == name) return e.is_path ? e.written : kNone;
+  return kNone;
+}
+
+void Params::for_each_path(const std::function<void(const Params&, const std::string&)>& fn) const {
+  for (const auto& e : entries_)
+    if (e.is_path && std::holds_alternative<std::string>(e.value)) fn(*this, e.name);
+  for (const auto& e : entries_)
+    if (!e.section.empty()) e.section.front().for_each_path(fn);
 }
 
 Params& Params::add_section(std::string name, Params section) {
@@ -213,11 +240,17 @@ Params& Params::add_section(std::string name, Params section) {
 
 std::string Params::to_toml() const {
   std::string out;
-  emit_toml(out);
+  emit_toml(out, nullptr);
   return out;
 }
 
-void Params::emit_toml(std::string& out) const {
+std::string Params::to_identity_toml(const std::function<std::string(const std::string&)>& content) const {
+  std::string out;
+  emit_toml(out, &content);
+  return out;
+}
+
+void Params::emit_toml(std::string& out, const std::function<std::string(const std::string&)>* content) const {
   if (!path_.empty()) {
     if (!out.empty()) out += "\n";
     out += "[" + path_ + "]\n";
@@ -225,10 +258,14 @@ void Params::emit_toml(std::string& out) const {
   }
   for (const auto& e : entries_) {
     if (!e.section.empty() || std::holds_alternative<std::monostate>(e.value)) continue;
+    if (content && e.is_path) {
+      out += e.name + " = " + toml_quote((*content)(std::get<std::string>(e.value))) + "\n";
+      continue;
+    }
     out += e.name + " = " + scalar_str(e.value) + "\n";
   }
   for (const auto& e : entries_)
-    if (!e.section.empty()) e.section.front().emit_toml(out);
+    if (!e.section.empty()) e.section.front().emit_toml(out, content);
 }
 
 // ---- Families ----------------------------------------------------------------------------------

@@ -91,13 +91,31 @@ class Params {
 
   // Throws a ConfigError located at the key (for checks that involve several keys).
   [[noreturn]] void fail(std::string_view name, const std::string& message) const;
+  // The path under `name`, checked without opening it (the reader opens it once) to be a regular
+  // file of at most `max_bytes`: a ConfigError at the key otherwise, naming the path as the
+  // configuration wrote it and where it was looked for. `what` names the file ("a trace file").
+  const std::string& readable_file(std::string_view name, const std::string& what,
+                                   uint64_t max_bytes = UINT64_MAX) const;
 
   // Canonical TOML of the resolved values, defaults included, in declaration order. Two configs
   // that mean the same thing print the same text (comments, order and spelling of numbers aside).
   std::string to_toml() const;
+  // The same text with every file path replaced by what `content(path)` says of the file (its
+  // content digest): what identifies a run, independent of where the files lie and of the working
+  // directory. Without paths it is to_toml().
+  std::string to_identity_toml(const std::function<std::string(const std::string& path)>& content) const;
+
+  // A path parameter as the configuration wrote it (before it was resolved to an absolute path);
+  // "" for other parameters and defaults.
+  const std::string& written(std::string_view name) const;
+  // Calls `fn(section, name)` for every path parameter that is set, in declaration order, the whole
+  // tree down.
+  void for_each_path(const std::function<void(const Params& section, const std::string& name)>& fn) const;
 
   // Used by the validator to fill the tree.
   void set(std::string name, Scalar value, SourceLocation where, bool given);
+  // A path: `resolved` is absolute; `written` is the text the configuration gave.
+  void set_path(std::string name, std::string resolved, std::string written, SourceLocation where);
   Params& add_section(std::string name, Params section);
 
  private:
@@ -107,9 +125,11 @@ class Params {
     SourceLocation where;
     bool given = false;
     std::vector<Params> section;  // exactly one element for a section entry
+    bool is_path = false;
+    std::string written;          // a path as the configuration wrote it
   };
   const Entry& entry(std::string_view name) const;
-  void emit_toml(std::string& out) const;
+  void emit_toml(std::string& out, const std::function<std::string(const std::string&)>* content) const;
 
   std::string path_;
   std::string kind_;
