@@ -19,6 +19,7 @@
 #include "sim/core/config.h"
 #include "sim/core/format.h"
 #include "sim/core/input_file.h"
+#include "sim/core/output_file.h"
 #include "sim/core/rng.h"
 #include "sim/core/toml_node.h"
 
@@ -288,6 +289,23 @@ int resolve_jobs(int jobs) {
   if (jobs < 0) throw core::Error("--jobs must be 0 (all cores) or a positive number, got " + std::to_string(jobs));
   if (jobs == 0) return std::max(1, tbb::info::default_concurrency());
   return jobs;
+}
+
+void check_experiment_outputs(const Experiment& experiment, const std::string& experiment_path,
+                              const std::string& db_path) {
+  if (db_path.empty()) return;
+  core::PathPlan plan;
+  plan.input(experiment_path, "the experiment file");
+  plan.input(experiment.base_file(), "the base configuration");
+  if (!experiment.points().empty()) {
+    const core::Params config = experiment.resolve(experiment.points().front().settings);
+    config.for_each_path([&](const core::Params& section, const std::string& name) {
+      plan.input(section.get_string(name), "'" + section.key_path(name) + "'");
+    });
+  }
+  plan.output(db_path, "--db");
+  plan.output(db_path + "-journal", "--db's journal");
+  plan.check();
 }
 
 Experiment Experiment::load(const std::string& path) {

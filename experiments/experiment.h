@@ -117,6 +117,8 @@ class Experiment {
   const std::vector<uint64_t>& seeds() const { return seeds_; }
   const core::SourceLocation& seeds_where() const { return seeds_where_; }
   bool skip_infeasible() const { return skip_infeasible_; }
+  // The base configuration's file ("" for an inline [base]).
+  const std::string& base_file() const { return base_file_; }
   const CapacitySpec& capacity() const { return capacity_; }
   CapacitySpec& capacity() { return capacity_; }
 
@@ -178,5 +180,10 @@ std::optional<double> get_number(const core::Params& config, const std::string& 
 // The number of threads for --jobs N (0 = the machine's cores); throws UsageError-like core::Error
 // for negative values.
 int resolve_jobs(int jobs);
+
+// Refuses (core::UsageError) a results database that is one of the files an experiment reads: the
+// experiment file, its base, or a file its first point names. Checked points only.
+void check_experiment_outputs(const Experiment& experiment, const std::string& experiment_path,
+                              const std::string& db_path);
 
 }  // namespace servesim::experiments

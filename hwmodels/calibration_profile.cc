@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/input_file.h"
+#include "sim/core/output_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -379,21 +380,9 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
 }
 
 void write_calibration_profile(const CalibrationProfile& profile, const std::string& path) {
-  const std::string text = calibration_profile_toml(profile);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw core::Error("cannot write " + tmp + " (for the profile " + path + ")");
-    out << text;
-    out.flush();
-    if (!out) throw core::Error("writing " + tmp + " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw core::Error("cannot move the profile into place at " + path);
-  }
+  // Whole or not at all, and only over another profile (never over a file of another kind).
+  core::write_file_atomically(path, "a servesim calibration profile (--out)",
+                              core::starts_with("# servesim calibration profile"), calibration_profile_toml(profile));
 }
 
 }  // namespace servesim::hwmodels

@@ -161,6 +161,7 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
   options.progress_period_s = interval;
 
   Experiment experiment = Experiment::load(experiment_path);
+  check_experiment_outputs(experiment, experiment_path, db);
   const bool cheapest = options.cheapest_at.has_value() || experiment.capacity().cheapest_at.has_value();
   if (cheapest) {
     const CheapestResult r = run_cheapest(experiment, options);

@@ -1,6 +1,7 @@
 // servesim report: plots and an index.html from a results database.
 #include <boost/program_options.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -8,6 +9,8 @@
 
 #include "experiments/cli/command.h"
 #include "experiments/report.h"
+#include "sim/core/format.h"
+#include "sim/core/output_file.h"
 
 namespace servesim::experiments {
 namespace po = boost::program_options;
@@ -32,6 +35,14 @@ int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   if (db.empty() || dir.empty()) throw UsageError("report needs a database and a directory: servesim report RESULTS.db --out DIR");
   if (!(target > 0 && target <= 1)) throw UsageError("--target must be in (0, 1]");
+  if (vm.count("rate") && !(std::isfinite(rate) && rate > 0))
+    throw UsageError("--rate " + core::format_double(rate) +
+                     ": the offered arrival rate to draw the CDFs and timelines at is a number of requests per second, "
+                     "> 0");
+  core::PathPlan plan;
+  plan.input(db, "the results database");
+  plan.output_files(dir, {"index.html", "plots.gp", "data"}, "--out");
+  plan.check();
   ReportOptions options;
   options.db_path = db;
   options.out_dir = dir;

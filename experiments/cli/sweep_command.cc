@@ -61,6 +61,7 @@ int cmd_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostr
     return 0;
   }
   if (db.empty()) throw UsageError("sweep needs a results database: --db FILE");
+  check_experiment_outputs(experiment, experiment_path, db);
 
   SweepOptions options;
   options.db_path = db;

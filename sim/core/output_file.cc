@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -108,7 +109,7 @@ bool check_replaceable(const std::string& path, const std::string& what, const K
     throw Error(path + ": " + file_kind_problem(path) + ", not a regular file: servesim writes " + what +
                 " only to regular files (it would replace it)");
   if (st.st_size == 0) return true;
-  char head[64];
+  char head[kHeadBytes];
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   ssize_t got = 0;
   if (fd >= 0) {
@@ -127,8 +128,10 @@ bool check_replaceable(const std::string& path, const std::string& what, const K
 }
 
 KindTest starts_with(std::string prefix) {
+  // check_replaceable shows a test the first kHeadBytes bytes: a longer prefix is compared that far.
   return [prefix = std::move(prefix)](std::string_view head) {
-    return head.substr(0, prefix.size()) == prefix;
+    const size_t n = std::min(prefix.size(), kHeadBytes);
+    return head.size() >= n && head.substr(0, n) == std::string_view(prefix).substr(0, n);
   };
 }
 

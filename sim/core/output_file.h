@@ -38,8 +38,11 @@ class PathPlan {
   std::vector<Entry> entries_;
 };
 
+// How many of a file's first bytes a KindTest sees.
+inline constexpr size_t kHeadBytes = 64;
+
 // True when `path` exists and is something servesim may replace as `what`: a regular file whose
-// first bytes satisfy `is_kind` (or an empty file). Throws core::Error for a directory, a device,
+// first kHeadBytes bytes satisfy `is_kind` (or an empty file). Throws core::Error for a directory, a device,
 // a pipe, or a file of another kind; false when nothing is there.
 using KindTest = std::function<bool(std::string_view head)>;
 bool check_replaceable(const std::string& path, const std::string& what, const KindTest& is_kind);

@@ -183,6 +183,38 @@ TEST(OutputsTest, NoOutputOverwritesAnInputOrAnotherOutputHoweverThePathIsSpelt)
   EXPECT_GE(cases, 60);
 }
 
+// Every other command that writes files: an output over an input, and an output over a file of
+// another kind, refused before anything is written.
+TEST(OutputsTest, EveryCommandThatWritesFilesChecksItsOutputs) {
+  Workspace w;
+  spit(w.root() / "exp.toml", "base = \"run.toml\"\n[set]\nslo.ttft_ms = 2000\n[[axis]]\nkey = \"scheduler.max_num_seqs\"\n"
+                               "values = [64, 128]\n");
+  spit(w.root() / "report" / "index.html", "<!DOCTYPE html>\n<html><head><title>my site</title></head></html>\n");
+  spit(w.root() / "report" / "plots.gp", "# my own plot script\n");
+  spit(w.root() / "jobs" / "sweep.sbatch", "#!/bin/bash\n#SBATCH --job-name=mine\nmy_job\n");
+  spit(w.root() / "notes.toml", "# my notes\n");
+  const std::vector<std::vector<std::string>> cases = {
+      {"sweep", "exp.toml", "--db", "exp.toml"},
+      {"sweep", "exp.toml", "--db", "./run.toml"},
+      {"sweep", "exp.toml", "--db", "sub/../trace.csv"},
+      {"capacity", "exp.toml", "--db", "run.toml"},
+      {"capacity", "exp.toml", "--db", "trace.csv"},
+      {"report", "results.db", "--out", "report", "--no-plots"},
+      {"report", "results.db", "--out", "results.db", "--no-plots"},
+      {"slurm", "exp.toml", "--tasks", "2", "--dir", "jobs"},
+      {"fit", "--from-step-latencies", "trace.csv", "--out", "trace.csv"},
+      {"fit", "--from-step-latencies", "steps.csv", "--base", "notes.toml", "--out", "notes.toml"},
+      {"merge", "results.db", "results.db"},
+  };
+  for (const auto& args : cases) {
+    std::string what;
+    for (const auto& a : args) what += a + " ";
+    const auto before = snapshot(w.root());
+    const ProcessResult r = servesim(args, w.root());
+    expect_refused_cleanly(r, before, w.root(), what);
+  }
+}
+
 // ---- an existing file of another kind is never replaced ---------------------------------------------
 
 std::string gzip_bytes() { return std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a\x06\x00", 15); }
