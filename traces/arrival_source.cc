@@ -22,22 +22,26 @@ WorkloadRegistry& workload_registry() {
 }
 
 std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
+  // Plausible ranges (issue 14): a run holds at most a billion requests (its exact percentiles keep
+  // a few doubles per request) and its windows stay well inside the int64 nanosecond clock (292
+  // years).
   own.push_back(ParamSpec::real("rate_scale", 1.0, "",
                                 "replay this many times faster: arrival offsets are divided by it "
                                 "(after the window is cut)")
-                    .above(0));
+                    .range(1e-6, 1e6));
   own.push_back(
       ParamSpec::integer("max_requests", 0, "requests", "stop after this many requests (unset: no limit)")
-          .at_least(1)
+          .range(1, kMaxRequests)
           .optional());
   own.push_back(ParamSpec::real("window_start_s", 0.0, "s",
                                 "keep arrivals at or after this offset (in the source's own time, "
                                 "before rate_scale); it becomes time 0")
-                    .at_least(0));
+                    .range(0, kMaxWindowS));
   own.push_back(ParamSpec::real("window_end_s", 0.0, "s",
                                 "keep arrivals before this offset (source time, before rate_scale; "
                                 "unset: to the end)")
                     .above(0)
+                    .range(0, kMaxWindowS)
                     .optional());
   own.push_back(ParamSpec::integer("seed", 0, "",
                                    "random seed of this workload (unset: the run's seed); trace "

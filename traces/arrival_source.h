@@ -29,6 +29,9 @@ class ArrivalSource {
   virtual bool next(RequestSpec& out) = 0;
   // Tokens covered by one entry of block_hashes (512 for Mooncake traces); 0 when there are none.
   virtual int64_t hash_block_tokens() const { return 0; }
+  // About how long the arrivals span in simulated seconds (after rate_scale), known up front for
+  // generators (what a run's outputs must be sized for); 0 when unknown (a trace).
+  virtual double expected_span_s() const { return 0; }
 };
 
 // Family "workloads". Factory arguments: the run's seed (used when the workload sets no seed).

@@ -352,7 +352,7 @@ void Replica::try_start_iteration() {
     throw core::Error("internal: cost model returned a non-positive iteration time");
   const double seconds = cost.seconds + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
-  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, std::llround(seconds * 1e9)));
+  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
 
   busy_ = true;
   last_duration_ = duration;

@@ -140,7 +140,7 @@ class Validator {
 
   void check_range(const Params& out, const ParamSpec& spec, const toml::node& node, double v) {
     const bool low = spec.min_exclusive ? !(v > spec.min) : v < spec.min;
-    if (low || v > spec.max)
+    if ((low || v > spec.max) && !(spec.zero_allowed && v == 0))
       throw ConfigError(location_of(node, file_), out.key_path(spec.name),
                         "value " + format_double(v) + " is out of range; valid: " + spec.range_str() +
                             (spec.unit.empty() ? "" : " " + spec.unit) + " (" + spec.description + ")");

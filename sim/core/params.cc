@@ -125,7 +125,7 @@ std::string ParamSpec::range_str() const {
   }
   if (type != ParamType::kInt && type != ParamType::kFloat) return "";
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
-  std::string out;
+  std::string out = zero_allowed ? "0 or " : "";
   if (has_min && has_max) {
     out.append(min_exclusive ? "(" : "[").append(format_double(min)).append(", ").append(format_double(max)).append("]");
   } else if (has_min) {

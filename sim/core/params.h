@@ -35,6 +35,7 @@ struct ParamSpec {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
+  bool zero_allowed = false;         // 0 is valid besides [min, max] (0 = "none", e.g. no fp8 units)
   std::vector<std::string> choices;  // allowed values of a string parameter; empty = any
   std::string family;                // kSection: the kind family its `kind` is looked up in
   std::string default_kind;          // kSection: kind used when the section or its `kind` is absent
@@ -55,6 +56,8 @@ struct ParamSpec {
   ParamSpec& range(double lo, double hi) { min = lo; max = hi; return *this; }
   ParamSpec& at_least(double lo) { min = lo; return *this; }
   ParamSpec& above(double lo) { min = lo; min_exclusive = true; return *this; }
+  // 0, or a value in [lo, hi]: for a quantity where 0 means "none" and tiny values are not physical.
+  ParamSpec& zero_or(double lo, double hi) { min = lo; max = hi; zero_allowed = true; return *this; }
   ParamSpec& one_of(std::vector<std::string> values) { choices = std::move(values); return *this; }
   // An optional parameter has no default: when absent, Params::has() is false. For sections and
   // tables this means the whole section may be left out.
@@ -65,7 +68,7 @@ struct ParamSpec {
   bool is_required() const;
   std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table"
   std::string default_str() const;   // "256", "\"fcfs\"", "(required)", "(unset)"
-  std::string range_str() const;     // "[1, 1024]", "> 0", "one of: a, b", or ""
+  std::string range_str() const;     // "[1, 1024]", "> 0", "0 or [0.1, 1e+05]", "one of: a, b", or ""
 };
 
 // The resolved, validated values of one section (or of the whole document, at the root).

@@ -28,7 +28,9 @@ class Simulation {
 
   // Schedules `handler` at `t` (>= now); throws core::Error if `t` is in the past.
   void schedule_at(core::Time t, EventHandler* handler, uint64_t payload = 0);
+  // Throws core::Error when now + `d` would pass the clock's limit (never wraps around).
   void schedule_after(core::Duration d, EventHandler* handler, uint64_t payload = 0) {
+    if (d.ns() > INT64_MAX - now_.ns()) clock_limit(d);
     schedule_at(now_ + d, handler, payload);
   }
 
@@ -45,6 +47,7 @@ class Simulation {
     uint64_t payload;
   };
   static bool before(const Event& a, const Event& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; }
+  [[noreturn]] void clock_limit(core::Duration d) const;
   void sift_up(size_t i, Event e);
   void replace_root(Event e);
 

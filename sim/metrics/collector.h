@@ -29,6 +29,9 @@ struct CollectorConfig {
   std::vector<ReplicaHardware> replicas;
 };
 
+// The most replica time-series rows one run makes.
+inline constexpr double kMaxSampleRows = 1e8;
+
 class MetricsCollector final : public core::LifecycleObserver {
  public:
   MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks);
@@ -64,6 +67,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   std::vector<core::ReplicaState> state_;
   std::vector<long double> kv_block_ns_;  // integral of blocks used over time, per replica
   int64_t next_sample_ns_ = 0;
+  uint64_t samples_ = 0;  // time-series rows made so far (bounded by kMaxSampleRows)
 };
 
 }  // namespace servesim::metrics
