@@ -286,8 +286,13 @@ std::string point_context(const Point& p) {
 }
 
 int resolve_jobs(int jobs) {
-  if (jobs < 0) throw core::Error("--jobs must be 0 (all cores) or a positive number, got " + std::to_string(jobs));
-  if (jobs == 0) return std::max(1, tbb::info::default_concurrency());
+  const int cores = std::max(1, tbb::info::default_concurrency());
+  // oneTBB crashed with 100,000 threads and ran out of memory with 10^8: more threads than this
+  // machine could ever use are refused, not attempted.
+  if (jobs < 0 || jobs > kMaxJobs)
+    throw core::UsageError("--jobs " + std::to_string(jobs) + ": valid: 0 (all cores) to " + std::to_string(kMaxJobs) +
+                           " threads");
+  if (jobs == 0) return cores;
   return jobs;
 }
 
@@ -327,8 +332,23 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
   try {
     doc = toml::parse(text, source_name);
   } catch (const toml::parse_error& err) {
+    std::string what(err.description());
+    for (char& c : what)
+      if (c == '\n' || c == '\r') c = ' ';
     throw core::ConfigError(core::SourceLocation{source_name, err.source().begin.line, err.source().begin.column}, "",
-                            "TOML syntax error: " + std::string(err.description()));
+                            "TOML syntax error: " + core::printable(what, 300));
+  }
+  // A run configuration given where an experiment belongs: say what it is and how to use it.
+  if (!doc.get("base") && !doc.get("axis")) {
+    for (const auto& spec : run_schema()) {
+      const toml::node* n = doc.get(spec.name);
+      if (!n || spec.name == "seed") continue;
+      throw core::ConfigError(where_of(*n, source_name), spec.name,
+                              "this is a run configuration (it has '" + spec.name +
+                                  "'), not an experiment file: run it with servesim run " + source_name +
+                                  ", or name it in an experiment file as base = \"" + source_name +
+                                  "\" with the [[axis]] tables to vary");
+    }
   }
   p.check_keys(doc, "",
                {"name", "description", "base", "set", "seeds", "repetitions", "infeasible", "axis", "capacity"});

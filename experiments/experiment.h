@@ -177,8 +177,9 @@ const core::ParamSpec* find_param_spec(const core::Params& config, const std::st
 // The value of a dotted float (or integer) key of a resolved configuration; nullopt when unset.
 std::optional<double> get_number(const core::Params& config, const std::string& key);
 
-// The number of threads for --jobs N (0 = the machine's cores); throws UsageError-like core::Error
-// for negative values.
+// The number of threads for --jobs N (0 = the machine's cores); throws core::UsageError for a
+// negative value or more than kMaxJobs.
+inline constexpr int kMaxJobs = 1024;
 int resolve_jobs(int jobs);
 
 // Refuses (core::UsageError) a results database that is one of the files an experiment reads: the

@@ -2,6 +2,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -141,7 +142,21 @@ const std::vector<core::ParamSpec>& run_schema() {
 }
 
 core::Params load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return core::load_config(path, run_schema(), overrides);
+  try {
+    return core::load_config(path, run_schema(), overrides);
+  } catch (const core::ConfigError& e) {
+    // An experiment file given to `run`: say what it is and which command runs it, rather than
+    // "'axis': unknown key".
+    static const std::vector<std::string> kExperimentKeys = {"axis", "base", "seeds", "repetitions", "infeasible",
+                                                             "capacity"};
+    const bool in_file = e.where().file == path;
+    if (in_file && std::find(kExperimentKeys.begin(), kExperimentKeys.end(), e.key()) != kExperimentKeys.end())
+      throw core::ConfigError(e.where(), e.key(),
+                              "this is an experiment file (it has '" + e.key() +
+                                  "'), not a run configuration: run its points with servesim sweep " + path +
+                                  " --db RESULTS.db (or find their capacity with servesim capacity " + path + ")");
+    throw;
+  }
 }
 
 std::map<std::string, core::FileDigest> input_files(const core::Params& config) {
@@ -395,7 +410,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
           "sample_interval_ms",
           "a sample every " + core::format_double(interval_ms) + " ms of the workload's about " +
               core::format_double(source->expected_span_s()) + " simulated seconds (workload.rate, max_requests, "
-              "window_end_s, rate_scale) on " + std::to_string(replicas) + " replicas is about " +
+              "window_end_s, rate_scale) on " + std::to_string(replicas) + (replicas == 1 ? " replica" : " replicas") +
+              " is about " +
               core::format_double(rows) + " time-series rows, more than the " +
               core::format_double(metrics::kMaxSampleRows) + " a run writes; raise sample_interval_ms or set it to 0");
   }

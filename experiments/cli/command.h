@@ -36,6 +36,11 @@ boost::program_options::variables_map parse_options(const std::vector<std::strin
 // Registered commands, sorted by name.
 std::vector<const Command*> commands();
 
+// Refuses (UsageError) a numeric option that is not finite or outside [lo, hi] (or (lo, hi] when
+// `lo_exclusive`): "--target 1.5: valid: (0, 1] (SLO attainment to sustain, a fraction)".
+void require_option(const std::string& option, double value, double lo, double hi, const std::string& what,
+                    bool lo_exclusive = false);
+
 // Formatting shared by commands' human-readable output.
 std::string fixed(double v, int digits);       // fixed-point, `digits` decimals
 std::string grouped(uint64_t v);               // 1,234,567

@@ -34,11 +34,9 @@ int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ost
     return 0;
   }
   if (db.empty() || dir.empty()) throw UsageError("report needs a database and a directory: servesim report RESULTS.db --out DIR");
-  if (!(target > 0 && target <= 1)) throw UsageError("--target must be in (0, 1]");
-  if (vm.count("rate") && !(std::isfinite(rate) && rate > 0))
-    throw UsageError("--rate " + core::format_double(rate) +
-                     ": the offered arrival rate to draw the CDFs and timelines at is a number of requests per second, "
-                     "> 0");
+  require_option("--target", target, 0, 1, "the SLO attainment drawn on its plot, a fraction", true);
+  if (vm.count("rate"))
+    require_option("--rate", rate, 0, 1e12, "the offered arrival rate the CDFs and timelines are taken at, req/s", true);
   core::PathPlan plan;
   plan.input(db, "the results database");
   plan.output_files(dir, {"index.html", "plots.gp", "data"}, "--out");

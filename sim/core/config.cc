@@ -98,6 +98,8 @@ class Validator {
                               "; valid kinds: " + join(family->kind_names()));
       kind = *value;
       where = location_of(*kind_node, file_);
+      if (kind.empty())
+        throw ConfigError(where, key + ".kind", "empty kind; valid kinds: " + join(family->kind_names()));
     }
     if (kind.empty()) {
       throw ConfigError(where, key + ".kind",
@@ -108,7 +110,7 @@ class Validator {
     if (!info) {
       auto names = family->kind_names();
       throw ConfigError(where, key + ".kind",
-                        "unknown " + family->name() + " kind '" + kind + "'" + did_you_mean(kind, names) +
+                        "unknown " + family->name() + " kind " + in_quotes(kind) + did_you_mean(kind, names) +
                             "; valid kinds: " + join(names));
     }
     Params child(key, info->name, node ? location_of(*node, file_) : out.where());
@@ -200,7 +202,7 @@ class Validator {
           for (const auto& c : spec.choices) ok = ok || c == s;
           if (!ok)
             throw ConfigError(where, out.key_path(spec.name),
-                              "invalid value '" + s + "'" + did_you_mean(s, spec.choices) + "; valid: " +
+                              "invalid value " + in_quotes(s) + did_you_mean(s, spec.choices) + "; valid: " +
                                   join(spec.choices));
         }
         if (spec.type == ParamType::kPath) {
@@ -289,7 +291,7 @@ Params parse_config(const std::string& text, const std::string& source_name,
     std::string what(e.description());
     for (char& c : what)
       if (c == '\n' || c == '\r') c = ' ';
-    throw ConfigError(where, "", "TOML syntax error: " + what);
+    throw ConfigError(where, "", "TOML syntax error: " + printable(what, 300));
   }
   for (const auto& o : overrides) apply_override(doc, o);
   Params root("", "", SourceLocation{source_name, 0, 0});
