@@ -210,7 +210,7 @@ const std::string& Params::readable_file(std::string_view name, const std::strin
 }
 
 void Params::set(std::string name, Scalar value, SourceLocation where, bool given) {
-  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}});
+  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}, false, {}});
 }
 
 void Params::set_path(std::string name, std::string resolved, std::string written, SourceLocation where) {
@@ -233,7 +233,7 @@ void Params::for_each_path(const std::function<void(const Params&, const std::st
 
 Params& Params::add_section(std::string name, Params section) {
   SourceLocation where = section.where();
-  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}});
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}, false, {}});
   entries_.back().section.push_back(std::move(section));
   return entries_.back().section.front();
 }
