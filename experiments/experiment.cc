@@ -130,7 +130,7 @@ const core::ParamSpec* find_spec_impl(const core::Params& root, const std::strin
 // The message of an error without its "file:line:col: 'key': " prefix.
 std::string bare_message(const core::ConfigError& e) {
   std::string prefix = e.where().str() + ": ";
-  if (!e.key().empty()) prefix += "'" + e.key() + "': ";
+  if (!e.key().empty()) prefix += "'" + core::printable(e.key(), 120) + "': ";
   const std::string what = e.what();
   return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
 }
@@ -231,7 +231,8 @@ std::optional<double> get_number(const core::Params& config, const std::string& 
 }
 
 std::string Setting::display_value() const {
-  if (auto s = toml_string(value)) return *s;
+  // Shown on terminals and in one-line messages: control and invisible characters escaped.
+  if (auto s = toml_string(value)) return core::printable(*s, std::string::npos);
   if (value.empty() || (value.front() != '{' && value.front() != '[')) return value;
   try {
     const toml::table t = toml::parse("v = " + value);
@@ -246,7 +247,7 @@ std::string Setting::display_value() const {
         for (const auto& v : *n.as_array()) out += (out.size() > 1 ? ", " : "") + compact(v);
         return out + "]";
       }
-      if (n.is_string()) return *n.value<std::string>();
+      if (n.is_string()) return core::printable(*n.value<std::string>(), std::string::npos);
       return toml_text(n, "");
     };
     return compact(*t.get("v"));
@@ -262,10 +263,11 @@ std::string settings_label(const std::vector<Setting>& settings) {
     if (!s.label.empty()) {
       if (s.axis == labelled_axis) continue;
       labelled_axis = s.axis;
-      out += (out.empty() ? "" : " ") + s.axis_name + "=" + s.label;
+      out += (out.empty() ? "" : " ") + core::printable(s.axis_name, std::string::npos) + "=" +
+             core::printable(s.label, std::string::npos);
       continue;
     }
-    out += (out.empty() ? "" : " ") + s.key + "=" + s.display_value();
+    out += (out.empty() ? "" : " ") + core::printable(s.key, std::string::npos) + "=" + s.display_value();
   }
   return out.empty() ? "(base)" : out;
 }
@@ -282,7 +284,8 @@ std::string Point::label() const { return settings_label(settings); }
 std::string Point::configuration() const { return configuration_label(settings); }
 
 std::string point_context(const Point& p) {
-  return "point " + std::to_string(p.index) + (p.settings.empty() ? " (the base)" : " (" + p.label() + ")");
+  return "point " + std::to_string(p.index) +
+         (p.settings.empty() ? " (the base)" : " (" + core::printable(p.label(), 300) + ")");
 }
 
 int resolve_jobs(int jobs) {
@@ -410,7 +413,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
   if (const toml::node* n = doc.get("infeasible")) {
     const std::string v = p.string(*n, "infeasible");
     if (v != "error" && v != "skip")
-      p.fail(*n, "infeasible", "invalid value '" + v + "'; valid: error (default), skip");
+      p.fail(*n, "infeasible", "invalid value " + core::in_quotes(v) + "; valid: error (default), skip");
     e.skip_infeasible_ = v == "skip";
   }
 
@@ -443,13 +446,13 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
       for (size_t i = 0; i < axis.keys.size(); ++i) {
         const std::string& k = axis.keys[i];
         if (!valid_key_path(k))
-          throw core::ConfigError(key_where[i], "axis.key", "'" + k + "' is not a configuration key (section.key)");
+          throw core::ConfigError(key_where[i], "axis.key", core::in_quotes(k) + " is not a configuration key (section.key)");
         if (k == "seed" && (seeds || reps))
           throw core::ConfigError(key_where[i], "axis.key",
                                   "an axis on 'seed' and seeds/repetitions at " + e.seeds_where_.str() +
                                       " both set the seed; keep one");
         if (auto it = seen.find(k); it != seen.end())
-          throw core::ConfigError(key_where[i], "axis.key", "'" + k + "' is already an axis at " + it->second.str());
+          throw core::ConfigError(key_where[i], "axis.key", core::in_quotes(k) + " is already an axis at " + it->second.str());
         seen[k] = key_where[i];
       }
 
@@ -495,7 +498,8 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
         std::string scale = "linear";
         if (const toml::node* s = t.get("scale")) {
           scale = p.string(*s, "axis.scale");
-          if (scale != "linear" && scale != "log") p.fail(*s, "axis.scale", "invalid value '" + scale + "'; valid: linear, log");
+          if (scale != "linear" && scale != "log")
+            p.fail(*s, "axis.scale", "invalid value " + core::in_quotes(scale) + "; valid: linear, log");
         }
         if (!step && !count) p.fail(node, "axis", "a range axis needs step = ... or count = ...");
         if (step && count) p.fail(*count, "axis.count", "give either step or count, not both");
@@ -557,7 +561,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
           std::string label = p.string(l, "axis.labels");
           if (label.empty()) p.fail(l, "axis.labels", "a label is not empty");
           if (std::find(labels.begin(), labels.end(), label) != labels.end())
-            p.fail(l, "axis.labels", "the label '" + label + "' is given twice");
+            p.fail(l, "axis.labels", "the label " + core::in_quotes(label) + " is given twice");
           labels.push_back(std::move(label));
         }
       }
@@ -593,7 +597,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     }
     if (const toml::node* n = t.get("knob")) {
       c.knob = p.string(*n, "capacity.knob");
-      if (!valid_key_path(c.knob)) p.fail(*n, "capacity.knob", "'" + c.knob + "' is not a configuration key");
+      if (!valid_key_path(c.knob)) p.fail(*n, "capacity.knob", core::in_quotes(c.knob) + " is not a configuration key");
     }
     c.start = positive("start");
     if (auto v = positive("min")) c.min = *v;
@@ -743,7 +747,7 @@ void Experiment::check(int jobs) {
         } catch (const core::ConfigError& e) {
           if (!skip_infeasible_) rethrow_located(e, p.settings, context);
           p.skipped = true;
-          p.skip_reason = (e.key().empty() ? "" : "'" + e.key() + "': ") + bare_message(e);
+          p.skip_reason = (e.key().empty() ? "" : "'" + core::printable(e.key(), 120) + "': ") + bare_message(e);
         }
         // After building, which reports an unreadable file at its key: the key covers the content
         // of every file the point reads.

@@ -381,6 +381,12 @@ std::vector<ErrorCase> cases() {
        {"run", "exp.toml"}, 2, {"exp.toml", "experiment file", "servesim sweep"}});
   add({"config_given_to_sweep", "a run configuration given to `sweep`", {{"run.toml", poisson_config()}},
        {"sweep", "run.toml", "--db", "s.db"}, 2, {"run.toml", "run configuration", "servesim run"}, "", true});
+  add({"option_with_placeholder", "an option naming Boost's message placeholder (`--%original_token%`; it hung)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--%original_token%"}, 2, {"unrecognised option"}});
+  add({"value_with_placeholder", "an option value naming Boost's message placeholder (`--jobs %value%x`; it hung)",
+       {{"run.toml", poisson_config()},
+        {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},
+       {"sweep", "exp.toml", "--db", "s.db", "--jobs", "%value%x"}, 2, {"--jobs", "invalid"}, "", true});
   add({"slo_without_unit", "a key without its unit (`slo.ttft`)", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--set", "slo.ttft=500"}, 2, {"slo.ttft", "did you mean 'ttft_ms'"}});
   return c;

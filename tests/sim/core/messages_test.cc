@@ -57,7 +57,7 @@ TEST(MessagesTest, InvisibleCharactersAreShownEscapedAndTheMeantWordIsSuggested)
 }
 
 TEST(MessagesTest, LongValuesAreCutShortWhereverTheyAreEchoed) {
-  for (size_t n : {size_t{100}, size_t{1000}, size_t{100000}, size_t{4000000}}) {
+  for (size_t n : {size_t{100}, size_t{1000}, size_t{100000}, size_t{1000000}}) {
     const std::string big(n, 'q');
     for (const auto& m : {error_of({"model.kind=" + big}), error_of({"cluster.preemption=" + big}),
                           error_of({"router." + big + "=1"}),
