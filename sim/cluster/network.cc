@@ -136,14 +136,7 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
                              TransferListener* listener) {
   if (gpu_pairs.empty()) throw core::Error("internal: transfer without GPU pairs");
   advance();
-  uint32_t t;
-  if (!free_transfers_.empty()) {
-    t = free_transfers_.back();
-    free_transfers_.pop_back();
-  } else {
-    t = static_cast<uint32_t>(transfers_.size());
-    transfers_.emplace_back();
-  }
+  const uint32_t t = new_transfer();
   Transfer& tr = transfers_[t];
   tr = Transfer{tag, listener, 0, 0, bytes};
   const double share = bytes / static_cast<double>(gpu_pairs.size());
@@ -161,6 +154,58 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
   reschedule();
 }
 
+uint32_t Network::new_transfer() {
+  if (!free_transfers_.empty()) {
+    const uint32_t t = free_transfers_.back();
+    free_transfers_.pop_back();
+    return t;
+  }
+  transfers_.emplace_back();
+  return static_cast<uint32_t>(transfers_.size() - 1);
+}
+
+double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair) {
+  if (gpu_pairs.empty() || bytes_per_pair <= kDrainedBytes) return 0;
+  advance();
+  const uint32_t t = new_transfer();
+  Transfer& tr = transfers_[t];
+  tr = Transfer{0, nullptr, 0, 0, 0};
+  for (const auto& [from, to] : gpu_pairs) {
+    const Topology::Path& p = topology_.path(from, to);
+    if (p.links.empty()) continue;
+    tr.latency_s = std::max(tr.latency_s, p.latency_s);
+    tr.bytes += bytes_per_pair;
+    flows_.push_back(Flow{t, &p, bytes_per_pair});
+    ++tr.flows_left;
+  }
+  if (tr.flows_left == 0) {
+    free_transfers_.push_back(t);
+    return 0;
+  }
+  reschedule();
+  // What-if: drain a copy of the active flows, rates recomputed as flows finish, until the last of
+  // this exchange's flows is gone.
+  what_if_ = flows_;
+  double elapsed = 0;
+  for (;;) {
+    double dt = std::numeric_limits<double>::infinity();
+    for (const Flow& f : what_if_) dt = std::min(dt, f.remaining / f.rate);
+    elapsed += dt;
+    bool mine_left = false;
+    size_t kept = 0;
+    for (Flow& f : what_if_) {
+      // Drained within a relative rounding of the shortest remaining time.
+      if (f.remaining / f.rate <= dt * (1.0 + 1e-12)) continue;
+      f.remaining -= f.rate * dt;
+      mine_left = mine_left || f.transfer == t;
+      what_if_[kept++] = f;
+    }
+    what_if_.resize(kept);
+    if (!mine_left) return elapsed;
+    fill_rates(what_if_);
+  }
+}
+
 void Network::advance() {
   const core::Time now = sim_.now();
   const double dt = (now - last_update_).seconds();
@@ -172,14 +217,22 @@ void Network::advance() {
 void Network::reschedule() {
   ++version_;
   if (flows_.empty()) return;
+  fill_rates(flows_);
+  double next = std::numeric_limits<double>::infinity();
+  for (const Flow& f : flows_) next = std::min(next, f.remaining / f.rate);
+  const int64_t ns = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(next * 1e9)));
+  sim_.schedule_after(core::Duration::from_ns(ns), this, version_);
+}
+
+void Network::fill_rates(std::vector<Flow>& flows) {
   // Max-min fair rates by progressive filling: repeatedly find the link whose residual capacity
   // split among its unfrozen flows is smallest, give its flows that rate, and remove them.
   std::fill(unfrozen_.begin(), unfrozen_.end(), 0);
   for (size_t l = 0; l < residual_.size(); ++l) residual_[l] = topology_.link_bandwidth(static_cast<uint32_t>(l));
-  for (const Flow& f : flows_)
+  for (const Flow& f : flows)
     for (uint32_t l : f.path->links) ++unfrozen_[l];
-  frozen_.assign(flows_.size(), 0);
-  size_t left = flows_.size();
+  frozen_.assign(flows.size(), 0);
+  size_t left = flows.size();
   while (left > 0) {
     double share = std::numeric_limits<double>::infinity();
     uint32_t bottleneck = 0;
@@ -191,11 +244,11 @@ void Network::reschedule() {
         bottleneck = static_cast<uint32_t>(l);
       }
     }
-    for (size_t i = 0; i < flows_.size(); ++i) {
+    for (size_t i = 0; i < flows.size(); ++i) {
       if (frozen_[i]) continue;
-      const auto& links = flows_[i].path->links;
+      const auto& links = flows[i].path->links;
       if (std::find(links.begin(), links.end(), bottleneck) == links.end()) continue;
-      flows_[i].rate = share;
+      flows[i].rate = share;
       frozen_[i] = 1;
       --left;
       for (uint32_t l : links) {
@@ -204,10 +257,6 @@ void Network::reschedule() {
       }
     }
   }
-  double next = std::numeric_limits<double>::infinity();
-  for (const Flow& f : flows_) next = std::min(next, f.remaining / f.rate);
-  const int64_t ns = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(next * 1e9)));
-  sim_.schedule_after(core::Duration::from_ns(ns), this, version_);
 }
 
 void Network::on_event(uint64_t payload) {
@@ -215,7 +264,7 @@ void Network::on_event(uint64_t payload) {
     const uint32_t t = static_cast<uint32_t>(payload & ~kCompletionBit);
     Transfer tr = transfers_[t];
     free_transfers_.push_back(t);
-    tr.listener->on_transfer_done(tr.tag);
+    if (tr.listener) tr.listener->on_transfer_done(tr.tag);
     return;
   }
   if (payload != version_) return;  // superseded by a later rate change

@@ -83,6 +83,13 @@ class Network final : public EventHandler {
   // `listener` with `tag` when the last flow has arrived.
   void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
                       TransferListener* listener);
+  // Expert parallelism's cross-node all-to-all of one step: moves `bytes_per_pair` along each
+  // (from GPU, to GPU) pair as flows that share links max-min fairly with every other flow (KV
+  // transfers, other replicas' exchanges), and returns the seconds until the last of them would have
+  // drained if no other flow started meanwhile: a what-if drain of all the active flows under the
+  // same sharing. The flows stay in the network until they drain (a later transfer still sees them);
+  // nobody is told when. Path latencies are not included (the cost model adds the collectives').
+  double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
   size_t active_flows() const { return flows_.size(); }
   double bytes_delivered() const { return bytes_delivered_; }
 
@@ -97,13 +104,16 @@ class Network final : public EventHandler {
   };
   struct Transfer {
     uint64_t tag;
-    TransferListener* listener;
+    TransferListener* listener;  // null for an exchange
     int64_t flows_left;
     double latency_s = 0;  // the longest path latency of its flows
     double bytes = 0;
   };
   void advance();
   void reschedule();
+  uint32_t new_transfer();
+  // Max-min fair rates of `flows` by progressive filling (sets Flow::rate).
+  void fill_rates(std::vector<Flow>& flows);
 
   Simulation& sim_;
   Topology topology_;
@@ -117,6 +127,7 @@ class Network final : public EventHandler {
   std::vector<double> residual_;
   std::vector<int64_t> unfrozen_;
   std::vector<char> frozen_;
+  std::vector<Flow> what_if_;
 };
 
 }  // namespace servesim::sim

@@ -95,5 +95,65 @@ TEST(NetworkTest, MaxMinFairnessGivesUnusedShareToOthers) {
   EXPECT_EQ(done.at[1].second, 40000000 + 6000);
 }
 
+// Two nodes of two GPUs, each GPU with its own NIC at 25 GB/s (PCIe 50 GB/s): the expert-parallel
+// case of tests/hwmodels/roofline_cost_model_ep_test.cc.
+TopologyConfig two_nodes_nic_per_gpu() {
+  TopologyConfig c = two_nodes();
+  c.nics_per_node = 2;
+  return c;
+}
+
+// Each GPU sends to the GPU of the same local rank on the other node: every NIC link carries one flow.
+const std::vector<std::pair<int64_t, int64_t>> kExchange = {{0, 2}, {1, 3}, {2, 0}, {3, 1}};
+
+TEST(NetworkTest, ExchangeOfATwoNodeAllToAllByHand) {
+  Simulation sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  // The cost model's hand case: 99,328 bytes per GPU across nodes at 25 GB/s = 3.97312 us.
+  EXPECT_DOUBLE_EQ(net.start_exchange(kExchange, 99328.0), 99328.0 / 25e9);
+  EXPECT_EQ(net.active_flows(), 4u);
+  sim.run();  // the flows drain; nobody is waiting for them
+  EXPECT_EQ(net.active_flows(), 0u);
+  EXPECT_DOUBLE_EQ(net.bytes_delivered(), 4 * 99328.0);
+  // Pairs inside a node move over NVLink; a GPU to itself moves nothing.
+  EXPECT_EQ(net.start_exchange({{0, 1}, {1, 0}}, 1e6), 1e6 / 400e9);
+  EXPECT_EQ(net.start_exchange({{0, 0}}, 1e6), 0.0);
+}
+
+TEST(NetworkTest, AKvTransferSharingTheLinkHalvesTheExchangeBandwidth) {
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  // A 1 GB KV transfer from GPU 0 to GPU 2 holds GPU 0's NIC uplink and GPU 2's downlink; the
+  // exchange's flow 0 -> 2 shares both with it at 12.5 GB/s, so the exchange (which ends with its
+  // slowest flow) takes twice as long: 2 x 1 MB / 25 GB/s = 80 us.
+  net.start_transfer(7, {{0, 2}}, 1e9, &done);
+  const double bytes = 1e6;
+  EXPECT_DOUBLE_EQ(net.start_exchange(kExchange, bytes), 2.0 * bytes / 25e9);
+  sim.run();
+  // The KV transfer ran at 12.5 GB/s while the exchange shared its link (1 MB moved in those 80 us),
+  // then at 25 GB/s: (1 GB + 1 MB) / 25 GB/s, plus the 6 us path latency.
+  ASSERT_EQ(done.at.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(done.at[0].second), (1e9 + bytes) / 25e9 * 1e9 + 6000, 2.0);
+  // Without the transfer the exchange gets the whole link.
+  Simulation quiet;
+  Network alone(quiet, Topology(two_nodes_nic_per_gpu()));
+  EXPECT_DOUBLE_EQ(alone.start_exchange(kExchange, bytes), bytes / 25e9);
+}
+
+TEST(NetworkTest, ExchangePredictionFollowsFlowsThatFinishFirst) {
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  // A small transfer (0.5 MB) shares the 0 -> 2 link with the exchange's 1 MB flow: both at
+  // 12.5 GB/s until it drains (40 us, 0.5 MB of the exchange moved), then the exchange's last
+  // 0.5 MB alone at 25 GB/s (20 us): 60 us.
+  net.start_transfer(7, {{0, 2}}, 0.5e6, &done);
+  EXPECT_NEAR(net.start_exchange(kExchange, 1e6), 60e-6, 1e-15);
+  sim.run();
+}
+
 }  // namespace
 }  // namespace servesim::sim
