@@ -49,7 +49,7 @@ struct AllToAllTime {
   double fixed_s = 0;         // per-collective latencies and kernel overheads, all MoE layers
   double nvlink_s = 0;        // intra-node bytes at the NVLink rate
   double scaleout_s = 0;      // cross-node bytes at the uncontended scale-out rate
-  double scaleout_bytes = 0;  // per GPU, in the busiest GPU's heavier direction, all MoE layers
+  double scaleout_bytes = 0;  // per GPU, each phase's heavier direction at the busiest GPU, all MoE layers
   bool overlapped = false;    // two-batch overlap: the step takes max(compute, comm), not the sum
 };
 // The step's seconds when its cross-node traffic takes `scaleout_s`: NVLink and the network run at

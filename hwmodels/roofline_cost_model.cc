@@ -631,17 +631,17 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   }
   if (moe_.present && ep) {
     // Dispatch and combine, per MoE block. Each GPU sends its tokens' copies (the busiest rank's
-    // tokens, split over the rank's GPUs) and the busiest GPU receives its visits' copies; the
-    // heavier direction of the two all-to-alls decides. Copies per token by link class:
-    // ep_copies_per_token (low-latency kernels for decode-only steps under "auto").
+    // tokens, split over the rank's GPUs) and the busiest GPU receives its visits' copies; each
+    // phase takes its heavier direction (dispatch sends tokens out and receives visits, combine the
+    // reverse), one after the other. Copies per token by link class: ep_copies_per_token
+    // (low-latency kernels for decode-only steps under "auto").
     const bool low_latency = ep_.kernels == EpKernels::kLowLatency ||
                              (ep_.kernels == EpKernels::kAuto && s.prefill_tokens == 0);
     const EpCopies& copies = low_latency ? copies_low_latency_ : copies_normal_;
     const double n = static_cast<double>(moe_.count);
     const double sent = rank_rows / t;                          // tokens one GPU dispatches
     const double received = load.busiest_visits / moe_.top_k;   // in units of a token's copies
-    const double per_copy = std::max(sent * dispatch_copy_bytes_ + received * combine_copy_bytes_,
-                                     received * dispatch_copy_bytes_ + sent * combine_copy_bytes_);
+    const double per_copy = std::max(sent, received) * (dispatch_copy_bytes_ + combine_copy_bytes_);
     AllToAllTime& a = total.all_to_all;
     a.compute_s = total.seconds;
     a.fixed_s = n * 2.0 * a2a_phase_s_;

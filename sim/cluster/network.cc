@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -226,36 +227,53 @@ void Network::reschedule() {
 
 void Network::fill_rates(std::vector<Flow>& flows) {
   // Max-min fair rates by progressive filling: repeatedly find the link whose residual capacity
-  // split among its unfrozen flows is smallest, give its flows that rate, and remove them.
+  // split among its unfrozen flows is smallest (ties: the lowest link index), give its flows that
+  // rate, and remove them. The links wait in a heap of (share, link) whose stale entries (a share
+  // that changed since) are skipped, so a fill costs O(flows x path x log links), not rounds x links;
+  // the choices and the order of the subtractions are those of a scan over all links.
+  const size_t links = residual_.size();
   std::fill(unfrozen_.begin(), unfrozen_.end(), 0);
-  for (size_t l = 0; l < residual_.size(); ++l) residual_[l] = topology_.link_bandwidth(static_cast<uint32_t>(l));
+  for (size_t l = 0; l < links; ++l) residual_[l] = topology_.link_bandwidth(static_cast<uint32_t>(l));
   for (const Flow& f : flows)
     for (uint32_t l : f.path->links) ++unfrozen_[l];
+  // The flows of each link, in flow order.
+  link_start_.assign(links + 1, 0);
+  for (size_t l = 0; l < links; ++l) link_start_[l + 1] = link_start_[l] + static_cast<uint32_t>(unfrozen_[l]);
+  link_flows_.resize(link_start_[links]);
+  link_fill_.assign(link_start_.begin(), link_start_.end() - 1);
+  for (size_t i = 0; i < flows.size(); ++i)
+    for (uint32_t l : flows[i].path->links) link_flows_[link_fill_[l]++] = static_cast<uint32_t>(i);
+  heap_.clear();
+  for (size_t l = 0; l < links; ++l)
+    if (unfrozen_[l] > 0) heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), static_cast<uint32_t>(l));
+  const auto later = std::greater<std::pair<double, uint32_t>>();
+  std::make_heap(heap_.begin(), heap_.end(), later);
   frozen_.assign(flows.size(), 0);
   size_t left = flows.size();
   while (left > 0) {
-    double share = std::numeric_limits<double>::infinity();
-    uint32_t bottleneck = 0;
-    for (size_t l = 0; l < residual_.size(); ++l) {
-      if (unfrozen_[l] == 0) continue;
-      const double s = residual_[l] / static_cast<double>(unfrozen_[l]);
-      if (s < share) {
-        share = s;
-        bottleneck = static_cast<uint32_t>(l);
-      }
-    }
-    for (size_t i = 0; i < flows.size(); ++i) {
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const auto [share, bottleneck] = heap_.back();
+    heap_.pop_back();
+    if (unfrozen_[bottleneck] == 0 || residual_[bottleneck] / static_cast<double>(unfrozen_[bottleneck]) != share)
+      continue;  // stale
+    for (uint32_t k = link_start_[bottleneck]; k < link_start_[bottleneck + 1]; ++k) {
+      const uint32_t i = link_flows_[k];
       if (frozen_[i]) continue;
-      const auto& links = flows[i].path->links;
-      if (std::find(links.begin(), links.end(), bottleneck) == links.end()) continue;
       flows[i].rate = share;
       frozen_[i] = 1;
       --left;
-      for (uint32_t l : links) {
+      for (uint32_t l : flows[i].path->links) {
         residual_[l] -= share;
         --unfrozen_[l];
       }
     }
+    // The shares of the links those flows crossed changed (the bottleneck's flows are all frozen now).
+    for (uint32_t k = link_start_[bottleneck]; k < link_start_[bottleneck + 1]; ++k)
+      for (uint32_t l : flows[link_flows_[k]].path->links)
+        if (unfrozen_[l] > 0) {
+          heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), l);
+          std::push_heap(heap_.begin(), heap_.end(), later);
+        }
   }
 }
 

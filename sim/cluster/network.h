@@ -127,6 +127,8 @@ class Network final : public EventHandler {
   std::vector<double> residual_;
   std::vector<int64_t> unfrozen_;
   std::vector<char> frozen_;
+  std::vector<uint32_t> link_start_, link_fill_, link_flows_;
+  std::vector<std::pair<double, uint32_t>> heap_;
   std::vector<Flow> what_if_;
 };
 
