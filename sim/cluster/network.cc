@@ -131,6 +131,11 @@ constexpr double kDrainedBytes = 1e-6;
 Network::Network(Simulation& sim, Topology topology) : sim_(sim), topology_(std::move(topology)) {
   residual_.resize(topology_.num_links());
   unfrozen_.resize(topology_.num_links());
+  link_stamp_.resize(topology_.num_links(), 0);
+  demand_.resize(topology_.num_links());
+  slack_.resize(topology_.num_links());
+  link_start_.resize(topology_.num_links());
+  link_fill_.resize(topology_.num_links());
 }
 
 void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
@@ -207,6 +212,12 @@ double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& g
   }
 }
 
+std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() const {
+  std::vector<std::pair<std::vector<uint32_t>, double>> out;
+  for (const Flow& f : flows_) out.emplace_back(f.path->links, f.rate);
+  return out;
+}
+
 void Network::advance() {
   const core::Time now = sim_.now();
   const double dt = (now - last_update_).seconds();
@@ -228,49 +239,109 @@ void Network::reschedule() {
 void Network::fill_rates(std::vector<Flow>& flows) {
   // Max-min fair rates by progressive filling: repeatedly find the link whose residual capacity
   // split among its unfrozen flows is smallest (ties: the lowest link index), give its flows that
-  // rate, and remove them. The links wait in a heap of (share, link) whose stale entries (a share
-  // that changed since) are skipped, so a fill costs O(flows x path x log links), not rounds x links;
-  // the choices and the order of the subtractions are those of a scan over all links.
-  const size_t links = residual_.size();
-  std::fill(unfrozen_.begin(), unfrozen_.end(), 0);
-  for (size_t l = 0; l < links; ++l) residual_[l] = topology_.link_bandwidth(static_cast<uint32_t>(l));
+  // rate, and remove them. The same rates, computed with less work:
+  // - only the links the flows cross are visited;
+  // - a link that can never fill (its bandwidth exceeds what its flows could carry at their other
+  //   links' bandwidths, e.g. a non-blocking spine) is left out: it never binds, so leaving it out
+  //   changes no choice;
+  // - a flow alone on every link that can bind gets the smallest of their bandwidths at once;
+  // - the other links wait in a heap of (share, link) whose stale entries are skipped, so a fill
+  //   costs O(flows x path x log), not rounds x links.
+  // The choices and the order of the subtractions on the links that bind are those of a scan over
+  // all links, so the rates have the same bits.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  ++fill_stamp_;
+  used_links_.clear();
   for (const Flow& f : flows)
-    for (uint32_t l : f.path->links) ++unfrozen_[l];
-  // The flows of each link, in flow order.
-  link_start_.assign(links + 1, 0);
-  for (size_t l = 0; l < links; ++l) link_start_[l + 1] = link_start_[l] + static_cast<uint32_t>(unfrozen_[l]);
-  link_flows_.resize(link_start_[links]);
-  link_fill_.assign(link_start_.begin(), link_start_.end() - 1);
-  for (size_t i = 0; i < flows.size(); ++i)
-    for (uint32_t l : flows[i].path->links) link_flows_[link_fill_[l]++] = static_cast<uint32_t>(i);
-  heap_.clear();
-  for (size_t l = 0; l < links; ++l)
-    if (unfrozen_[l] > 0) heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), static_cast<uint32_t>(l));
-  const auto later = std::greater<std::pair<double, uint32_t>>();
-  std::make_heap(heap_.begin(), heap_.end(), later);
+    for (uint32_t l : f.path->links) {
+      if (link_stamp_[l] != fill_stamp_) {
+        link_stamp_[l] = fill_stamp_;
+        residual_[l] = topology_.link_bandwidth(l);
+        unfrozen_[l] = 0;
+        demand_[l] = 0;
+        used_links_.push_back(l);
+      }
+      ++unfrozen_[l];
+    }
+  // Each flow could carry at most its path's smallest bandwidth other than this link's.
+  for (const Flow& f : flows) {
+    double m1 = kInf, m2 = kInf;
+    uint32_t at = 0;
+    for (uint32_t l : f.path->links) {
+      const double bw = topology_.link_bandwidth(l);
+      if (bw < m1) {
+        m2 = m1;
+        m1 = bw;
+        at = l;
+      } else if (bw < m2) {
+        m2 = bw;
+      }
+    }
+    for (uint32_t l : f.path->links) demand_[l] += l == at ? m2 : m1;
+  }
+  for (uint32_t l : used_links_) slack_[l] = topology_.link_bandwidth(l) > demand_[l];
   frozen_.assign(flows.size(), 0);
   size_t left = flows.size();
+  for (size_t i = 0; i < flows.size(); ++i) {
+    double rate = kInf;
+    bool alone = true;
+    for (uint32_t l : flows[i].path->links) {
+      if (slack_[l]) continue;
+      if (unfrozen_[l] != 1) {
+        alone = false;
+        break;
+      }
+      rate = std::min(rate, residual_[l]);
+    }
+    if (!alone) continue;
+    flows[i].rate = rate;
+    frozen_[i] = 1;
+    --left;
+    for (uint32_t l : flows[i].path->links)
+      if (!slack_[l]) {
+        residual_[l] -= rate;
+        --unfrozen_[l];
+      }
+  }
+  // The flows of each link that can bind, in flow order.
+  uint32_t offset = 0;
+  for (uint32_t l : used_links_) {
+    link_start_[l] = link_fill_[l] = offset;
+    if (!slack_[l]) offset += static_cast<uint32_t>(unfrozen_[l]);
+  }
+  link_flows_.resize(offset);
+  for (size_t i = 0; i < flows.size(); ++i)
+    if (!frozen_[i])
+      for (uint32_t l : flows[i].path->links)
+        if (!slack_[l]) link_flows_[link_fill_[l]++] = static_cast<uint32_t>(i);
+  heap_.clear();
+  for (uint32_t l : used_links_)
+    if (!slack_[l] && unfrozen_[l] > 0) heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), l);
+  const auto later = std::greater<std::pair<double, uint32_t>>();
+  std::make_heap(heap_.begin(), heap_.end(), later);
   while (left > 0) {
     std::pop_heap(heap_.begin(), heap_.end(), later);
     const auto [share, bottleneck] = heap_.back();
     heap_.pop_back();
     if (unfrozen_[bottleneck] == 0 || residual_[bottleneck] / static_cast<double>(unfrozen_[bottleneck]) != share)
       continue;  // stale
-    for (uint32_t k = link_start_[bottleneck]; k < link_start_[bottleneck + 1]; ++k) {
+    const uint32_t first = link_start_[bottleneck], end = link_fill_[bottleneck];
+    for (uint32_t k = first; k < end; ++k) {
       const uint32_t i = link_flows_[k];
       if (frozen_[i]) continue;
       flows[i].rate = share;
       frozen_[i] = 1;
       --left;
-      for (uint32_t l : flows[i].path->links) {
-        residual_[l] -= share;
-        --unfrozen_[l];
-      }
+      for (uint32_t l : flows[i].path->links)
+        if (!slack_[l]) {
+          residual_[l] -= share;
+          --unfrozen_[l];
+        }
     }
     // The shares of the links those flows crossed changed (the bottleneck's flows are all frozen now).
-    for (uint32_t k = link_start_[bottleneck]; k < link_start_[bottleneck + 1]; ++k)
+    for (uint32_t k = first; k < end; ++k)
       for (uint32_t l : flows[link_flows_[k]].path->links)
-        if (unfrozen_[l] > 0) {
+        if (!slack_[l] && unfrozen_[l] > 0) {
           heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), l);
           std::push_heap(heap_.begin(), heap_.end(), later);
         }

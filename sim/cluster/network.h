@@ -91,6 +91,8 @@ class Network final : public EventHandler {
   // nobody is told when. Path latencies are not included (the cost model adds the collectives').
   double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
   size_t active_flows() const { return flows_.size(); }
+  // The active flows' links and current rates, in flow order (for tests).
+  std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates() const;
   double bytes_delivered() const { return bytes_delivered_; }
 
   void on_event(uint64_t payload) override;
@@ -127,7 +129,12 @@ class Network final : public EventHandler {
   std::vector<double> residual_;
   std::vector<int64_t> unfrozen_;
   std::vector<char> frozen_;
-  std::vector<uint32_t> link_start_, link_fill_, link_flows_;
+  std::vector<uint64_t> link_stamp_;  // the fill that last initialised each link
+  uint64_t fill_stamp_ = 0;
+  std::vector<uint32_t> used_links_;
+  std::vector<double> demand_;  // per link: what its flows could carry at their other links' bandwidths
+  std::vector<char> slack_;     // per link: it can never fill
+  std::vector<uint32_t> link_start_, link_fill_, link_flows_;  // per link: its flows' span in link_flows_
   std::vector<std::pair<double, uint32_t>> heap_;
   std::vector<Flow> what_if_;
 };

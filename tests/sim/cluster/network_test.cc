@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
+#include "sim/core/rng.h"
+
 namespace servesim::sim {
 namespace {
 
@@ -153,6 +158,76 @@ TEST(NetworkTest, ExchangePredictionFollowsFlowsThatFinishFirst) {
   net.start_transfer(7, {{0, 2}}, 0.5e6, &done);
   EXPECT_NEAR(net.start_exchange(kExchange, 1e6), 60e-6, 1e-15);
   sim.run();
+}
+
+// The textbook progressive filling, one scan over every link per round: the oracle the network's
+// faster fill (heap, links that cannot fill left out, flows alone on their links) must match bit
+// for bit.
+std::vector<double> reference_rates(const Topology& t, const std::vector<std::vector<uint32_t>>& paths) {
+  std::vector<double> residual(t.num_links());
+  std::vector<int64_t> unfrozen(t.num_links(), 0);
+  for (size_t l = 0; l < residual.size(); ++l) residual[l] = t.link_bandwidth(static_cast<uint32_t>(l));
+  for (const auto& p : paths)
+    for (uint32_t l : p) ++unfrozen[l];
+  std::vector<double> rate(paths.size(), -1);
+  size_t left = paths.size();
+  while (left > 0) {
+    double share = std::numeric_limits<double>::infinity();
+    uint32_t bottleneck = 0;
+    for (size_t l = 0; l < residual.size(); ++l)
+      if (unfrozen[l] > 0 && residual[l] / static_cast<double>(unfrozen[l]) < share) {
+        share = residual[l] / static_cast<double>(unfrozen[l]);
+        bottleneck = static_cast<uint32_t>(l);
+      }
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (rate[i] >= 0 || std::find(paths[i].begin(), paths[i].end(), bottleneck) == paths[i].end()) continue;
+      rate[i] = share;
+      --left;
+      for (uint32_t l : paths[i]) {
+        residual[l] -= share;
+        --unfrozen[l];
+      }
+    }
+  }
+  return rate;
+}
+
+TEST(NetworkTest, FastRatesEqualTheTextbookFillingBitForBit) {
+  core::Rng rng(7, "network_oracle");
+  for (int trial = 0; trial < 200; ++trial) {
+    TopologyConfig c;
+    c.num_gpus = 8 + static_cast<int64_t>(rng.uniform_int(40));
+    c.gpus_per_node = 1 + static_cast<int64_t>(rng.uniform_int(8));
+    c.nics_per_node = 1 + static_cast<int64_t>(rng.uniform_int(8));
+    c.nodes_per_switch = 1 + static_cast<int64_t>(rng.uniform_int(4));
+    const double speeds[] = {25e9, 50e9, 100e9, 400e9};
+    c.nvlink_bytes_per_s = speeds[rng.uniform_int(4)];
+    c.pcie_bytes_per_s = speeds[rng.uniform_int(3)];
+    c.nic_bytes_per_s = speeds[rng.uniform_int(3)];
+    c.spine_bytes_per_s = rng.uniform() < 0.5 ? 0.0 : speeds[rng.uniform_int(4)];  // blocking or not
+    Simulation sim;
+    Network net(sim, Topology(c));
+    Done done;
+    done.sim = &sim;
+    const int transfers = 1 + static_cast<int>(rng.uniform_int(12));
+    for (int k = 0; k < transfers; ++k) {
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      const int n = 1 + static_cast<int>(rng.uniform_int(6));
+      for (int p = 0; p < n; ++p)
+        pairs.emplace_back(static_cast<int64_t>(rng.uniform_int(static_cast<uint64_t>(c.num_gpus))),
+                           static_cast<int64_t>(rng.uniform_int(static_cast<uint64_t>(c.num_gpus))));
+      if (rng.uniform() < 0.3)
+        net.start_exchange(pairs, 1e6 * (1 + rng.uniform_int(100)));
+      else
+        net.start_transfer(static_cast<uint64_t>(k), pairs, 1e7 * (1 + rng.uniform_int(100)), &done);
+    }
+    const auto flows = net.flow_rates();
+    std::vector<std::vector<uint32_t>> paths;
+    for (const auto& f : flows) paths.push_back(f.first);
+    const std::vector<double> expected = reference_rates(net.topology(), paths);
+    for (size_t i = 0; i < flows.size(); ++i) ASSERT_EQ(flows[i].second, expected[i]) << "trial " << trial << " flow " << i;
+    sim.run();
+  }
 }
 
 }  // namespace
