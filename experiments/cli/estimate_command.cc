@@ -328,7 +328,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
           << fixed((a.fixed_s + std::max(a.nvlink_s, a.scaleout_s)) * kMsPerSecond, 3) << " ms = fixed "
           << fixed(a.fixed_s * kMsPerSecond, 3) << " + max(NVLink " << fixed(a.nvlink_s * kMsPerSecond, 3)
           << ", scale-out " << fixed(a.scaleout_s * kMsPerSecond, 3) << " for " << sci(a.scaleout_bytes)
-          << " bytes per GPU)" << (a.overlapped ? ", hidden behind compute (two-batch overlap)" : "") << "\n";
+          << " bytes per GPU)" << (a.overlapped ? ", overlapping the other micro-batch's compute" : "") << "\n";
     }
   }
   return 0;
