@@ -176,6 +176,37 @@ TEST(RooflineCostModelEpTest, AttentionRunsOnTheBusiestDataParallelRank) {
   EXPECT_NEAR(ep_qkv->bytes - one_qkv->bytes, 3.0 * weights, 1e-6);
 }
 
+TEST(RooflineCostModelEpTest, BusiestRankTakesItsShareOfEverySum) {
+  BatchShape s;
+  s.prefill_seqs = 5;
+  s.prefill_tokens = 1000;
+  s.prefill_logits = 3;
+  s.prefill_context_tokens = 301;
+  s.prefill_attention_pairs = 90001;
+  s.prefill_window_pairs = 5001;
+  s.decode_seqs = 7;
+  s.decode_context_tokens = 701;
+  s.decode_sparse_context_tokens = 71;
+  s.launch = LaunchMode::kFullGraph;
+  s.graph_tokens = 24;
+  // 4 ranks: the busiest holds ceil(5/4) = 2 prefill chunks and ceil(7/4) = 2 decodes, each sum
+  // scaled by 2/5 or 2/7 and rounded up.
+  const BatchShape r = busiest_rank(s, 4);
+  EXPECT_EQ(r.prefill_seqs, 2);
+  EXPECT_EQ(r.prefill_tokens, 400);
+  EXPECT_EQ(r.prefill_logits, 2);
+  EXPECT_EQ(r.prefill_context_tokens, 121);    // 120.4
+  EXPECT_EQ(r.prefill_attention_pairs, 36001);  // 36000.4
+  EXPECT_EQ(r.prefill_window_pairs, 2001);      // 2000.4
+  EXPECT_EQ(r.decode_seqs, 2);
+  EXPECT_EQ(r.decode_context_tokens, 201);      // 200.3
+  EXPECT_EQ(r.decode_sparse_context_tokens, 21);  // 20.3
+  EXPECT_EQ(r.launch, LaunchMode::kFullGraph);
+  EXPECT_EQ(r.graph_tokens, 24);
+  // One rank: the shape itself.
+  EXPECT_EQ(busiest_rank(s, 1).prefill_attention_pairs, s.prefill_attention_pairs);
+}
+
 TEST(RooflineCostModelEpTest, WithoutExpertParallelismNothingChanges) {
   const RooflineCostModel plain(tiny_moe(), test_gpu(), 1, unit_params());
   const RooflineCostModel degree_one = model_with(ExpertParallelism{});
