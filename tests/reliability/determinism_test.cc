@@ -39,7 +39,7 @@ const char* kLengths =
     "[workload.output]\nkind = \"uniform\"\nmin = 1\nmax = 300\n";
 
 // One configuration per mechanism: generators, both trace formats, every router family, both
-// schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions).
+// schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions), expert parallelism.
 std::vector<std::pair<std::string, std::string>> configurations() {
   const std::string model = "[model]\nkind = \"llama-3-8b\"\n[gpu]\nkind = \"h100-sxm\"\n";
   return {
@@ -70,6 +70,13 @@ std::vector<std::pair<std::string, std::string>> configurations() {
            "\nmax_requests = 300\nrate_scale = 8\n" + model +
            "[cluster.prefill]\nreplicas = 2\n[cluster.decode]\nreplicas = 2\n[router]\nkind = \"consistent_hash\"\n"
            "[decode_router]\nkind = \"least_outstanding\"\n"},
+      // Expert parallelism across nodes: prefill EP4 on two nodes of 2, decode EP8 on four, with
+      // their all-to-all flows sharing links with the KV transfers.
+      {"poisson_expert_parallel_disaggregated",
+       "seed = 17\n[workload]\nkind = \"poisson\"\nrate = 30\nmax_requests = 300\n" + std::string(kLengths) +
+           "[model]\nkind = \"mixtral-8x7b\"\n[gpu]\nkind = \"h100-sxm\"\n[network]\ngpus_per_node = 2\n"
+           "[cluster.prefill]\nreplicas = 1\nexpert_parallel = 4\n[cluster.decode]\nreplicas = 1\nexpert_parallel = 8\n"
+           "[moe]\nrouting_skew = 0.5\noverlap = \"two_batch\"\n"},
   };
 }
 
