@@ -336,9 +336,15 @@ void Replica::preempt(RequestId id) {
 void Replica::abort(RequestId id) {
   Request& r = requests_[id];
   if (r.state == RequestState::kWaiting) {
+    // In the waiting queue, or (async scheduling) among the arrivals the scheduler has not seen yet.
     auto it = std::find(waiting_.begin(), waiting_.end(), id);
-    if (it == waiting_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
-    waiting_.erase(it);
+    if (it != waiting_.end()) {
+      waiting_.erase(it);
+    } else {
+      auto a = std::find_if(arriving_.begin(), arriving_.end(), [id](const auto& e) { return e.first == id; });
+      if (a == arriving_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
+      arriving_.erase(a);
+    }
     account(r, -1);
     if (r.swapped) {
       swap_used_bytes_ -= static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;

@@ -55,6 +55,35 @@ TEST(ClientTimeoutTest, RunningAndWaitingRequestsLeaveWhenTheirClientGivesUp) {
   EXPECT_EQ(h.checker.totals().timed_out, 2u);
 }
 
+TEST(ClientTimeoutTest, AnArrivalTheAsyncSchedulerHasNotSeenLeavesWhenItsClientGivesUp) {
+  // Async scheduling, 12 ms time-out. r0 prefills in [0, 10) and decodes in [10, 20), planned when
+  // [0, 10) started. r1, sent at 5 ms while [0, 10) ran, waits among the arrivals the scheduler has
+  // not seen until the plan of [20, 30). r0's client gives up at 12 ms (r0 leaves when [10, 20)
+  // ends); r1's at 17 ms, before any scheduler saw it: it leaves from there at 17 ms. (It used to
+  // stop the run with "aborting a request that is not in the waiting queue".)
+  ClusterSetup s;
+  s.scheduler = "kind = \"continuous\"\nwatermark = 0.0\n";
+  hwmodels::EngineModel e;
+  e.async_scheduling = true;
+  s.engine = e;
+  s.client_timeout = core::Duration::from_seconds(0.012);
+  Harness h({spec(0, 10, 5), spec(0.005, 10, 5)}, s);
+  h.run();
+  ASSERT_EQ(h.obs.done.size(), 2u);
+  const auto& r1 = h.obs.done[0];
+  EXPECT_EQ(r1.id, 1u);
+  EXPECT_EQ(r1.outcome, core::RequestOutcome::kTimedOut);
+  EXPECT_EQ(r1.finish.ns(), 17 * kMs);
+  EXPECT_EQ(r1.generated_tokens, 0);
+  const auto& r0 = h.obs.done[1];
+  EXPECT_EQ(r0.id, 0u);
+  EXPECT_EQ(r0.outcome, core::RequestOutcome::kTimedOut);
+  EXPECT_EQ(r0.finish.ns(), 20 * kMs);
+  EXPECT_EQ(r0.generated_tokens, 2);
+  EXPECT_EQ(h.cost.shapes.size(), 2u);  // r1 never ran
+  EXPECT_EQ(h.checker.totals().timed_out, 2u);
+}
+
 TEST(ClientTimeoutTest, TheNextRequestRunsWhenAnAbortedOneLeaves) {
   // r0 (5 tokens) runs alone and leaves at 30 ms (its client gave up at 25 ms); r1 (1 token, sent
   // at 10 ms, deadline 35 ms) is admitted at 30 ms instead of 50 ms. Its prefill [30, 40) would
