@@ -55,6 +55,7 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
       ("duration", po::value<double>(&o.duration_s), "stage duration when a file does not say it (s)")
       ("stage", po::value<std::string>(&only), "only stages whose label contains this text")
       ("jobs,j", po::value<int>(&jobs)->default_value(0), "stages simulated in parallel (0 = all cores)")
+      ("print-config", "print each stage's simulation as a run configuration (servesim run can run it) and stop")
       ("json", "print one JSON object");
   const po::variables_map vm = parse_options(args, opts, "results", -1);
   if (vm.count("help")) {
@@ -70,6 +71,11 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
     for (MeasuredStage& s : read_serving_results(f))
       if (only.empty() || s.label.find(only) != std::string::npos) stages.push_back(std::move(s));
   if (stages.empty()) throw UsageError("no stage matches --stage '" + only + "'");
+  if (vm.count("print-config")) {
+    for (const MeasuredStage& s : stages)
+      out << "# " << s.label << " (" << s.source << ")\n" << stage_config(s, o) << "\n";
+    return 0;
+  }
   const std::vector<StageComparison> comparisons = validate_stages(stages, o, jobs);
 
   if (vm.count("json")) {

@@ -4,10 +4,12 @@
 // not depend on the step costs (the engine's client-path terms shift every TTFT and E2E by their sum
 // when nothing queues).
 #include "experiments/validate_serving.h"
+#include "experiments/serving_fit.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -179,6 +181,77 @@ TEST(ValidateServingTest, CommandLineOnEachFormat) {
   const auto missing = cli({"validate-serving", dir.file("nope.json"), "--gpu", "h100-sxm"});
   EXPECT_NE(missing.first, 0);
   EXPECT_NE(missing.second.find("nope.json"), std::string::npos) << missing.second;
+}
+
+}  // namespace
+}  // namespace servesim::experiments
+
+namespace servesim::experiments {
+namespace {
+
+// fit --from-serving-runs recovers the engine terms of a "server" that is servesim itself with known
+// terms: the measured figures are simulations with those terms, the fit starts elsewhere.
+TEST(ServingFitTest, RecoversKnownEngineTermsFromSimulatedMeasurements) {
+  ServingFitParams truth;
+  truth.stream_ms = 2.5;
+  truth.first_token_ms = 4.0;
+  truth.sample_ms = 0.8;
+  truth.decode_efficiency = 0.75;
+  truth.async_scheduling = true;
+  std::vector<MeasuredStage> stages;
+  for (const double rate : {1.0, 4.0, 10.0}) {
+    MeasuredStage m;
+    m.format = "serving-runs";
+    m.source = "synthetic";
+    m.experiment = "rate-" + std::to_string(static_cast<int>(rate));
+    m.label = m.experiment + " stage 0";
+    m.model = "meta-llama/Llama-2-7b-hf";
+    m.gpu = "h100-sxm";
+    m.tensor_parallel = 1;
+    m.max_model_len = 4096;
+    m.max_num_batched_tokens = 2048;
+    m.max_num_seqs = 128;
+    m.workload.groups = 2;
+    m.workload.prompts_per_group = 5;
+    m.workload.system_prompt_len = 300;
+    m.workload.question_len = 200;
+    m.workload.max_tokens = 96;
+    m.load.rate = rate;
+    m.load.duration_s = 20;
+    m.load.shape = ArrivalShape::kPoissonFixedCount;
+    ValidateOptions o;
+    o.sets = truth.overrides();
+    const SimulatedStage sim = simulate_stage(m, o);
+    ASSERT_EQ(sim.failed, 0);
+    m.succeeded = sim.completed;
+    m.ttft = sim.ttft;
+    m.tpot = sim.tpot;
+    m.e2e = sim.e2e;
+    stages.push_back(m);
+  }
+  ServingFitOptions o;
+  o.max_evaluations = 150;
+  o.jobs = 1;
+  o.leave_one_out = true;
+  const ServingFitResult r = fit_serving_runs(stages, o);
+  EXPECT_TRUE(r.params.async_scheduling);
+  // TTFT at low load pins the client path of the first token (stream + first token; ingress is fixed
+  // at 6 ms, the truth's too). How it splits between the two rests on E2E alone, which a few ms move
+  // by a fraction of a percent against a second of decoding: that split is not identified, and the
+  // test does not ask for it.
+  EXPECT_NEAR(r.params.stream_ms + r.params.first_token_ms, truth.stream_ms + truth.first_token_ms, 0.5);
+  for (const StageComparison& c : r.in_sample) {
+    EXPECT_LT(std::fabs(*c.figure_error("ttft", "mean")), 0.02) << c.measured.label;
+    EXPECT_LT(std::fabs(*c.figure_error("tpot", "mean")), 0.02) << c.measured.label;
+    EXPECT_LT(std::fabs(*c.figure_error("e2e", "mean")), 0.02) << c.measured.label;
+  }
+  // Leave one out: one fold per experiment, each predicting its own stage.
+  ASSERT_EQ(r.folds.size(), 3u);
+  for (const auto& f : r.folds) {
+    ASSERT_EQ(f.predicted.size(), 1u);
+    EXPECT_EQ(f.predicted[0].measured.experiment, f.experiment);
+    EXPECT_LT(std::fabs(*f.predicted[0].figure_error("e2e", "mean")), 0.05) << f.experiment;
+  }
 }
 
 }  // namespace
