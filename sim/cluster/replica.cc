@@ -70,13 +70,17 @@ std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
 void Replica::enqueue(RequestId id) {
   Request& r = requests_[id];
   r.replica = index_;
+  const bool was_incoming = r.state == RequestState::kIngress;
   r.state = RequestState::kWaiting;
   // Behind earlier arrivals the scheduler has not seen yet, whatever the replica is doing.
   if (engine_ && engine_->async_scheduling && (busy_ || !arriving_.empty()))
     arriving_.emplace_back(id, sim_.now());
   else
     waiting_.push_back(id);
-  account(r, +1);
+  if (was_incoming)
+    --incoming_;  // counted since it was routed
+  else
+    account(r, +1);
   if (busy_) {
     publish_state();
     return;
@@ -563,13 +567,14 @@ void Replica::on_event(uint64_t /*payload*/) {
 }
 
 void Replica::publish_state() {
-  load_.queued = static_cast<int64_t>(waiting_.size() + arriving_.size());
+  const auto engine_queue = static_cast<int64_t>(waiting_.size() + arriving_.size());
+  load_.queued = engine_queue + incoming_;
   load_.running = static_cast<int64_t>(running_.size());
   load_.kv_blocks_used = kv_.in_use();
   core::ReplicaState s;
   s.replica = index_;
   s.time = sim_.now();
-  s.queued = load_.queued;
+  s.queued = engine_queue;
   s.running = load_.running;
   s.kv_blocks_used = kv_.in_use();
   s.kv_blocks_total = kv_.total();

@@ -84,6 +84,26 @@ TEST(ClientTimeoutTest, AnArrivalTheAsyncSchedulerHasNotSeenLeavesWhenItsClientG
   EXPECT_EQ(h.checker.totals().timed_out, 2u);
 }
 
+TEST(ClientPathTest, LoadAwareRoutersCountRequestsStillOnTheClientPath) {
+  // 50 ms from the send to the engine's queue, two replicas, least_outstanding. Three requests sent
+  // at 0, 1 and 2 ms are all on the client path when the next one is routed: a router that saw only
+  // the engines' queues would send all three to replica 0 (every load 0, ties to the lowest index).
+  // A load balancer counts what it has sent: 0 -> replica 0, 1 -> replica 1, 2 -> replica 0 (ties
+  // on count, then fewer prompt tokens waiting: 10 against 20).
+  ClusterSetup s;
+  s.replicas = 2;
+  s.router = "kind = \"least_outstanding\"\n";
+  s.client.ingress_s = 0.050;
+  Harness h({spec(0, 10, 2), spec(0.001, 20, 2), spec(0.002, 10, 2)}, s);
+  h.run();
+  ASSERT_EQ(h.obs.done.size(), 3u);
+  EXPECT_EQ(h.obs.find(0)->replica, 0u);
+  EXPECT_EQ(h.obs.find(1)->replica, 1u);
+  EXPECT_EQ(h.obs.find(2)->replica, 0u);
+  // The engines' queues (the sampled replica state) never counted a request on the client path.
+  for (const auto& st : h.obs.states) EXPECT_LE(st.queued + st.running, 2) << st.time.ns();
+}
+
 TEST(ClientTimeoutTest, TheNextRequestRunsWhenAnAbortedOneLeaves) {
   // r0 (5 tokens) runs alone and leaves at 30 ms (its client gave up at 25 ms); r1 (1 token, sent
   // at 10 ms, deadline 35 ms) is admitted at 30 ms instead of 50 ms. Its prefill [30, 40) would
