@@ -139,6 +139,39 @@ TEST(ValidateServingTest, InferencePerfStagesRunBackToBackAndEachIsMeasuredAlone
   EXPECT_LT(c[1].simulated.throughput_req_s, 30.0 / 9.0);
 }
 
+// The serving-runs table: two stages of one experiment, the second run after the first on the same
+// server; the inference-perf client's halved per-token times corrected before the comparison.
+TEST(ValidateServingTest, ServingRunsTableStagesRunBackToBack) {
+  const std::string header =
+      "experiment\thf_model\ttp\tgpu\tmax_model_len\tmax_num_batched_tokens\tmax_num_seqs\tworkload\t"
+      "system_prompt_len\tquestion_len\tmax_tokens\tstage\trate\tduration_s\tsent\tsucceeded\tfailed\t"
+      "prompt_len_mean\tprompt_len_min\tprompt_len_max\tttft_s_mean\tttft_s_median\tttft_s_p90\tttft_s_p99\t"
+      "e2e_s_mean\te2e_s_median\te2e_s_p90\te2e_s_p99\ttpot_reported_s_mean\ttpot_reported_s_median\t"
+      "tpot_reported_s_p90\ttpot_reported_s_p99\titl_reported_s_mean\titl_reported_s_median\titl_reported_s_p90\t"
+      "itl_reported_s_p99\tthroughput_req_s\tthroughput_output_tok_s\n";
+  const std::string row = "\tmeta-llama/Llama-2-7b-hf\t1\th100-sxm\t4096\t2048\t128\tgeneral\t100\t447\t64\t";
+  const std::string table =
+      header + "exp-a" + row + "0\t2\t10\t20\t20\t0\t575\t559\t592\t0.03\t0.03\t0.035\t0.04\t0.6\t0.6\t0.65\t0.7\t"
+      "0.004\t0.004\t0.0045\t0.005\t0.004\t3e-05\t0.008\t0.009\t1.9\t120\n" +
+      "exp-a" + row + "1\t3\t10\t30\t30\t0\t575\t559\t592\t0.03\t0.03\t0.035\t0.04\t0.6\t0.6\t0.65\t0.7\t"
+      "0.004\t0.004\t0.0045\t0.005\t0.004\t3e-05\t0.008\t0.009\t2.9\t180\n";
+  const std::vector<MeasuredStage> stages = parse_serving_runs_table(table, "runs.tsv");
+  ASSERT_EQ(stages.size(), 2u);
+  // n = 64 output tokens: the engine's time per token is 4 ms x 129 / 63.
+  EXPECT_NEAR(*stages[1].tpot.mean, 0.004 * 129 / 63, 1e-12);
+  const std::vector<StageComparison> c = validate_stages(stages, ValidateOptions{}, 1);
+  EXPECT_EQ(c[0].simulated.completed, 20);
+  EXPECT_EQ(c[1].simulated.completed, 30);  // the second stage's requests alone
+  EXPECT_NEAR(*c[1].figure_error("tpot", "mean"),
+              (*c[1].simulated.tpot.mean - 0.004 * 129 / 63) / (0.004 * 129 / 63), 1e-12);
+  // The second stage's simulation replays the first before it, and the pool's template tokens
+  // (559-592 measured against 100 + 447) as the extra tokens.
+  const std::string config = stage_config(stages[1], ValidateOptions{});
+  EXPECT_NE(config.find("rate = 2\nduration_s = 10"), std::string::npos) << config;
+  EXPECT_NE(config.find("rate = 3\nduration_s = 10"), std::string::npos) << config;
+  EXPECT_NE(config.find("min = 12\nmax = 45"), std::string::npos) << config;
+}
+
 TEST(ValidateServingTest, WhatTheFileDoesNotSayIsAskedFor) {
   MeasuredStage m = parse_vllm_bench_json(kBench, "bench.json");
   ValidateOptions o;
