@@ -141,6 +141,32 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .range(0, 1e12),
           },
           "what the run records besides per-request rows"),
+      ParamSpec::table(
+          "measurement",
+          {
+              ParamSpec::real("warmup_s", 0, "s",
+                              "leave out of the window's figures the requests arriving before this simulated time")
+                  .range(0, 1e12)
+                  .optional(),
+              ParamSpec::integer("warmup_requests", 0, "requests", "leave out the first N arrivals instead")
+                  .range(0, static_cast<double>(INT64_MAX))
+                  .optional(),
+              ParamSpec::real("cooldown_s", 0, "s",
+                              "leave out the requests arriving in the last T simulated seconds before the last arrival")
+                  .range(0, 1e12)
+                  .optional(),
+              ParamSpec::integer("cooldown_requests", 0, "requests", "leave out the last N arrivals instead")
+                  .range(0, static_cast<double>(INT64_MAX))
+                  .optional(),
+              ParamSpec::boolean("auto_warmup", false,
+                                 "end the warm-up where MSER-5 finds the requests in the system settled (instead of "
+                                 "warmup_s or warmup_requests)"),
+              ParamSpec::integer("batches", 20, "batches",
+                                 "batches of the batch-means intervals and of the stationarity test")
+                  .range(4, 1000),
+          },
+          "the measurement window (default: the arrival window [0, last arrival]) the *_window figures, "
+          "their batch-means intervals and the stationarity check cover"),
   };
   return schema;
 }
@@ -181,6 +207,25 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const h
                      gib(budget) + ", not enough for the weights and one KV block; raise tensor_parallel, "
                      "choose a GPU with more memory, or lower activation_reserve_gib");
   return static_cast<int64_t>(std::floor(left / kv_per_block));
+}
+
+// [measurement] as the collector takes it; contradictory keys are errors at the key.
+metrics::MeasurementConfig measurement_config(const core::Params& m) {
+  metrics::MeasurementConfig c;
+  if (m.has("warmup_s")) c.warmup_s = m.get_float("warmup_s");
+  if (m.has("warmup_requests")) c.warmup_requests = m.get_int("warmup_requests");
+  if (m.has("cooldown_s")) c.cooldown_s = m.get_float("cooldown_s");
+  if (m.has("cooldown_requests")) c.cooldown_requests = m.get_int("cooldown_requests");
+  c.auto_warmup = m.get_bool("auto_warmup");
+  c.batches = m.get_int("batches");
+  if (c.warmup_s && c.warmup_requests)
+    m.fail("warmup_requests", "give the warm-up by time (warmup_s) or by requests (warmup_requests), not both");
+  if (c.auto_warmup && (c.warmup_s || c.warmup_requests))
+    m.fail("auto_warmup", "auto_warmup finds the warm-up's end itself; remove warmup_s / warmup_requests, or set "
+                          "auto_warmup = false");
+  if (c.cooldown_s && c.cooldown_requests)
+    m.fail("cooldown_requests", "give the cool-down by time (cooldown_s) or by requests (cooldown_requests), not both");
+  return c;
 }
 
 }  // namespace
@@ -339,6 +384,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     config.section("output").fail("sample_interval_ms",
                                   "must be 0 (no time series) or at least 1 ms; got " + core::format_double(interval_ms));
   collector_cfg.sample_interval_ns = std::llround(interval_ms * 1e6);
+  collector_cfg.measurement = measurement_config(config.section("measurement"));
   for (const auto& p : pools) {
     for (int64_t i = 0; i < p.replicas; ++i) {
       metrics::ReplicaHardware hw;
@@ -444,6 +490,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   result.block_size = cluster_cfg.get_int("block_size");
   result.usd_per_gpu_hour = pools[0].gpu->price_usd_per_hour;
   result.slo = slo;
+  result.measurement = collector_cfg.measurement;
   return result;
 }
 

@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <string>
@@ -16,6 +17,41 @@ namespace servesim::experiments {
 namespace po = boost::program_options;
 namespace {
 
+
+// The measurement window (when not the default) and the stationarity check.
+void print_steady_state(std::ostream& out, const RunResult& r) {
+  const auto& s = r.summary;
+  const auto& st = s.steady;
+  const auto& m = r.measurement;
+  auto pm = [](double v, double hw, int digits) {
+    return fixed(v, digits) + (std::isnan(hw) ? std::string() : " +- " + fixed(hw, digits));
+  };
+  if (m.custom()) {
+    std::string how = m.auto_warmup ? "warm-up found by MSER-5"
+                      : m.warmup_s ? "warm-up " + core::format_double(*m.warmup_s) + " s"
+                      : m.warmup_requests ? "warm-up " + std::to_string(*m.warmup_requests) + " requests"
+                                          : "no warm-up";
+    if (m.cooldown_s) how += ", cool-down " + core::format_double(*m.cooldown_s) + " s";
+    if (m.cooldown_requests) how += ", cool-down " + std::to_string(*m.cooldown_requests) + " requests";
+    out << "window       " << fixed(st.window_start_s, 2) << " s to " << fixed(st.window_start_s + s.arrival_window_s, 2)
+        << " s (" << how << "): " << grouped(st.window_requests) << " requests; TTFT p50/p90/p99 "
+        << fixed(st.ttft_ms.p50, 1) << "/" << fixed(st.ttft_ms.p90, 1) << "/" << fixed(st.ttft_ms.p99, 1)
+        << " ms, TPOT p90 " << fixed(st.tpot_ms.p90, 2) << " ms, SLO attainment " << percent(st.slo_attainment) << "\n";
+  }
+  out << "intervals    95% by batch means (" << st.batches << " batches" << (m.custom() ? " of the window" : "")
+      << "): TTFT mean " << pm(st.ttft_ms.mean, st.ttft_ms_mean_ci95, 1) << " ms, E2E mean "
+      << pm(st.e2e_ms.mean, st.e2e_ms_mean_ci95, 1) << " ms, goodput " << pm(s.goodput_req_s_window, st.goodput_req_s_ci95, 2)
+      << " req/s, SLO attainment " << pm(100 * st.slo_attainment, 100 * st.slo_attainment_ci95, 1) << "%\n";
+  out << "steady state ";
+  if (st.stationary)
+    out << "stationary: " << fixed(st.in_system_mean, 1) << " requests in the system after "
+        << fixed(std::max(st.window_start_s, st.mser_warmup_s), 1) << " s, trend " << std::showpos
+        << fixed(st.in_system_trend_req_s, 3) << std::noshowpos << "/s (t = " << fixed(st.in_system_trend_t, 1) << ")\n";
+  else
+    out << "NOT STATIONARY: the requests in the system still grow by " << fixed(st.in_system_trend_req_s, 2)
+        << "/s at the end (t = " << fixed(st.in_system_trend_t, 1) << "): not sustainable at this rate; the figures "
+        << "depend on the run's length\n";
+}
 
 void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
                    const std::string& csv) {
@@ -58,20 +94,22 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   lat("TPOT", s.tpot_ms);
   lat("ITL", s.itl_ms);
   lat("E2E", s.e2e_ms);
+  const std::string window = r.measurement.custom() ? "measurement window" : "arrival window";
   out << "\nthroughput   " << fixed(s.throughput_req_s, 3) << " req/s, " << fixed(s.throughput_output_tok_s, 1)
       << " output tok/s over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
       << fixed(s.throughput_output_tok_s_window, 1) << " tok/s over the " << fixed(s.arrival_window_s, 1)
-      << " s arrival window\n";
+      << " s " << window << "\n";
   std::string limits;
   if (r.slo.ttft_ms) limits += "TTFT <= " + core::format_double(*r.slo.ttft_ms) + " ms";
   if (r.slo.tpot_ms) limits += std::string(limits.empty() ? "" : ", ") + "TPOT <= " + core::format_double(*r.slo.tpot_ms) + " ms";
   if (r.slo.e2e_ms) limits += std::string(limits.empty() ? "" : ", ") + "E2E <= " + core::format_double(*r.slo.e2e_ms) + " ms";
   out << "goodput      " << fixed(s.goodput_req_s, 3) << " req/s (" << fixed(s.goodput_req_s_window, 3)
-      << " over the arrival window) under " << (limits.empty() ? "no SLO" : limits) << " (SLO attainment "
+      << " over the " << window << ") under " << (limits.empty() ? "no SLO" : limits) << " (SLO attainment "
       << percent(s.slo_attainment) << ")\n";
   out << "cost         $" << fixed(s.cost_usd_per_mtok_output, 4) << " per 1M output tokens ($"
-      << fixed(s.cost_usd_per_mtok_output_window, 4) << " over the arrival window; " << fixed(s.gpu_hours, 3)
+      << fixed(s.cost_usd_per_mtok_output_window, 4) << " over the " << window << "; " << fixed(s.gpu_hours, 3)
       << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $" << fixed(s.cost_usd, 2) << ")\n";
+  print_steady_state(out, r);
   out << "utilisation  MFU " << percent(s.mfu_mean) << ", MBU " << percent(s.mbu_mean) << ", KV cache "
       << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << ", "
       << fixed(s.mean_requests_in_system, 1) << " requests in the system on average\n";
@@ -105,13 +143,17 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
                      {"calibration", p.calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.calibration)},
                      {"calibration_default", p.calibration_default}});
   j["pools"] = pools;
-  const std::pair<const char*, const metrics::LatencyStats*> latencies[] = {
-      {"ttft_ms", &s.ttft_ms}, {"tpot_ms", &s.tpot_ms}, {"itl_ms", &s.itl_ms}, {"e2e_ms", &s.e2e_ms}};
+  const std::pair<std::string, const metrics::LatencyStats*> latencies[] = {
+      {"ttft_ms", &s.ttft_ms},          {"tpot_ms", &s.tpot_ms},          {"itl_ms", &s.itl_ms},
+      {"e2e_ms", &s.e2e_ms},            {"ttft_ms_window", &s.steady.ttft_ms}, {"tpot_ms_window", &s.steady.tpot_ms},
+      {"e2e_ms_window", &s.steady.e2e_ms}};
   // Everything the database stores, with each latency's statistics as one nested object.
   for (const auto& v : metrics::flatten(s)) {
     bool is_latency = false;
     for (const auto& [prefix, stats] : latencies) {
-      if (v.name.rfind(prefix, 0) != 0) continue;
+      bool match = false;
+      for (const char* stat : {"_mean", "_p50", "_p90", "_p99"}) match = match || v.name == prefix + stat;
+      if (!match) continue;
       is_latency = true;
       if (!j.contains(prefix))
         j[prefix] = {{"mean", stats->mean}, {"p50", stats->p50}, {"p90", stats->p90}, {"p99", stats->p99}};

@@ -1,5 +1,7 @@
 #include "sim/metrics/csv_sink.h"
 
+#include <cmath>
+
 #include <filesystem>
 #include <sstream>
 
@@ -18,6 +20,7 @@ std::string csv_field(const std::string& s) {
 }
 
 static std::string number(double v, bool integer) {
+  if (std::isnan(v)) return "";  // unknown (NamedValue::nullable), as NULL in SQLite
   return integer ? std::to_string(static_cast<int64_t>(v)) : core::format_double(v);
 }
 

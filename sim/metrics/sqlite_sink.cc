@@ -10,7 +10,8 @@
 namespace servesim::metrics {
 namespace {
 
-constexpr int kSchemaVersion = 2;  // 2: MFU per precision, arrival-window figures, requests in system, engine times
+constexpr int kSchemaVersion = 3;  // 2: MFU per precision, arrival-window figures, requests in system, engine times;
+                                   // 3: the measurement window, batch-means intervals, stationarity
 
 std::string runs_columns_sql() {
   std::string cols =
