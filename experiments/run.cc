@@ -25,6 +25,7 @@
 #include "sim/metrics/observer_fanout.h"
 #include "sim/metrics/sqlite_sink.h"
 #include "traces/arrival_source.h"
+#include "traces/block_bootstrap.h"
 
 namespace servesim::experiments {
 
@@ -167,6 +168,18 @@ const std::vector<core::ParamSpec>& run_schema() {
           },
           "the measurement window (default: the arrival window [0, last arrival]) the *_window figures, "
           "their batch-means intervals and the stationarity check cover"),
+      ParamSpec::table(
+          "replication",
+          {
+              ParamSpec::boolean("resample_trace", false,
+                                 "replay a block bootstrap of the workload's stream, drawn from the run's seed, instead "
+                                 "of the stream itself (what makes replications of a trace replay differ; servesim run "
+                                 "--replications sets it for traces)"),
+              ParamSpec::real("block_s", 60, "s", "block length of the bootstrap, in the trace's own time (before rate_scale)")
+                  .above(0)
+                  .range(0, 1e9),
+          },
+          "how a replication of the run differs from another (generators: by the seed alone)"),
   };
   return schema;
 }
@@ -360,6 +373,13 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   if (disaggregated) decode_router = policies::router_registry().make(config.section("decode_router"), seed + 1);
   std::unique_ptr<traces::ArrivalSource> source =
       traces::workload_registry().make(config.section("workload"), seed);
+  if (const core::Params& rep = config.section("replication"); rep.get_bool("resample_trace")) {
+    // Blocks of block_s in the trace's time are block_s / rate_scale in the stream's.
+    const double block_s = rep.get_float("block_s") / config.section("workload").get_float("rate_scale");
+    if (block_s * 1e9 < 1 || block_s >= 9.2e9)
+      rep.fail("block_s", "a block of " + core::format_double(block_s) + " s after rate_scale is not a usable length");
+    source = std::make_unique<traces::BlockBootstrapSource>(std::move(source), std::llround(block_s * 1e9), seed);
+  }
   const bool prefix_caching = cluster_cfg.get_bool("prefix_caching");
   if (prefix_caching && source->hash_block_tokens() > 0 &&
       source->hash_block_tokens() % cluster_cfg.get_int("block_size") != 0)

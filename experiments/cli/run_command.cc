@@ -5,10 +5,12 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "experiments/cli/command.h"
+#include "experiments/replications.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
 #include "sim/metrics/timeline.h"
@@ -45,19 +47,16 @@ void print_steady_state(std::ostream& out, const RunResult& r) {
   out << "steady state ";
   if (st.stationary)
     out << "stationary: " << fixed(st.in_system_mean, 1) << " requests in the system after "
-        << fixed(std::max(st.window_start_s, st.mser_warmup_s), 1) << " s, trend " << std::showpos
-        << fixed(st.in_system_trend_req_s, 3) << std::noshowpos << "/s (t = " << fixed(st.in_system_trend_t, 1) << ")\n";
+        << fixed(std::max(st.window_start_s, st.mser_warmup_s), 1) << " s, trend "
+        << (st.in_system_trend_req_s >= 0 ? "+" : "") << fixed(st.in_system_trend_req_s, 3) << "/s (t = " << fixed(st.in_system_trend_t, 1) << ")\n";
   else
     out << "NOT STATIONARY: the requests in the system still grow by " << fixed(st.in_system_trend_req_s, 2)
         << "/s at the end (t = " << fixed(st.in_system_trend_t, 1) << "): not sustainable at this rate; the figures "
         << "depend on the run's length\n";
 }
 
-void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
-                   const std::string& csv) {
-  const auto& s = r.summary;
-  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (config " << r.info.config_hash << ", seed "
-      << r.info.seed << ")\n";
+// The cluster and engine lines of a run's summary.
+void print_cluster(std::ostream& out, const RunResult& r) {
   out << "cluster      " << r.model_kind << ":";
   for (size_t i = 0; i < r.pools.size(); ++i) {
     const auto& p = r.pools[i];
@@ -76,6 +75,14 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
                                                                            : ""))
         << "\n";
   }
+}
+
+void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
+                   const std::string& csv) {
+  const auto& s = r.summary;
+  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (config " << r.info.config_hash << ", seed "
+      << r.info.seed << ")\n";
+  print_cluster(out, r);
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
       << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
@@ -164,6 +171,99 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
   return j;
 }
 
+// The headline figures of replications: name in the summary, label, decimals, scale.
+struct ReplicatedRow {
+  const char* name;
+  const char* label;
+  int digits;
+  double scale;
+};
+constexpr ReplicatedRow kReplicatedRows[] = {
+    {"requests_total", "requests", 0, 1},
+    {"window_requests", "requests in the window", 0, 1},
+    {"ttft_ms_window_mean", "TTFT mean (ms)", 1, 1},
+    {"ttft_ms_window_p50", "TTFT p50 (ms)", 1, 1},
+    {"ttft_ms_window_p90", "TTFT p90 (ms)", 1, 1},
+    {"ttft_ms_window_p99", "TTFT p99 (ms)", 1, 1},
+    {"tpot_ms_window_p50", "TPOT p50 (ms)", 2, 1},
+    {"tpot_ms_window_p90", "TPOT p90 (ms)", 2, 1},
+    {"tpot_ms_window_p99", "TPOT p99 (ms)", 2, 1},
+    {"itl_ms_p99", "ITL p99 (ms, whole run)", 2, 1},
+    {"e2e_ms_window_p50", "E2E p50 (ms)", 1, 1},
+    {"e2e_ms_window_p90", "E2E p90 (ms)", 1, 1},
+    {"e2e_ms_window_p99", "E2E p99 (ms)", 1, 1},
+    {"throughput_req_s_window", "throughput (req/s)", 3, 1},
+    {"throughput_output_tok_s_window", "output tokens/s", 1, 1},
+    {"goodput_req_s_window", "goodput (req/s)", 3, 1},
+    {"slo_attainment_window", "SLO attainment (%)", 2, 100},
+    {"cost_usd_per_mtok_output_window", "$ per 1M output tokens", 4, 1},
+    {"in_system_mean", "requests in the system", 1, 1},
+};
+
+void print_replications(std::ostream& out, const ReplicationResult& r, const std::string& config_path,
+                        const std::string& db, const std::string& csv) {
+  const RunResult& first = r.runs.front();
+  const size_t n = r.runs.size();
+  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (" << n << " replications, seeds "
+      << first.info.seed << " to " << r.runs.back().info.seed << ": "
+      << (r.resampled ? "each replays a block bootstrap of the trace" : "arrivals and lengths drawn afresh") << ")\n";
+  print_cluster(out, first);
+  size_t stationary = 0;
+  for (const auto& run : r.runs) stationary += run.summary.steady.stationary ? 1 : 0;
+  out << "\n" << std::left << std::setw(32) << (first.measurement.custom() ? "measurement window" : "arrival window")
+      << std::right << std::setw(15) << "mean" << std::setw(25) << "95% interval" << "    (Student t over the " << n
+      << " replications)\n";
+  for (const ReplicatedRow& row : kReplicatedRows) {
+    const ReplicatedMetric* m = find_metric(r.metrics, row.name);
+    if (!m) continue;
+    const metrics::Interval& i = m->interval;
+    std::ostringstream interval;
+    if (i.known())
+      interval << "[" << fixed(i.lo() * row.scale, row.digits) << ", " << fixed(i.hi() * row.scale, row.digits) << "]";
+    else
+      interval << "-";
+    out << "  " << std::left << std::setw(30) << row.label << std::right << std::setw(15)
+        << fixed(i.mean * row.scale, row.digits) << std::setw(25) << interval.str() << "\n";
+  }
+  out << "\nsteady state " << stationary << " of " << n << " replications stationary";
+  if (stationary < n) out << "; the others' queues still grow at the end: not sustainable at this rate";
+  out << "\n";
+  if (!db.empty())
+    out << "results      runs " << r.runs.front().info.run_id << " to " << r.runs.back().info.run_id << " in " << db << "\n";
+  if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
+}
+
+nlohmann::ordered_json replications_json(const ReplicationResult& r, const std::string& db) {
+  nlohmann::ordered_json j;
+  j["replications"] = r.runs.size();
+  j["resampled_trace"] = r.resampled;
+  j["interval"] = "95% Student t over replications";
+  nlohmann::ordered_json seeds = nlohmann::ordered_json::array(), ids = nlohmann::ordered_json::array();
+  int64_t stationary = 0;
+  for (const auto& run : r.runs) {
+    seeds.push_back(run.info.seed);
+    ids.push_back(run.info.run_id);
+    stationary += run.summary.steady.stationary ? 1 : 0;
+  }
+  j["seeds"] = seeds;
+  j["db"] = db.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(db);
+  j["run_ids"] = ids;
+  j["stationary_replications"] = stationary;
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+  nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
+  for (const ReplicatedMetric& m : r.metrics) {
+    nlohmann::ordered_json values = nlohmann::ordered_json::array();
+    for (double v : m.values) values.push_back(number(v));
+    metrics[m.name] = {{"mean", number(m.interval.mean)},
+                       {"ci95_low", number(m.interval.lo())},
+                       {"ci95_high", number(m.interval.hi())},
+                       {"half_width", number(m.interval.half_width)},
+                       {"values", values}};
+  }
+  j["metrics"] = metrics;
+  return j;
+}
+
 int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts("servesim run options");
   std::vector<std::string> sets;
@@ -182,7 +282,11 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("timeline", po::value<std::string>(&timeline),
        "write a Chrome/Perfetto trace-event JSON of each replica's iterations and request spans to this file")
       ("timeline-max-events", po::value<uint64_t>(&timeline_max_events)->default_value(timeline_max_events),
-       "keep at most this many trace events (the first ones in simulated time; the file says how many were dropped)");
+       "keep at most this many trace events (the first ones in simulated time; the file says how many were dropped)")
+      ("replications", po::value<int64_t>(),
+       "run N independent replications (seed, seed + 1, ...; a trace replays block bootstraps of itself) and report "
+       "each figure's mean with a 95% interval")
+      ("jobs,j", po::value<int>()->default_value(0), "with --replications: simulations in parallel (0 = all cores)");
   const po::variables_map vm = parse_options(args, opts, "config");
   if (vm.count("help")) {
     out << "usage: servesim run CONFIG.toml [options]\n\n" << opts << "\n";
@@ -190,6 +294,29 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   if (config.empty()) throw UsageError("run needs a configuration file: servesim run CONFIG.toml");
   if (vm.count("no-db")) db.clear();
+  if (vm.count("replications")) {
+    ReplicationOptions options;
+    options.count = vm["replications"].as<int64_t>();
+    options.jobs = vm["jobs"].as<int>();
+    if (options.count < 2) throw UsageError("--replications needs at least 2, got " + std::to_string(options.count));
+    if (options.jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
+    if (!timeline.empty()) throw UsageError("--timeline records one run; drop it or --replications");
+    options.db_path = db;
+    options.csv_dir = csv;
+    options.check = vm.count("check") > 0;
+    const ReplicationResult r = run_replications(
+        [&](const std::vector<std::string>& extra) {
+          std::vector<std::string> all = sets;
+          all.insert(all.end(), extra.begin(), extra.end());
+          return load_run_config(config, all);
+        },
+        options);
+    if (vm.count("json"))
+      out << replications_json(r, db).dump() << "\n";
+    else
+      print_replications(out, r, config, db, csv);
+    return 0;
+  }
   core::Params params = load_run_config(config, sets);
   RunOutputs outputs;
   outputs.db_path = db;
@@ -216,7 +343,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 
 const bool kRegistered = register_command(
-    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json] [--check] [--timeline FILE]",
+    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json] [--check] [--timeline FILE] [--replications N [--jobs N]]",
      "simulate the serving cluster a configuration describes; print a summary and write the results\n"
      "(runs, requests, replica_timeseries) to the SQLite database",
      cmd_run});

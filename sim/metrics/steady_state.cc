@@ -76,6 +76,27 @@ Truncation mser(std::span<const double> y) {
   return out;
 }
 
+double autocorrelation_time(std::span<const double> x) {
+  const size_t n = x.size();
+  if (n < 4) return 1;
+  long double mean = 0;
+  for (double v : x) mean += v;
+  mean /= static_cast<long double>(n);
+  auto cov = [&](size_t k) {
+    long double c = 0;
+    for (size_t i = 0; i + k < n; ++i) c += (x[i] - mean) * (x[i + k] - mean);
+    return c / static_cast<long double>(n);
+  };
+  const long double c0 = cov(0);
+  if (!(c0 > 0)) return 1;
+  long double tau = 1;
+  for (size_t m = 1; m < n / 2; ++m) {
+    tau += 2 * cov(m) / c0;
+    if (static_cast<long double>(m) >= 5 * tau) break;
+  }
+  return std::max(1.0, static_cast<double>(tau));
+}
+
 Trend linear_trend(std::span<const double> y) {
   Trend out;
   const size_t n = y.size();
@@ -93,13 +114,17 @@ Trend linear_trend(std::span<const double> y) {
     sxy += dx * (y[i] - ybar);
   }
   const long double b = sxy / sxx;
+  std::vector<double> residuals(n);
   long double rss = 0;
   for (size_t i = 0; i < n; ++i) {
     const long double r = y[i] - (ybar + b * (static_cast<long double>(i) - xbar));
+    residuals[i] = static_cast<double>(r);
     rss += r * r;
   }
   out.slope = static_cast<double>(b);
-  const long double se = std::sqrt(rss / static_cast<long double>(n - 2) / sxx);
+  out.tau = autocorrelation_time(residuals);
+  out.dof = std::max(1.0, static_cast<double>(n) / out.tau - 2);
+  const long double se = std::sqrt(rss / static_cast<long double>(n - 2) / sxx * out.tau);
   // A residual sum that is rounding noise against the data's scale: the points lie on the line.
   const long double scale = std::max<long double>(std::fabs(ybar), std::fabs(b) * static_cast<long double>(n));
   if (se <= 1e-12L * scale || se == 0)
@@ -210,25 +235,22 @@ void analyse_series(const LoadSeries& series, const WindowBounds& window, int64_
     }
   }
 
-  // The trend of the requests in the system after the warm-up.
+  // The trend of the requests in the system after the warm-up, bin by bin.
   const auto [first, last] = bins_within(series, test_start_ns, window.end_ns);
   const size_t n = last - first;
-  const size_t k = std::min(batches, n);
   out.stationary = true;
   out.in_system_mean = out.in_system_trend_req_s = out.in_system_trend_t = 0;
-  if (k < 4) return;  // too short to tell
+  if (n < kMinTrendBins) return;  // too short to tell
   std::vector<double> level(n);
   for (size_t i = 0; i < n; ++i) level[i] = series.bin(first + i).level_ns / static_cast<double>(series.width_ns());
-  const std::vector<double> means = batch_means(level, k);
-  const Trend trend = linear_trend(means);
-  const double batch_s = w_s * static_cast<double>(n / k);
+  const Trend trend = linear_trend(level);
   out.in_system_mean = trend.mean;
-  out.in_system_trend_req_s = trend.slope / batch_s;
+  out.in_system_trend_req_s = trend.slope / w_s;
   // A line through the points has t = +-infinity; the columns hold a finite stand-in.
   out.in_system_trend_t = std::clamp(trend.t, -1e6, 1e6);
   const double span_s = static_cast<double>(window.end_ns - window.start_ns) * 1e-9;
   const double arrival_rate = span_s > 0 ? window.arrivals / span_s : 0;
-  const bool significant = trend.t > student_t_quantile(1 - kTrendSignificance, static_cast<double>(k - 2));
+  const bool significant = trend.t > student_t_quantile(1 - kTrendSignificance, trend.dof);
   out.stationary = !(significant && out.in_system_trend_req_s > kMinGrowthFraction * arrival_rate);
 }
 

@@ -13,7 +13,8 @@
 //   and Analysis", ch. 9).
 // - Stationarity. A run whose queue still grows at the end of the window has not reached a steady
 //   state: its figures depend on its length, and the rate is not sustainable. The test fits a line
-//   to the batch means of the requests in the system after the warm-up.
+//   to the requests in the system after the warm-up, with a standard error that allows for the
+//   series' autocorrelation (linear_trend).
 //
 // LoadSeries keeps the series these need in constant memory, binned in time (bins double in width
 // as the run grows), so runs that do not configure a window pay a few additions per signal.
@@ -64,13 +65,23 @@ struct Truncation {
 };
 Truncation mser(std::span<const double> series);
 
-// Least-squares line through (i, y_i), i = 0..n-1: slope per step and its t statistic.
+// Least-squares line through (i, y_i), i = 0..n-1: slope per step and its t statistic. The
+// slope's standard error allows for correlated residuals: the naive one (independent residuals)
+// times sqrt(tau), tau the residuals' integrated autocorrelation time (1 + 2 sum of their
+// autocorrelations, summed over Sokal's automatic window: the first M with M >= 5 tau(M); at
+// least 1), and the t statistic has n / tau - 2 degrees of freedom. A queue's length is strongly
+// correlated over time, and a test that took its samples as independent would call every slow
+// swing of a stable queue a trend.
 struct Trend {
   double slope = 0;
   double t = 0;           // slope / its standard error (+-inf when the points lie on a line)
   double mean = 0;
+  double tau = 1;         // integrated autocorrelation time of the residuals, in steps
+  double dof = 0;         // degrees of freedom of t
 };
 Trend linear_trend(std::span<const double> y);
+// Integrated autocorrelation time of a series (mean removed), with Sokal's window; at least 1.
+double autocorrelation_time(std::span<const double> x);
 
 // ---- The measurement window ----------------------------------------------------------------------
 
@@ -81,7 +92,7 @@ struct MeasurementConfig {
   std::optional<double> cooldown_s;          // requests arriving in the last T s before the last arrival
   std::optional<int64_t> cooldown_requests;  // the last N arrivals
   bool auto_warmup = false;                  // warm-up end found by MSER-5 on the requests in the system
-  int64_t batches = 20;                      // batch means for intervals and the trend test
+  int64_t batches = 20;                      // batch means for the intervals
   // Anything but the default window (the collector then keeps one record per request).
   bool custom() const { return warmup_s || warmup_requests || cooldown_s || cooldown_requests || auto_warmup; }
 };
@@ -92,6 +103,8 @@ struct MeasurementConfig {
 inline constexpr double kMinGrowthFraction = 0.01;
 // One-sided significance of the trend test.
 inline constexpr double kTrendSignificance = 0.01;
+// Bins the trend test needs after the warm-up (fewer: too short to tell; stationary).
+inline constexpr size_t kMinTrendBins = 16;
 
 // What a run's summary says of its window and steady state (columns of `runs`).
 struct SteadyState {
@@ -111,7 +124,7 @@ struct SteadyState {
   bool mser_at_limit = false;
   double in_system_mean = 0;        // over the tested span
   double in_system_trend_req_s = 0; // requests per second
-  double in_system_trend_t = 0;     // its t statistic
+  double in_system_trend_t = 0;     // its t statistic (autocorrelation-corrected, Trend)
   bool stationary = true;           // false: the queue still grows: not sustainable at this rate
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/core/rng.h"
 #include "sim/metrics/collector.h"
 
 namespace servesim::metrics {
@@ -81,6 +82,26 @@ TEST(SteadyStateStatsTest, LinearTrendSlopeAndT) {
   EXPECT_NEAR(t.t, b / std::sqrt(rss / 8 / 82.5), 1e-9);
   // A flat line: no trend.
   EXPECT_DOUBLE_EQ(linear_trend(std::vector<double>(8, 4.0)).t, 0);
+}
+
+TEST(SteadyStateStatsTest, AutocorrelationTimeOfIndependentAndBlockedValues) {
+  // Independent draws: tau = 1. Each draw repeated k = 10 times: rho_j = 1 - j / k for j < k, so
+  // tau = 1 + 2 sum (1 - j / k) = k. Sokal's window on 20,000 values estimates it within about 10%.
+  core::Rng rng(3, "tau");
+  std::vector<double> independent, blocked;
+  for (int i = 0; i < 20000; ++i) independent.push_back(rng.normal());
+  for (int b = 0; b < 2000; ++b) {
+    const double v = rng.normal();
+    for (int k = 0; k < 10; ++k) blocked.push_back(v);
+  }
+  EXPECT_NEAR(autocorrelation_time(independent), 1.0, 0.15);
+  EXPECT_NEAR(autocorrelation_time(blocked), 10.0, 2.0);
+  // The trend test's standard error grows by sqrt(tau): the same blocked values, no trend, give a
+  // t with n / tau - 2 degrees of freedom.
+  const Trend t = linear_trend(blocked);
+  EXPECT_NEAR(t.tau, autocorrelation_time(blocked), 1.0);
+  EXPECT_NEAR(t.dof, 20000 / t.tau - 2, 1e-6);
+  EXPECT_LT(std::fabs(t.t), 3.0);
 }
 
 TEST(LoadSeriesTest, IntegratesLevelsAndMergesBins) {
