@@ -220,10 +220,40 @@ hwmodels::CalibrationProfile fit_profile(const Samples& samples, const hwmodels:
     std::vector<double> bytes, eff;
     bool l2_resident = false;  // some sample measured in L2 on purpose: the curve may exceed HBM
   };
+  // The row floor of each family: a kernel that gives each row to one thread block takes, with a
+  // wave of rows or fewer, as long as one block needs to stream one row's bytes, however few rows
+  // there are (Vidur's H100 RMSNorm: 4 us for every row count up to 256 at hidden 4096, 6 us at
+  // 8192; SiLU-and-multiply 6 us at width 11008, 15 us at 28672). The floor per byte of a row is
+  // the median over the samples of at most kFloorRows rows of (time - fixed) / bytes per row; it
+  // carries the floor to other widths, where a curve over total bytes cannot (same bytes, another
+  // shape). Samples the floor explains are then left out of the bandwidth curve.
+  constexpr double kFloorRows = 16, kFloorMargin = 1.25;
+  std::map<std::string, std::vector<double>> per_byte;
+  for (const StreamSample& s : samples.streams)
+    if (s.rows > 0 && s.rows <= kFloorRows && s.bytes_per_row > 0 && !s.l2_resident)
+      per_byte[s.family].push_back(busy(s.seconds, kernel_s) / s.bytes_per_row);
+  for (auto& [family, v] : per_byte) {
+    std::sort(v.begin(), v.end());
+    p.elementwise_row_ns_per_byte[family] = round_significant(v[v.size() / 2] * 1e9, 3);
+  }
+  auto floor_explains = [&](const StreamSample& s) {
+    const auto floor = p.elementwise_row_ns_per_byte.find(s.family);
+    return floor != p.elementwise_row_ns_per_byte.end() && s.bytes_per_row > 0 &&
+           busy(s.seconds, kernel_s) < kFloorMargin * floor->second * 1e-9 * s.bytes_per_row;
+  };
+  // A family whose samples the floor explains nearly all of cannot tell a floor from its bandwidth
+  // (one row per sample, say): no floor then, and every sample goes to the curve.
+  std::map<std::string, size_t> beyond_floor;
+  for (const StreamSample& s : samples.streams)
+    if (!floor_explains(s)) ++beyond_floor[s.family];
+  for (auto it = p.elementwise_row_ns_per_byte.begin(); it != p.elementwise_row_ns_per_byte.end();)
+    it = beyond_floor[it->first] < 3 ? p.elementwise_row_ns_per_byte.erase(it) : std::next(it);
   std::map<std::string, Family> streams;
   for (const StreamSample& s : samples.streams) {
+    if (floor_explains(s)) continue;  // the row floor's time, not the bandwidth's
+    const double busy_s = busy(s.seconds, kernel_s);
     Family& f = streams[s.family];
-    const double eff = s.bytes / (gpu.hbm_bandwidth * busy(s.seconds, kernel_s));
+    const double eff = s.bytes / (gpu.hbm_bandwidth * busy_s);
     f.bytes.push_back(s.bytes);
     f.eff.push_back(s.l2_resident ? eff : cap_memory_efficiency(eff, "elementwise." + s.family, caps));
     f.l2_resident = f.l2_resident || s.l2_resident;
@@ -276,7 +306,7 @@ Samples samples_from_operator_data(const OperatorData& data, const hwmodels::Gpu
         if (op.gemm)
           out.gemm.push_back({m, op.weight_elements, op.flops_per_row * m, bytes, op.peak_flops, seconds});
         else
-          out.streams.push_back({std::string(op.family), bytes, seconds});
+          out.streams.push_back({std::string(op.family), bytes, seconds, false, m, op.bytes_per_row});
       }
     }
   }

@@ -34,6 +34,11 @@ struct StreamSample {
   // may exceed the HBM bound. Nothing else proves L2 residency: operator tables that reused their
   // buffers show it, but by accident.
   bool l2_resident = false;
+  // The rows it processed and the bytes each moved (0 = unknown): kernels that give a row to one
+  // thread block (RMSNorm, SiLU-and-multiply, rotary) cannot finish a row faster than one block
+  // streams its bytes, whatever the total (fit_profile's row floor).
+  double rows = 0;
+  double bytes_per_row = 0;
 };
 
 struct MessageSample {

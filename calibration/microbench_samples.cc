@@ -194,7 +194,8 @@ hwmodels::CalibrationProfile fit_microbench_profile(const MicrobenchRun& run, co
   for (const auto& st : run.streams) {
     if (st.kernel == "read") continue;  // the bandwidth ceiling, reported below; copy is the generic curve
     if (check_failed(st.kernel)) continue;
-    s.streams.push_back({st.kernel, st.bytes, st.seconds, st.l2_resident});
+    s.streams.push_back({st.kernel, st.bytes, st.seconds, st.l2_resident, st.rows,
+                         st.rows > 0 ? st.bytes / st.rows : 0.0});
   }
   for (const auto& m : run.all_reduce) s.all_reduce.push_back({m.gpus, m.bytes, m.seconds});
   for (const auto& m : run.send_recv) s.send_recv.push_back({2, m.bytes, m.seconds});

@@ -201,7 +201,20 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return core::format_double(std::round(bytes / kGiB * 100) / 100) + " GiB"; }
 
+// The cache's layer groups on one GPU of a TP group, as the replica's KV cache counts them.
+sim::KvLayout kv_layout(const hwmodels::ModelSpec& model, int64_t tp) {
+  const hwmodels::KvGroups g = hwmodels::kv_groups_per_gpu(model, tp);
+  sim::KvLayout l;
+  l.full_bytes_per_token = g.full_bytes_per_token;
+  l.window_bytes_per_token = g.window_bytes_per_token;
+  l.window = g.window;
+  l.state_bytes = g.state_bytes;
+  return l;
+}
+
 // KV blocks per replica, from what GPU memory leaves after weights and the activation reserve.
+// A hybrid model's block is block_size tokens of its per-token layers (full and window).
+
 int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const hwmodels::ModelSpec& model,
                   const hwmodels::GpuSpec& gpu, int64_t tp) {
   const int64_t block_size = cluster.get_int("block_size");
@@ -209,7 +222,9 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const h
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
   const double budget = gpu.memory_bytes * util - reserve;
   const double weights = hwmodels::weight_bytes_per_gpu(model, tp);
-  const double kv_per_block = hwmodels::kv_bytes_per_token_per_gpu(model, tp) * static_cast<double>(block_size);
+  const double kv_per_block = kv_layout(model, tp).hybrid()
+                                  ? kv_layout(model, tp).block_bytes(block_size)
+                                  : hwmodels::kv_bytes_per_token_per_gpu(model, tp) * static_cast<double>(block_size);
   const double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve);
   if (left < kv_per_block)
     pool.fail("tensor_parallel",
@@ -468,6 +483,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.swap_capacity_bytes = cluster_cfg.get_float("swap_space_gib") * kGiB;
     rc.host_link_bytes_per_s = host_link;
     rc.kv_bytes_per_token_per_gpu = hwmodels::kv_bytes_per_token_per_gpu(*model, p.tp);
+    rc.kv_layout = kv_layout(*model, p.tp);
     rc.engine = p.engine.get();
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r]);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "hwmodels/engine/engine_model.h"
@@ -286,7 +287,15 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
       const std::string kind(key.str());
       const std::string path = "elementwise." + kind;
       if (!node.is_table()) r.fail(&node, path, "expected a table with bytes and memory_efficiency");
-      p.elementwise[kind] = r.curve(*node.as_table(), path, "bytes", "memory_efficiency");
+      const toml::table& e = *node.as_table();
+      r.only(e, path + ".", {"bytes", "memory_efficiency", "row_ns_per_byte"});
+      if (const auto floor = r.optional_number(e, "row_ns_per_byte", path + ".row_ns_per_byte", 0, 1e6, false))
+        p.elementwise_row_ns_per_byte[kind] = *floor;
+      if (e.get("bytes") || e.get("memory_efficiency") || !e.get("row_ns_per_byte")) {
+        std::vector<double> x = r.axis(e, "bytes", path + ".bytes");
+        std::vector<double> y = r.efficiencies(e, "memory_efficiency", path + ".memory_efficiency", x.size());
+        p.elementwise[kind] = Curve(std::move(x), std::move(y));
+      }
     }
   }
   if (const toml::table* t = r.table(doc, "attention_prefill", "attention_prefill"))
@@ -478,10 +487,18 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
   }
   write_gemm(out, "gemm", p.gemm);
   write_gemm(out, "gemm_fp8", p.gemm_fp8);
-  for (const auto& [kind, curve] : p.elementwise) {
+  std::set<std::string> kinds;
+  for (const auto& [kind, curve] : p.elementwise) kinds.insert(kind);
+  for (const auto& [kind, floor] : p.elementwise_row_ns_per_byte) kinds.insert(kind);
+  for (const std::string& kind : kinds) {
     out += "\n[elementwise." + kind + "]\n";
-    out += "bytes = " + array(curve.x()) + "\n";
-    out += "memory_efficiency = " + array(curve.y()) + "\n";
+    if (const auto floor = p.elementwise_row_ns_per_byte.find(kind); floor != p.elementwise_row_ns_per_byte.end())
+      out += "# a row takes at least this per byte of the row (one thread block streams it)\nrow_ns_per_byte = " +
+             num(floor->second) + "\n";
+    if (const auto curve = p.elementwise.find(kind); curve != p.elementwise.end()) {
+      out += "bytes = " + array(curve->second.x()) + "\n";
+      out += "memory_efficiency = " + array(curve->second.y()) + "\n";
+    }
   }
   if (!p.attention_prefill.empty()) {
     out += "\n[attention_prefill]\n# fraction of peak by mean query tokens per prefill chunk\n";

@@ -101,6 +101,9 @@ struct CalibrationProfile {
   GemmTables gemm;      // 16-bit GEMMs (and int4 weight-only, which computes at the 16-bit rate)
   GemmTables gemm_fp8;  // W8A8 fp8 GEMMs relative to the fp8 peak; empty: gemm's tables are used
   std::map<std::string, Curve> elementwise;  // by kind (kElementwiseKinds): fraction of HBM bandwidth
+  // By kind: the least time per byte of one row, for kernels that give each row to one thread block
+  // (a row cannot finish faster than its block streams it, whatever the total bytes): ns per byte.
+  std::map<std::string, double> elementwise_row_ns_per_byte;
 
   Curve attention_prefill;         // x: mean query tokens per prefill chunk: fraction of peak
   Table2D attention_decode;        // x: decoding sequences, y: mean context tokens: fraction of HBM

@@ -11,6 +11,7 @@
 // receives requests whose KV is already computed and only decodes them (it recomputes locally a
 // request it had to preempt).
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -41,15 +42,24 @@ struct IterationPlan {
   std::vector<PlannedPrefill> prefills;
   std::vector<RequestId> decodes;
   int64_t decode_context_tokens = 0;  // sum over decodes of the tokens their attention reads
+  // The model's caps on the keys a query reads (sliding window, sparse top-k; set by the replica,
+  // kept across clear()) and the decodes' capped contexts summed under them (BatchShape's).
+  hwmodels::AttentionLimits limits;
+  int64_t decode_window_context_tokens = 0;
+  int64_t decode_sparse_context_tokens = 0;
   // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1).
   void add_decode(RequestId id, int64_t context_tokens) {
     decodes.push_back(id);
     decode_context_tokens += context_tokens;
+    if (limits.window > 0) decode_window_context_tokens += std::min(context_tokens, limits.window);
+    if (limits.topk > 0) decode_sparse_context_tokens += std::min(context_tokens, limits.topk);
   }
   void clear() {
     prefills.clear();
     decodes.clear();
     decode_context_tokens = 0;
+    decode_window_context_tokens = 0;
+    decode_sparse_context_tokens = 0;
   }
   bool empty() const { return prefills.empty() && decodes.empty(); }
 };
@@ -95,6 +105,9 @@ struct ReplicaConfig {
   double swap_capacity_bytes = 0;       // host memory for swapped KV, per GPU
   double host_link_bytes_per_s = 0;     // GPU <-> host copy bandwidth, per GPU
   double kv_bytes_per_token_per_gpu = 0;
+  // The cache by layer group (hybrid models: window and linear-attention layers); default: every
+  // layer full, kv_bytes_per_token_per_gpu per token.
+  KvLayout kv_layout;
   // The serving engine: how iterations are launched and the host time around them (not owned;
   // null = none: every kernel eager, no host time).
   const hwmodels::EngineModel* engine = nullptr;
@@ -131,6 +144,10 @@ class Replica final : public EventHandler {
   core::Duration last_iteration() const { return last_duration_; }
   // KV bytes one token occupies on each of its GPUs (a share of the heads, or a whole MLA latent).
   double kv_bytes_per_token_per_gpu() const { return kv_bytes_per_token_per_gpu_; }
+  // KV bytes a request of `tokens` tokens holds on each GPU (the window and state of a hybrid model).
+  double kv_bytes_per_gpu(int64_t tokens) const {
+    return kv_.hybrid() ? kv_.request_bytes(tokens) : static_cast<double>(tokens) * kv_bytes_per_token_per_gpu_;
+  }
   bool idle() const {
     return !busy_ && waiting_.empty() && arriving_.empty() && running_.empty() && transferring_ == 0;
   }
@@ -162,7 +179,7 @@ class Replica final : public EventHandler {
   bool reserve(RequestId id, int64_t kv_tokens) {
     Request& r = requests_[id];
     // The common case (every decode step without prefix caching): the blocks held already suffice.
-    if (!kv_.prefix_caching() && kv_tokens <= r.kv_blocks * kv_.block_size()) return true;
+    if (!kv_.prefix_caching() && !kv_.hybrid() && kv_tokens <= r.kv_blocks * kv_.block_size()) return true;
     return reserve_slow(r, kv_tokens);
   }
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is

@@ -254,6 +254,43 @@ TEST(FitTest, AllReduceRegimesAreRecoveredFromTheLowerEnvelope) {
   EXPECT_GT(one.latency_s / 6e-6, 3.0);
 }
 
+// Row floors (issue 12): kernels that give each row to one thread block take, with a few rows, as
+// long as a block needs to stream one row, whatever the total bytes; a curve over total bytes
+// cannot carry that to another width. Truth: RMSNorm 0.2 ns and SiLU-and-multiply 0.08 ns per byte
+// of a row. Fitted on the hidden-4096 architecture alone, the floors are recovered and predict the
+// hidden-8192 one's few-row times (within 15%: the fixed time's share, above), where the bytes curve
+// alone misses by a quarter or more; the bandwidth curve still covers the many-row ones.
+TEST(FitTest, RowFloorsCarryToAnotherWidth) {
+  hwmodels::CalibrationProfile truth = synthetic::true_profile();
+  truth.elementwise_row_ns_per_byte = {{"rms_norm", 0.2}, {"act", 0.08}};
+  OperatorData small = synthetic::operator_data(truth);
+  const OperatorTable large = small.tables.back();
+  small.tables.pop_back();
+  const hwmodels::CalibrationProfile fitted = fit_operator_profile(small, h100(), "synthetic");
+  // Within a fifth: from one width the floor and the kernel's fixed time are not separable, and
+  // the fitted fixed time (0.8 x the shortest kernel) takes part of the floor.
+  ASSERT_EQ(fitted.elementwise_row_ns_per_byte.count("rms_norm"), 1u);
+  EXPECT_NEAR(fitted.elementwise_row_ns_per_byte.at("rms_norm"), 0.2, 0.04);
+  EXPECT_NEAR(fitted.elementwise_row_ns_per_byte.at("act"), 0.08, 0.016);
+  hwmodels::RooflineParams params;
+  const hwmodels::ProfileUse use = hwmodels::apply_profile_scalars(fitted, params, [](std::string_view) { return false; });
+  const hwmodels::RooflineCostModel predicted(large.model, h100(), 1, params, &fitted, use);
+  hwmodels::RooflineParams true_params;
+  const hwmodels::ProfileUse true_use =
+      hwmodels::apply_profile_scalars(truth, true_params, [](std::string_view) { return false; });
+  const hwmodels::RooflineCostModel actual(large.model, h100(), 1, true_params, &truth, true_use);
+  hwmodels::CalibrationProfile no_floor = fitted;
+  no_floor.elementwise_row_ns_per_byte.clear();
+  const hwmodels::RooflineCostModel without(large.model, h100(), 1, params, &no_floor, use);
+  for (const char* op : {"input_layernorm", "mlp_act"}) {
+    for (double rows : {1.0, 4.0, 16.0, 2048.0, 4096.0})
+      EXPECT_NEAR(*predicted.operator_seconds(op, rows) / *actual.operator_seconds(op, rows), 1.0, 0.15)
+          << op << " at " << rows << " rows";
+    // Without the floor the bytes curve, which never saw rows this wide, misses them by far more.
+    EXPECT_LT(*without.operator_seconds(op, 1.0) / *actual.operator_seconds(op, 1.0), 0.75) << op;
+  }
+}
+
 TEST(FitTest, CapReportCountsPerTable) {
   CapReport r;
   EXPECT_DOUBLE_EQ(cap_memory_efficiency(0.9, "gemm", r), 0.9);

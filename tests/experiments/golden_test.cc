@@ -52,6 +52,9 @@ std::vector<Example> examples() {
       {"sweep_smoke", {"sweep", "experiments/sweeps/smoke.toml", "--jobs", "2", "--quiet"}, false},
       // MoE, MLA and fp8 models, under the invariant checker.
       {"sweep_models", {"sweep", "experiments/sweeps/models.toml", "--jobs", "2", "--quiet", "--check"}, false},
+      // A hybrid model (linear-attention and full layers) against a dense one: capacity search.
+      {"capacity_hybrid_vs_dense", {"capacity", "experiments/sweeps/hybrid_vs_dense.toml", "--jobs", "2", "--quiet"},
+       false},
   };
 }
 

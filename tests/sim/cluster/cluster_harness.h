@@ -39,6 +39,11 @@ struct ClusterSetup {
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
   bool layerwise = false;
   std::optional<hwmodels::EngineModel> engine;  // none: no engine (eager, no host time)
+  // Hybrid models: the cache's layer groups, and the model's attention pattern and window (the
+  // batch shapes' capped sums follow them).
+  sim::KvLayout kv_layout;
+  std::string attention_pattern;
+  int64_t sliding_window = 0;
 };
 
 struct Harness {
@@ -58,6 +63,8 @@ struct Harness {
     cost.mutable_model().num_kv_heads = 1;
     cost.mutable_model().head_dim = 1;
     cost.mutable_model().kv_bytes = s.kv_bytes_per_token / 2.0;
+    cost.mutable_model().attention_pattern = s.attention_pattern;
+    cost.mutable_model().sliding_window = s.sliding_window;
     const std::vector<core::ParamSpec> schema = {
         core::ParamSpec::section("scheduler", "schedulers", "continuous", "s"),
         core::ParamSpec::section("router", "routers", "round_robin", "r"),
@@ -89,6 +96,7 @@ struct Harness {
     rc.swap_capacity_bytes = s.swap_capacity_bytes;
     rc.host_link_bytes_per_s = s.host_link_bytes_per_s;
     rc.kv_bytes_per_token_per_gpu = s.kv_bytes_per_token;
+    rc.kv_layout = s.kv_layout;
     if (s.engine) engine = *s.engine;
     rc.engine = engine ? &*engine : nullptr;
     for (int i = 0; i < s.replicas; ++i)
