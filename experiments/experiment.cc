@@ -557,7 +557,9 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     const toml::table& t = *cap->as_table();
     CapacitySpec& c = e.capacity_;
     c.where = where_of(*cap, source_name);
-    p.check_keys(t, "capacity", {"target", "knob", "start", "min", "max", "tolerance", "max_probes", "cheapest_at"});
+    p.check_keys(t, "capacity",
+                 {"target", "knob", "start", "min", "max", "tolerance", "max_probes", "cheapest_at", "require_stationary",
+                  "cliff_slope", "extend_up_to"});
     auto positive = [&](const char* key) -> std::optional<double> {
       const toml::node* n = t.get(key);
       if (!n) return std::nullopt;
@@ -585,6 +587,13 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     }
     if (const toml::node* n = t.get("max_probes")) c.max_probes = p.integer(*n, "capacity.max_probes", 2, 1000);
     c.cheapest_at = positive("cheapest_at");
+    if (const toml::node* n = t.get("require_stationary")) {
+      if (!n->is_boolean()) p.fail(*n, "capacity.require_stationary", "expected true or false");
+      c.require_stationary = *n->value<bool>();
+    }
+    if (auto v = positive("cliff_slope")) c.cliff_slope = *v;
+    if (const toml::node* n = t.get("extend_up_to"))
+      c.extend_up_to = p.integer(*n, "capacity.extend_up_to", 0, 1'000'000'000);
   }
 
   e.expand();

@@ -100,6 +100,10 @@ struct CapacitySpec {
   double tolerance = 0.02;         // stop when (lowest failing - highest passing) <= tolerance x highest passing
   int64_t max_probes = 40;         // per configuration
   std::optional<double> cheapest_at;  // cheapest-configuration mode: every configuration at this knob value
+  bool require_stationary = true;  // a probe whose queue still grows fails, whatever its attainment
+  double cliff_slope = 5;          // attainment falling faster than this many points per 1% more load: a cliff
+  int64_t extend_up_to = 200000;   // a probe that meets the target but has not settled reruns with twice
+                                   // workload.max_requests, up to this many requests (0: never)
   core::SourceLocation where;
 };
 

@@ -46,16 +46,17 @@ void print_steady_state(std::ostream& out, const RunResult& r) {
       << " req/s, SLO attainment " << pm(100 * st.slo_attainment, 100 * st.slo_attainment_ci95, 1) << "%\n";
   out << "steady state ";
   if (st.stationary)
-    out << "stationary: " << fixed(st.in_system_mean, 1) << " requests in the system after "
-        << fixed(std::max(st.window_start_s, st.mser_warmup_s), 1) << " s, trend "
-        << (st.in_system_trend_req_s >= 0 ? "+" : "") << fixed(st.in_system_trend_req_s, 3) << "/s (t = " << fixed(st.in_system_trend_t, 1) << ")\n";
+    out << "stationary: after " << fixed(std::max(st.window_start_s, st.mser_warmup_s), 1) << " s, "
+        << fixed(st.in_system_mean, 1) << " requests in the system (" << fixed(st.queued_mean, 1)
+        << " waiting), trend " << (st.in_system_trend_req_s >= 0 ? "+" : "") << fixed(st.in_system_trend_req_s, 3)
+        << "/s (t = " << fixed(st.in_system_trend_t, 1) << ")\n";
   else
     out << "NOT STATIONARY: the requests in the system still grow by " << fixed(st.in_system_trend_req_s, 2)
-        << "/s at the end (t = " << fixed(st.in_system_trend_t, 1) << "): not sustainable at this rate; the figures "
-        << "depend on the run's length\n";
+        << "/s at the end (t = " << fixed(st.in_system_trend_t, 1) << ", " << fixed(st.queued_mean, 1)
+        << " waiting on average): not sustainable at this rate, or not settled in this run; the figures depend on "
+           "the run's length\n";
 }
 
-// The cluster and engine lines of a run's summary.
 void print_cluster(std::ostream& out, const RunResult& r) {
   out << "cluster      " << r.model_kind << ":";
   for (size_t i = 0; i < r.pools.size(); ++i) {

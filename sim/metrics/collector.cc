@@ -144,7 +144,7 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
   flush_samples_until(s.time.ns());
   core::ReplicaState& prev = state_[s.replica];
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
-  series_.add_level(s.time.ns(), (s.queued + s.running) - (prev.queued + prev.running));
+  series_.add_level(s.time.ns(), (s.queued + s.running) - (prev.queued + prev.running), s.queued - prev.queued);
   prev = s;
 }
 
@@ -248,6 +248,7 @@ void MetricsCollector::finish_window(RunSummary& s, double usd_per_hour) {
     st.mser_warmup_s = static_cast<double>(mser_ns) * 1e-9;
     st.mser_at_limit = t.at_limit;
     analyse_series(series_, {0, last_arrival, static_cast<double>(s.requests_total)}, mser_ns, batches, st);
+    st.settled = st.settled && s.arrival_window_s >= kSettleSpans * st.e2e_ms.p99 / 1000;
     return;
   }
 
@@ -332,6 +333,7 @@ void MetricsCollector::finish_window(RunSummary& s, double usd_per_hour) {
   s.goodput_req_s_window = meeting_in / w;
   s.cost_usd_per_mtok_output_window = tokens_in > 0 ? usd_per_hour * w / 3600.0 / tokens_in * 1e6 : 0;
   analyse_series(series_, {t0, t1, static_cast<double>(members)}, std::max(t0, mser_ns), batches, st);
+  st.settled = st.settled && w >= kSettleSpans * st.e2e_ms.p99 / 1000;
 }
 
 }  // namespace servesim::metrics

@@ -125,6 +125,7 @@ Trend linear_trend(std::span<const double> y) {
   out.tau = autocorrelation_time(residuals);
   out.dof = std::max(1.0, static_cast<double>(n) / out.tau - 2);
   const long double se = std::sqrt(rss / static_cast<long double>(n - 2) / sxx * out.tau);
+  out.se = static_cast<double>(se);
   // A residual sum that is rounding noise against the data's scale: the points lie on the line.
   const long double scale = std::max<long double>(std::fabs(ybar), std::fabs(b) * static_cast<long double>(n));
   if (se <= 1e-12L * scale || se == 0)
@@ -141,6 +142,7 @@ void LoadSeries::merge() {
     Bin a = bins_[2 * i];
     const Bin& b = bins_[2 * i + 1];
     a.level_ns += b.level_ns;
+    a.queued_ns += b.queued_ns;
     a.meeting += b.meeting;
     a.output_tokens += b.output_tokens;
     bins_[i] = a;
@@ -151,9 +153,11 @@ void LoadSeries::merge() {
 
 void LoadSeries::close_until(int64_t t_ns) {
   while (t_ns > bin_end_) {
-    const long double at_end = integral_ns(bin_end_);
+    const long double at_end = integral_ns(bin_end_), queued_at_end = queued_integral_ns(bin_end_);
     bins_[current_].level_ns += static_cast<double>(at_end - closed_ns_);
+    bins_[current_].queued_ns += static_cast<double>(queued_at_end - queued_closed_ns_);
     closed_ns_ = at_end;
+    queued_closed_ns_ = queued_at_end;
     size_t next = current_ + 1;
     if (next == kMaxBins) {
       merge();
@@ -166,9 +170,11 @@ void LoadSeries::close_until(int64_t t_ns) {
 
 void LoadSeries::finish(int64_t t_ns) {
   close_until(t_ns);
-  const long double at = integral_ns(t_ns);
+  const long double at = integral_ns(t_ns), queued_at = queued_integral_ns(t_ns);
   bins_[current_].level_ns += static_cast<double>(at - closed_ns_);
+  bins_[current_].queued_ns += static_cast<double>(queued_at - queued_closed_ns_);
   closed_ns_ = at;
+  queued_closed_ns_ = queued_at;
 }
 
 size_t LoadSeries::whole_bins(int64_t end_ns) const {
@@ -235,23 +241,34 @@ void analyse_series(const LoadSeries& series, const WindowBounds& window, int64_
     }
   }
 
-  // The trend of the requests in the system after the warm-up, bin by bin.
+  // After the warm-up, bin by bin: the requests in the system and their trend, and the waiting ones.
   const auto [first, last] = bins_within(series, test_start_ns, window.end_ns);
   const size_t n = last - first;
   out.stationary = true;
-  out.in_system_mean = out.in_system_trend_req_s = out.in_system_trend_t = 0;
+  out.settled = false;
+  out.in_system_mean = out.queued_mean = out.in_system_trend_req_s = out.in_system_trend_t = 0;
+  out.in_system_trend_upper_req_s = 0;
+  const double span_s = static_cast<double>(window.end_ns - window.start_ns) * 1e-9;
+  const double arrival_rate = span_s > 0 ? window.arrivals / span_s : 0;
+  out.arrival_rate_req_s = arrival_rate;
   if (n < kMinTrendBins) return;  // too short to tell
   std::vector<double> level(n);
-  for (size_t i = 0; i < n; ++i) level[i] = series.bin(first + i).level_ns / static_cast<double>(series.width_ns());
+  long double queued = 0;
+  for (size_t i = 0; i < n; ++i) {
+    level[i] = series.bin(first + i).level_ns / static_cast<double>(series.width_ns());
+    queued += series.bin(first + i).queued_ns;
+  }
+  out.queued_mean = static_cast<double>(queued / static_cast<long double>(n * series.width_ns()));
   const Trend trend = linear_trend(level);
   out.in_system_mean = trend.mean;
   out.in_system_trend_req_s = trend.slope / w_s;
   // A line through the points has t = +-infinity; the columns hold a finite stand-in.
   out.in_system_trend_t = std::clamp(trend.t, -1e6, 1e6);
-  const double span_s = static_cast<double>(window.end_ns - window.start_ns) * 1e-9;
-  const double arrival_rate = span_s > 0 ? window.arrivals / span_s : 0;
-  const bool significant = trend.t > student_t_quantile(1 - kTrendSignificance, trend.dof);
+  const double t_crit = student_t_quantile(1 - kTrendSignificance, trend.dof);
+  const bool significant = trend.t > t_crit;
   out.stationary = !(significant && out.in_system_trend_req_s > kMinGrowthFraction * arrival_rate);
+  out.in_system_trend_upper_req_s = (trend.slope + t_crit * trend.se) / w_s;
+  out.settled = out.in_system_trend_upper_req_s <= kMinGrowthFraction * arrival_rate;
 }
 
 void append_named(const SteadyState& s, std::vector<NamedValue>& out) {
@@ -281,8 +298,12 @@ void append_named(const SteadyState& s, std::vector<NamedValue>& out) {
   f("mser_warmup_s", s.mser_warmup_s);
   i("mser_at_limit", s.mser_at_limit ? 1 : 0);
   f("in_system_mean", s.in_system_mean);
+  f("queued_mean", s.queued_mean);
   sign("in_system_trend_req_s", s.in_system_trend_req_s);
   sign("in_system_trend_t", s.in_system_trend_t);
+  sign("in_system_trend_upper_req_s", s.in_system_trend_upper_req_s);
+  f("arrival_rate_req_s_window", s.arrival_rate_req_s);
+  i("settled", s.settled ? 1 : 0);
   i("stationary", s.stationary ? 1 : 0);
 }
 

@@ -74,7 +74,8 @@ Truncation mser(std::span<const double> series);
 // swing of a stable queue a trend.
 struct Trend {
   double slope = 0;
-  double t = 0;           // slope / its standard error (+-inf when the points lie on a line)
+  double se = 0;          // its standard error
+  double t = 0;           // slope / se (+-inf when the points lie on a line)
   double mean = 0;
   double tau = 1;         // integrated autocorrelation time of the residuals, in steps
   double dof = 0;         // degrees of freedom of t
@@ -97,11 +98,17 @@ struct MeasurementConfig {
   bool custom() const { return warmup_s || warmup_requests || cooldown_s || cooldown_requests || auto_warmup; }
 };
 
-// The growth the trend test must show, besides being significant, to call a queue growing: the
-// requests in the system rising by more than this fraction of the arrival rate (1%: a queue that
-// takes in 1 of 100 arrivals without serving it).
-inline constexpr double kMinGrowthFraction = 0.01;
-// One-sided significance of the trend test.
+// The growth that matters: the requests in the system rising by this fraction of the arrival rate
+// (2%: a queue that takes in 2 of 100 arrivals without serving them; the default tolerance of a
+// capacity search). A run whose growth is significant and above it is not stationary; a run whose
+// growth's upper confidence bound is below it has settled; in between, it is too short to tell.
+inline constexpr double kMinGrowthFraction = 0.02;
+// A run has only settled when its window spans at least this many of its slowest requests (p99
+// E2E): a batching engine's state changes on that time scale (the batch fills with the longest
+// requests as the short ones leave), and a shorter window can look flat while the queue is about
+// to grow.
+inline constexpr double kSettleSpans = 10;
+// One-sided significance of the trend test (and 1 - the confidence of its upper bound).
 inline constexpr double kTrendSignificance = 0.01;
 // Bins the trend test needs after the warm-up (fewer: too short to tell; stationary).
 inline constexpr size_t kMinTrendBins = 16;
@@ -119,12 +126,21 @@ struct SteadyState {
   double ttft_ms_mean_ci95 = 0, tpot_ms_mean_ci95 = 0, e2e_ms_mean_ci95 = 0;
   double slo_attainment_ci95 = 0, goodput_req_s_ci95 = 0, throughput_output_tok_s_ci95 = 0;
   // Stationarity: MSER-5's truncation point of the requests-in-system series (whether or not the
-  // window uses it), and the trend of that series after max(warm-up end, MSER-5's point).
+  // window uses it), and, after max(warm-up end, MSER-5's point), the mean requests in the system,
+  // waiting and in all, and the trend of the requests in the system. A batching engine below its
+  // capacity takes a rising load into its running batch, which may fill for a long while (the
+  // figures of a run that ends before it settles depend on its length); past it, the batch is full
+  // and the waiting queue grows. Either is growth of the requests in the system.
   double mser_warmup_s = 0;
   bool mser_at_limit = false;
   double in_system_mean = 0;        // over the tested span
+  double queued_mean = 0;           // waiting requests (not yet holding KV), over the tested span
   double in_system_trend_req_s = 0; // requests per second
   double in_system_trend_t = 0;     // its t statistic (autocorrelation-corrected, Trend)
+  double in_system_trend_upper_req_s = 0;  // its one-sided 99% upper confidence bound
+  double arrival_rate_req_s = 0;    // arrivals in the window per second of it
+  bool settled = false;             // the upper bound is below kMinGrowthFraction x the arrival rate
+                                    // and the window spans kSettleSpans x its p99 E2E
   bool stationary = true;           // false: the queue still grows: not sustainable at this rate
 };
 
@@ -140,17 +156,20 @@ class LoadSeries {
 
   struct Bin {
     double level_ns = 0;         // integral of the requests in the system over the bin
+    double queued_ns = 0;        // integral of the waiting requests (not yet holding KV) over the bin
     double meeting = 0;          // completed within the SLO
     double output_tokens = 0;    // of the completed ones
   };
 
   LoadSeries() : bins_(kMaxBins) {}
 
-  // The level changes by `delta` at time t.
-  void add_level(int64_t t_ns, int64_t delta) {
+  // The requests in the system change by `delta` and the waiting ones by `queued_delta` at time t.
+  void add_level(int64_t t_ns, int64_t delta, int64_t queued_delta) {
     if (t_ns > bin_end_) close_until(t_ns);
     integral_ns_ += static_cast<long double>(level_) * (t_ns - since_);
+    queued_ns_ += static_cast<long double>(queued_) * (t_ns - since_);
     level_ += delta;
+    queued_ += queued_delta;
     since_ = t_ns;
   }
   // A request left at time t.
@@ -166,6 +185,9 @@ class LoadSeries {
   int64_t level() const { return level_; }
   // The integral of the level over [0, t] (t at or after the last change).
   long double integral_ns(int64_t t_ns) const { return integral_ns_ + static_cast<long double>(level_) * (t_ns - since_); }
+  long double queued_integral_ns(int64_t t_ns) const {
+    return queued_ns_ + static_cast<long double>(queued_) * (t_ns - since_);
+  }
   int64_t width_ns() const { return width_; }
   // Bins [0, end_ns / width) — the whole bins before end_ns.
   size_t whole_bins(int64_t end_ns) const;
@@ -181,7 +203,9 @@ class LoadSeries {
   int64_t bin_end_ = kInitialWidthNs;  // end of the current bin
   long double integral_ns_ = 0;        // of the level over [0, since_]
   long double closed_ns_ = 0;          // of the level over [0, the current bin's start]
+  long double queued_ns_ = 0, queued_closed_ns_ = 0;  // the same for the waiting requests
   int64_t level_ = 0;
+  int64_t queued_ = 0;
   int64_t since_ = 0;                  // the last change of level
 };
 

@@ -107,14 +107,16 @@ TEST(SteadyStateStatsTest, AutocorrelationTimeOfIndependentAndBlockedValues) {
 TEST(LoadSeriesTest, IntegratesLevelsAndMergesBins) {
   LoadSeries s;
   const int64_t ms = 1'000'000;
-  s.add_level(0, 3);
-  s.add_level(25 * ms, -2);  // 3 from 0 to 25 ms, then 1
+  s.add_level(0, 3, 2);
+  s.add_level(25 * ms, -2, -2);  // 3 in the system (2 waiting) from 0 to 25 ms, then 1 (none waiting)
   s.done(27 * ms, true, 5);
   s.finish(30 * ms);
   EXPECT_EQ(s.width_ns(), 10 * ms);
   EXPECT_DOUBLE_EQ(s.bin(0).level_ns, 30.0 * ms);
   EXPECT_DOUBLE_EQ(s.bin(1).level_ns, 30.0 * ms);
   EXPECT_DOUBLE_EQ(s.bin(2).level_ns, 15.0 * ms + 5.0 * ms);
+  EXPECT_DOUBLE_EQ(s.bin(1).queued_ns, 20.0 * ms);
+  EXPECT_DOUBLE_EQ(s.bin(2).queued_ns, 10.0 * ms);
   EXPECT_DOUBLE_EQ(s.bin(2).meeting, 1);
   EXPECT_DOUBLE_EQ(s.bin(2).output_tokens, 5);
   // Past 512 bins of 10 ms the bins double: bin 0 now holds 0-20 ms, bin 1 20-40 ms.
@@ -122,12 +124,14 @@ TEST(LoadSeriesTest, IntegratesLevelsAndMergesBins) {
   EXPECT_EQ(s.width_ns(), 20 * ms);
   EXPECT_DOUBLE_EQ(s.bin(0).level_ns, 60.0 * ms);
   EXPECT_DOUBLE_EQ(s.bin(1).level_ns, 3.0 * 5 * ms + 1.0 * 15 * ms);
+  EXPECT_DOUBLE_EQ(s.bin(1).queued_ns, 2.0 * 5 * ms);
   EXPECT_DOUBLE_EQ(s.bin(1).meeting, 1);
   EXPECT_DOUBLE_EQ(s.bin(256).level_ns, 5.0 * ms);  // 5120-5140 ms: level 1 up to 5125 ms so far
   EXPECT_EQ(s.whole_bins(5125 * ms), 256u);
   // The whole integral: 3 x 25 ms + 1 x 5100 ms.
   EXPECT_EQ(s.level(), 1);
   EXPECT_DOUBLE_EQ(static_cast<double>(s.integral_ns(5125 * ms)), 5175.0 * ms);
+  EXPECT_DOUBLE_EQ(static_cast<double>(s.queued_integral_ns(5125 * ms)), 50.0 * ms);
 }
 
 core::RequestRecord done(uint64_t id, double arrival, double first, double finish, int64_t out) {
