@@ -315,6 +315,27 @@ std::string knob_header(const std::string& knob) {
   return "max " + knob.substr(knob.rfind('.') + 1);
 }
 
+std::string capacity_table(const CapacityResult& r) {
+  auto v = [](double x) { return std::isfinite(x) ? core::format_double(x) : std::string(); };
+  std::string out = std::string(kCapacityTableHeader) + "\n";
+  for (const auto& c : r.configurations) {
+    // The interval: across replications, or the search's own bracket [knee, lowest failing].
+    double lo = c.range_lo, hi = c.range_hi;
+    if (c.knee && (std::isnan(lo) || std::isnan(hi))) {
+      lo = c.knee->value;
+      hi = c.lowest_failing;
+    }
+    std::string label = c.label;
+    for (char& ch : label)
+      if (ch == '\t' || ch == '\n') ch = ' ';
+    out += label + "\t" + c.knob + "\t" + knee_status_text(c.status) + "\t" + (c.knee ? v(c.knee->value) : "") +
+           "\t" + (c.knee ? v(lo) : "") + "\t" + (c.knee ? v(hi) : "") + "\t" + v(c.lowest_failing) + "\t" +
+           (c.cliff ? v(c.cliff->from) : "") + "\t" + v(c.margin) + "\t" + std::to_string(r.replications) + "\t" +
+           v(r.target) + "\n";
+  }
+  return out;
+}
+
 CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& options) {
   CapacitySpec spec = experiment.capacity();
   if (options.target) spec.target = *options.target;
@@ -515,10 +536,21 @@ CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& optio
         c.knee = mean;
       }
     }
-    if (c.knee && c.cliff) c.margin = (c.cliff->from - c.knee->value) / c.knee->value;
+    if (result.replications == 0) {
+      if (c.knee && c.cliff) c.margin = (c.cliff->from - c.knee->value) / c.knee->value;
+    } else if (c.knee) {
+      // The smallest of the replications' margins, each to its own cliff (the mean knee may lie
+      // above one replication's cliff).
+      for (Search* s : searches)
+        if (s->knee && s->cliff) {
+          const double m = (s->cliff->from - s->knee->value) / s->knee->value;
+          c.margin = std::isnan(c.margin) ? m : std::min(c.margin, m);
+        }
+    }
   }
   result.runs = rounds.runs();
   result.reused = rounds.reused();
+  if (db) db->put_experiment_value("capacity_result", capacity_table(result));
   return result;
 }
 

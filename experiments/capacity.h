@@ -126,7 +126,7 @@ struct ConfigurationCapacity {
   // failing probes' interval]: the replications' spread and the bisection's resolution. NaN: unknown.
   double range_lo = std::numeric_limits<double>::quiet_NaN(), range_hi = std::numeric_limits<double>::quiet_NaN();
   std::optional<Cliff> cliff;      // the first cliff above the knee (the lowest across replications)
-  double margin = std::numeric_limits<double>::quiet_NaN();  // (cliff.from - knee) / knee; NaN: no cliff
+  double margin = std::numeric_limits<double>::quiet_NaN();  // (cliff.from - knee) / knee (with replications: the smallest of theirs); NaN: no cliff
 };
 
 // What the knob means: "arrival rate (req/s)", "replay speed (x the trace's recorded rate)", or the key.
@@ -145,6 +145,15 @@ struct CapacityResult {
   int64_t runs = 0;                // simulations run now
   int64_t reused = 0;              // found in the database
 };
+
+// The answer of a capacity search as the database stores it (experiment key capacity_result) for
+// servesim report: a header line, then one tab-separated line per configuration with the fields of
+// kCapacityTableHeader; unknown numbers empty. interval_lo/hi: the 95% range across replications,
+// or without them the search's bracket [highest passing, lowest failing].
+inline constexpr const char* kCapacityTableHeader =
+    "configuration\tknob\tstatus\tsustainable\tinterval_lo\tinterval_hi\tlowest_failing\tcliff_from\tmargin\t"
+    "replications\ttarget";
+std::string capacity_table(const CapacityResult& result);
 
 CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& options);
 

@@ -187,6 +187,18 @@ ResultsDb::ResultsDb(const std::string& path, const ExperimentRecord& experiment
 
 ResultsDb::~ResultsDb() = default;
 
+void ResultsDb::put_experiment_value(const std::string& key, const std::string& value) {
+  try {
+    SQLite::Database& db = sink_->database();
+    SQLite::Statement st(db, "INSERT OR REPLACE INTO experiment (key, value) VALUES (?, ?)");
+    st.bind(1, key);
+    st.bind(2, value);
+    st.exec();
+  } catch (const std::exception& e) {
+    throw core::Error(path_ + ": cannot store " + key + ": " + e.what());
+  }
+}
+
 int64_t ResultsDb::next_point_index() const {
   int64_t next = 0;
   for (const auto& [key, index] : done_) next = std::max(next, index + 1);

@@ -79,6 +79,9 @@ class ResultsDb {
   // Writes the point and its run in one transaction (run_id = point_index + 1).
   void commit(const Point& point, const metrics::BufferSink& run);
   RunFigures figures(int64_t point_index) const;
+  // Stores (replaces) one row of the experiment table beside the identity: a search's answer
+  // (capacity_result), which servesim report draws.
+  void put_experiment_value(const std::string& key, const std::string& value);
   // The open connection (merging attaches the inputs to it).
   SQLite::Database& database() { return sink_->database(); }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <optional>
 #include <iostream>
@@ -23,7 +24,9 @@ namespace {
 
 std::string value_text(double v) {
   if (!std::isfinite(v)) return "-";
-  return core::format_double(v);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);  // the search's values have six significant digits (round6)
+  return text;
 }
 
 nlohmann::ordered_json number(double v) {
