@@ -78,8 +78,10 @@ Prepared prepare(Experiment& experiment, const CapacitySpec& spec, int jobs, boo
     const core::Params config = experiment.resolve(settings, "configuration " + std::to_string(i));
     std::string knob = spec.knob;
     if (knob.empty()) {
-      const core::ParamSpec* rate = find_param_spec(config, "workload.rate");
-      knob = rate ? "workload.rate" : "workload.rate_scale";
+      // A generator's rate, a composed workload's arrival rate, else a trace's replay speed.
+      knob = find_param_spec(config, "workload.rate")           ? "workload.rate"
+             : find_param_spec(config, "workload.arrival.rate") ? "workload.arrival.rate"
+                                                                 : "workload.rate_scale";
     }
     const core::ParamSpec* knob_spec = find_param_spec(config, knob);
     if (!knob_spec || (knob_spec->type != core::ParamType::kFloat && knob_spec->type != core::ParamType::kInt))
@@ -304,13 +306,13 @@ std::string Probe::why() const {
 }
 
 std::string knob_meaning(const std::string& knob) {
-  if (knob == "workload.rate") return "arrival rate (req/s)";
+  if (knob == "workload.rate" || knob == "workload.arrival.rate") return "arrival rate (req/s)";
   if (knob == "workload.rate_scale") return "replay speed (x the trace's recorded rate)";
   return knob;
 }
 
 std::string knob_header(const std::string& knob) {
-  if (knob == "workload.rate") return "max rate";
+  if (knob == "workload.rate" || knob == "workload.arrival.rate") return "max rate";
   if (knob == "workload.rate_scale") return "max replay speed";
   return "max " + knob.substr(knob.rfind('.') + 1);
 }

@@ -3,9 +3,12 @@
 // cluster, router and schedulers from their registries, runs the event loop, and hands the results
 // to the sinks. This is the only place that knows every kind of component.
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "sim/core/digest.h"
 #include "sim/core/params.h"
 #include "sim/core/lifecycle.h"
 #include "sim/metrics/sink.h"
@@ -32,6 +35,11 @@ struct RunOutputs {
   std::vector<core::LifecycleObserver*> observers = {};
   int64_t run_id = 0;
   bool build_only = false;
+  // Other outputs of the run (the CLI's --timeline), committed with the sinks: `stage` runs once
+  // the run has finished and every sink has staged its rows, before anything is committed (a throw
+  // leaves every output as it was); `publish` runs after the sinks have committed.
+  std::function<void(const metrics::RunInfo&)> stage = {};
+  std::function<void()> publish = {};
 };
 
 struct RunResult {
@@ -46,6 +54,10 @@ struct RunResult {
   struct PoolInfo {
     std::string role;  // "unified", "prefill", "decode"
     int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0;
+    // Expert parallelism (1, 1, 0, 1 without): GPUs per replica, attention ranks, redundant experts,
+    // and the placement's busiest-GPU load over the mean.
+    int64_t expert_parallel = 1, attention_data_parallel = 1, redundant_experts = 0;
+    double expert_imbalance = 1;
     std::string gpu_kind, scheduler_kind;
     double usd_per_gpu_hour = 0;
     std::string calibration;           // the calibration profile's path, "" = none
@@ -60,7 +72,16 @@ struct RunResult {
 // leaves no rows in the outputs.
 RunResult run_simulation(const core::Params& config, const RunOutputs& outputs);
 
-// The resolved configuration's hash: 16 hex digits of FNV-1a 64 over Params::to_toml().
+// Every file the configuration names (its path parameters: trace, model config.json, length files,
+// calibration profile), by resolved path, with its content digest. A file that cannot be read is
+// left out (building the run reports it, at its key).
+std::map<std::string, core::FileDigest> input_files(const core::Params& config);
+
+// The identity of a run: 16 hex digits of FNV-1a 64 over the resolved configuration
+// (Params::to_toml()) in which every file path is replaced by the file's content digest, so that
+// the hash changes with what a file holds and not with where it lies or the working directory.
+// A configuration without paths hashes its to_toml() text.
 std::string config_hash(const core::Params& config);
+std::string config_hash(const core::Params& config, const std::map<std::string, core::FileDigest>& files);
 
 }  // namespace servesim::experiments

@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 #include "traces/workload_common.h"
 
 namespace servesim::traces {
@@ -16,54 +17,64 @@ namespace servesim::traces {
 using core::ParamSpec;
 
 WorkloadRegistry& workload_registry() {
-  static WorkloadRegistry registry("workloads", "arrival sources: trace readers and generators");
+  static WorkloadRegistry registry("workloads",
+                                   "arrival sources: trace readers, generators, and composed workloads (request "
+                                   "content sent by an arrival process)");
   return registry;
 }
 
 std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
+  // Plausible ranges (issue 14): a run holds at most a billion requests (its exact percentiles keep
+  // a few doubles per request) and its windows stay well inside the int64 nanosecond clock (292
+  // years).
   own.push_back(ParamSpec::real("rate_scale", 1.0, "",
                                 "replay this many times faster: arrival offsets are divided by it "
                                 "(after the window is cut)")
-                    .above(0));
+                    .range(1e-6, 1e6));
   own.push_back(
       ParamSpec::integer("max_requests", 0, "requests", "stop after this many requests (unset: no limit)")
-          .at_least(1)
+          .range(1, kMaxRequests)
           .optional());
   own.push_back(ParamSpec::real("window_start_s", 0.0, "s",
                                 "keep arrivals at or after this offset (in the source's own time, "
                                 "before rate_scale); it becomes time 0")
-                    .at_least(0));
+                    .range(0, kMaxWindowS));
   own.push_back(ParamSpec::real("window_end_s", 0.0, "s",
                                 "keep arrivals before this offset (source time, before rate_scale; "
                                 "unset: to the end)")
                     .above(0)
+                    .range(0, kMaxWindowS)
                     .optional());
   own.push_back(ParamSpec::integer("seed", 0, "",
                                    "random seed of this workload (unset: the run's seed); trace "
                                    "readers draw nothing and ignore it")
                     .at_least(0)
                     .optional());
+  own.push_back(client_timeout_spec());
   return own;
+}
+
+core::ParamSpec client_timeout_spec() {
+  return ParamSpec::real("client_timeout_s", 0, "s",
+                         "client time-out: a request whose client has not received its last token this long after "
+                         "sending it fails (outcome timed_out; the engine aborts it); unset: clients wait forever")
+      .above(0)
+      .range(0, 9.2e9)
+      .optional();
+}
+
+std::optional<core::Duration> read_client_timeout(const core::Params& p) {
+  if (!p.has("client_timeout_s")) return std::nullopt;
+  const core::Duration d = core::Duration::from_seconds(p.get_float("client_timeout_s"));
+  if (d.ns() <= 0) p.fail("client_timeout_s", "must be at least 1 ns");
+  return d;
 }
 
 uint64_t workload_seed(const core::Params& p, uint64_t run_seed) {
   return p.has("seed") ? static_cast<uint64_t>(p.get_int("seed")) : run_seed;
 }
 
-std::string readable_file(const core::Params& p, std::string_view key) {
-  const std::string& path = p.get_string(key);
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) p.fail(key, "no such file: " + path);
-  if (std::filesystem::is_directory(status)) p.fail(key, path + " is a directory, expected a file");
-  errno = 0;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    p.fail(key, "cannot open " + path + ": " +
-                    (errno ? std::string(std::strerror(errno)) : std::string("unknown error")));
-  std::fclose(f);
-  return path;
-}
+std::string readable_file(const core::Params& p, std::string_view key) { return p.readable_file(key, "a trace file"); }
 
 namespace {
 // Seconds to raw nanoseconds; the validator keeps the values finite and non-negative.
@@ -73,7 +84,7 @@ int64_t window_ns(const core::Params& p, std::string_view key, double seconds) {
 }
 }  // namespace
 
-ShapedSource::ShapedSource(const core::Params& p) {
+ShapedSource::ShapedSource(const core::Params& p) : client_timeout_(read_client_timeout(p)) {
   rate_scale_ = p.get_float("rate_scale");
   max_requests_ = p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max();
   const double start_s = p.get_float("window_start_s");

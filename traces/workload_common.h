@@ -3,6 +3,7 @@
 // seed) and ShapedSource, which applies them to a kind's raw stream of arrivals.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,9 +13,18 @@
 
 namespace servesim::traces {
 
+// The most requests one run simulates, and the latest window offset (s, source time; 95 years).
+inline constexpr double kMaxRequests = 1e9;
+inline constexpr double kMaxWindowS = 3e9;
+
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
-// seed. Every workload kind declares its list through this.
+// seed, client_timeout_s. Every trace and generator kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
+
+// The declaration of `client_timeout_s`, which every workload kind takes.
+core::ParamSpec client_timeout_spec();
+// The value of `client_timeout_s` (nullopt when unset).
+std::optional<core::Duration> read_client_timeout(const core::Params& p);
 
 // The workload's seed: its own `seed` when set, else the run's.
 uint64_t workload_seed(const core::Params& p, uint64_t run_seed);
@@ -30,6 +40,7 @@ std::string readable_file(const core::Params& p, std::string_view key);
 class ShapedSource : public ArrivalSource {
  public:
   bool next(RequestSpec& out) final;
+  std::optional<core::Duration> client_timeout() const final { return client_timeout_; }
 
  protected:
   explicit ShapedSource(const core::Params& p);
@@ -48,6 +59,7 @@ class ShapedSource : public ArrivalSource {
   int64_t max_requests_ = 0;
   int64_t emitted_ = 0;
   bool done_ = false;
+  std::optional<core::Duration> client_timeout_;
 };
 
 }  // namespace servesim::traces

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,11 +14,16 @@
 #include "experiments/replications.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
+#include "sim/core/output_file.h"
+#include "sim/metrics/csv_sink.h"
+#include "sim/metrics/sqlite_sink.h"
 #include "sim/metrics/timeline.h"
 
 namespace servesim::experiments {
 namespace po = boost::program_options;
 namespace {
+
+constexpr int64_t kMaxTimelineEvents = 1'000'000'000;
 
 
 // The measurement window (when not the default) and the stationarity check.
@@ -62,7 +68,11 @@ void print_cluster(std::ostream& out, const RunResult& r) {
   for (size_t i = 0; i < r.pools.size(); ++i) {
     const auto& p = r.pools[i];
     out << (i ? " +" : "") << " " << p.replicas << " x " << (p.role == "unified" ? "" : p.role + " ") << p.gpu_kind
-        << " (TP " << p.tensor_parallel << ", " << grouped(static_cast<uint64_t>(p.kv_blocks_per_replica))
+        << " (TP " << p.tensor_parallel;
+    if (p.expert_parallel > 1)
+      out << ", EP " << p.expert_parallel << " = " << p.attention_data_parallel << " attention ranks, "
+          << p.redundant_experts << " redundant experts, expert load imbalance " << fixed(p.expert_imbalance, 3);
+    out << ", " << grouped(static_cast<uint64_t>(p.kv_blocks_per_replica))
         << " KV blocks of " << r.block_size << " tokens, scheduler " << p.scheduler_kind << ")";
   }
   out << ", router " << r.router_kind << "\n";
@@ -87,6 +97,7 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
       << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
+      << (s.requests_timed_out ? grouped(s.requests_timed_out) + " timed out (the client gave up), " : std::string())
       << grouped(s.preemptions) << " preemptions\n";
   const double eps = s.wall_seconds > 0 ? static_cast<double>(s.events) / s.wall_seconds : 0;
   out << "simulated    " << fixed(s.sim_seconds, 1) << " s in " << fixed(s.wall_seconds, 3) << " s wall ("
@@ -102,9 +113,13 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   lat("TPOT", s.tpot_ms);
   lat("ITL", s.itl_ms);
   lat("E2E", s.e2e_ms);
+  int64_t gpus = 0;
+  for (const auto& p : r.pools)
+    gpus += p.replicas * (p.expert_parallel > 1 ? p.expert_parallel : p.tensor_parallel);
   const std::string window = r.measurement.custom() ? "measurement window" : "arrival window";
   out << "\nthroughput   " << fixed(s.throughput_req_s, 3) << " req/s, " << fixed(s.throughput_output_tok_s, 1)
-      << " output tok/s over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
+      << " output tok/s (" << fixed(s.throughput_output_tok_s / static_cast<double>(gpus), 1) << " per GPU of "
+      << gpus << ") over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
       << fixed(s.throughput_output_tok_s_window, 1) << " tok/s over the " << fixed(s.arrival_window_s, 1)
       << " s " << window << "\n";
   std::string limits;
@@ -147,6 +162,10 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
                      {"replicas", p.replicas},
                      {"gpu", p.gpu_kind},
                      {"tensor_parallel", p.tensor_parallel},
+                     {"expert_parallel", p.expert_parallel},
+                     {"attention_data_parallel", p.attention_data_parallel},
+                     {"redundant_experts", p.redundant_experts},
+                     {"expert_imbalance", p.expert_imbalance},
                      {"engine", p.engine_kind},
                      {"calibration", p.calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.calibration)},
                      {"calibration_default", p.calibration_default}});
@@ -269,7 +288,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   po::options_description opts("servesim run options");
   std::vector<std::string> sets;
   std::string db = "results.db", csv, config, timeline;
-  uint64_t timeline_max_events = metrics::TimelineRecorder::kDefaultMaxEvents;
+  int64_t timeline_max_events = static_cast<int64_t>(metrics::TimelineRecorder::kDefaultMaxEvents);
   opts.add_options()
       ("help,h", "this help")
       ("config", po::value<std::string>(&config), "the run configuration (TOML)")
@@ -282,8 +301,9 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("check", "check the simulator's invariants at every signal (slower; a violation is an error, exit 1)")
       ("timeline", po::value<std::string>(&timeline),
        "write a Chrome/Perfetto trace-event JSON of each replica's iterations and request spans to this file")
-      ("timeline-max-events", po::value<uint64_t>(&timeline_max_events)->default_value(timeline_max_events),
-       "keep at most this many trace events (the first ones in simulated time; the file says how many were dropped)")
+      ("timeline-max-events", po::value<int64_t>(&timeline_max_events)->default_value(timeline_max_events),
+       "keep at most this many trace events, 0 to 1,000,000,000 (the first ones in simulated time; the file says "
+       "how many were dropped)")
       ("replications", po::value<int64_t>(),
        "run N independent replications (seed, seed + 1, ...; a trace replays block bootstraps of itself) and report "
        "each figure's mean with a 95% interval")
@@ -294,7 +314,17 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return 0;
   }
   if (config.empty()) throw UsageError("run needs a configuration file: servesim run CONFIG.toml");
+  if (vm.count("no-db") && !vm["db"].defaulted())
+    throw UsageError("--db " + db + " and --no-db contradict each other: give one of them");
   if (vm.count("no-db")) db.clear();
+  if (db.empty() && vm.count("db") && !vm["db"].defaulted())
+    throw UsageError("--db needs a file name (or --no-db for no database)");
+  if (vm.count("timeline-max-events") && !vm["timeline-max-events"].defaulted() && timeline.empty())
+    throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) +
+                     " without --timeline FILE: there is no timeline to limit");
+  if (timeline_max_events < 0 || timeline_max_events > kMaxTimelineEvents)
+    throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) + ": valid: 0 to " +
+                     std::to_string(kMaxTimelineEvents) + " trace events (64 bytes of memory each)");
   if (vm.count("replications")) {
     ReplicationOptions options;
     options.count = vm["replications"].as<int64_t>();
@@ -319,15 +349,42 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return 0;
   }
   core::Params params = load_run_config(config, sets);
+
+  // No output may overwrite an input or another output; none of another kind is replaced.
+  core::PathPlan plan;
+  plan.input(config, "the configuration");
+  params.for_each_path([&](const core::Params& section, const std::string& name) {
+    plan.input(section.get_string(name), "'" + section.key_path(name) + "'");
+  });
+  plan.output(db, "--db");
+  if (!db.empty()) plan.output(db + "-journal", "--db's journal");
+  plan.output_files(csv, metrics::CsvSink::file_names(), "--csv");
+  plan.output(timeline, "--timeline");
+  plan.check();
+  if (!db.empty()) metrics::check_results_database(db);
+  if (!timeline.empty())
+    core::check_replaceable(timeline, metrics::kTimelineWhat, core::starts_with(metrics::kTimelinePrefix));
+
   RunOutputs outputs;
   outputs.db_path = db;
   outputs.csv_dir = csv;
   outputs.check = vm.count("check") > 0;
-  metrics::TimelineRecorder timeline_recorder(timeline_max_events);
-  if (!timeline.empty()) outputs.observers.push_back(&timeline_recorder);
+  metrics::TimelineRecorder timeline_recorder(static_cast<uint64_t>(timeline_max_events));
+  std::unique_ptr<core::AtomicFile> timeline_file;
+  if (!timeline.empty()) {
+    outputs.observers.push_back(&timeline_recorder);
+    // Written before the database commits and put in place after: a failure (a full disk) leaves
+    // neither the run in the database nor a truncated timeline, so a re-run adds no duplicate.
+    outputs.stage = [&](const metrics::RunInfo& info) {
+      timeline_file = std::make_unique<core::AtomicFile>(timeline, metrics::kTimelineWhat,
+                                                         core::starts_with(metrics::kTimelinePrefix));
+      timeline_recorder.write(timeline_file->stream(), info);
+      timeline_file->finish();
+    };
+    outputs.publish = [&] { timeline_file->publish(); };
+  }
   RunResult result = run_simulation(params, outputs);
   if (!timeline.empty()) {
-    timeline_recorder.write(timeline, result.info);
     err << "timeline     " << timeline << ": " << timeline_recorder.events_kept() << " trace events"
         << (timeline_recorder.events_dropped()
                 ? ", " + std::to_string(timeline_recorder.events_dropped()) + " dropped over --timeline-max-events"

@@ -4,7 +4,9 @@
 // prefilled request's KV cache over the network to a decode replica.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct ClusterCounters {
   uint64_t arrived = 0;
   uint64_t completed = 0;
   uint64_t rejected = 0;
+  uint64_t timed_out = 0;
   uint64_t preemptions = 0;
   uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0;
@@ -69,15 +72,19 @@ class Cluster final : public EventHandler,
           std::unique_ptr<Router> decode_router = nullptr, Network* network = nullptr);
 
   // Adds replica number `replicas().size()` on the given GPUs of the topology (its role follows
-  // from the layout); call exactly layout.replicas times before start().
+  // from the layout); call exactly layout.replicas times before start(). An expert-parallel
+  // replica's GPUs form `attention_ranks` data-parallel ranks of consecutive GPUs: a request's KV
+  // lives on one rank, so a transfer goes rank to rank.
   Replica& add_replica(const ReplicaConfig& config, const hwmodels::StepCostModel& cost,
-                       std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {});
+                       std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {},
+                       int64_t attention_ranks = 1);
 
   // Schedules the first arrival.
   void start();
   // Payload 0: the arrival of the request read ahead from the source (the client sends it). Payload
   // slot + 1: that request reaches its replica's queue (after the client path's ingress).
   void on_event(uint64_t payload) override;
+  // (Closed-loop sources and client time-outs have their own handlers: SourceWake, TimeoutTimer.)
 
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
   std::span<const ReplicaLoad> loads() const { return loads_; }
@@ -85,14 +92,42 @@ class Cluster final : public EventHandler,
   size_t in_flight() const { return requests_.live(); }
   bool disaggregated() const { return layout_.prefill_replicas > 0; }
 
-  // Throws core::Error unless every arrived request has completed or been rejected and all KV
-  // blocks are back: call after the simulation ends.
+  // Throws core::Error unless every arrived request has completed, been rejected or timed out and
+  // all KV blocks are back: call after the simulation ends.
   void check_drained() const;
 
  private:
+  // A closed-loop source's next request is due (payload: the wake's version; older ones are stale).
+  struct SourceWake final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t version) override { cluster->on_wake(version); }
+  };
+  // The earliest client deadline has come (a weak event: it never keeps the run going).
+  struct TimeoutTimer final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t) override { cluster->on_deadline(); }
+  };
+  // A request's client time-out, in send order (the time-out is the same for every request, so the
+  // deadlines are too): one pending timer serves them all.
+  struct Deadline {
+    int64_t ns = 0;
+    uint64_t id = 0;
+    RequestId slot;
+  };
+
   bool read_next();
   void arrive();
+  // The arrival of `spec`: a new request is routed, rejected or enqueued (after the ingress).
+  void admit(const traces::RequestSpec& spec);
   void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
+  // Closed loop: (re)schedules the wake for the source's earliest due request.
+  void poll_source();
+  void on_wake(uint64_t version);
+  // Client time-outs.
+  void on_deadline();
+  void time_out(RequestId id);
+  // Counts a timed-out request and fills its client times, then signals it.
+  void signal_timed_out(core::RequestRecord& rec);
   // LifecycleObserver: counts, then forwards to the user's observer.
   void on_arrival(uint64_t id, core::Time t) override { observer_.on_arrival(id, t); }
   void on_request_done(const core::RequestRecord& r) override;
@@ -106,6 +141,10 @@ class Cluster final : public EventHandler,
   void on_prefill_done(Replica& replica, RequestId id) override;
   // TransferListener: its KV has arrived.
   void on_transfer_done(uint64_t tag) override;
+  // ReplicaListener: an expert-parallel iteration's cross-node all-to-all, as flows on the network
+  // (each GPU to the GPU of the same local rank on the replica's next node, so that every GPU's
+  // links carry its share, as DeepEP's rail-aligned RDMA does).
+  double exchange_seconds(Replica& replica, double bytes) override;
 
   struct PendingTransfer {
     uint32_t from = 0, to = 0;
@@ -124,9 +163,20 @@ class Cluster final : public EventHandler,
   std::vector<ReplicaLoad> loads_;  // sized once: replicas hold references into it
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::vector<int64_t>> gpus_;  // per replica
+  std::vector<int64_t> ranks_;              // per replica: attention data-parallel ranks
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> exchange_pairs_;  // per replica; empty: one node
   std::vector<PendingTransfer> transfers_;  // by request slot
   traces::RequestSpec next_;
   bool has_next_ = false;
+  bool closed_loop_ = false;
+  SourceWake wake_;
+  uint64_t wake_version_ = 0;
+  bool wake_pending_ = false;
+  core::Time wake_at_;
+  std::optional<core::Duration> timeout_;  // the clients' time-out, if any
+  TimeoutTimer timer_;
+  std::deque<Deadline> deadlines_;
+  bool timer_pending_ = false;
   ClusterCounters counters_;
   std::vector<std::pair<int64_t, int64_t>> pairs_;  // scratch
 };

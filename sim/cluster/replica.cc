@@ -333,6 +333,57 @@ void Replica::preempt(RequestId id) {
   observer_.on_preempt(r.id, index_, sim_.now());
 }
 
+void Replica::abort(RequestId id) {
+  Request& r = requests_[id];
+  if (r.state == RequestState::kWaiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), id);
+    if (it == waiting_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
+    waiting_.erase(it);
+    account(r, -1);
+    if (r.swapped) {
+      swap_used_bytes_ -= static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+      r.swapped = false;
+    }
+    leave_timed_out(id);
+  } else if (r.state == RequestState::kRunning) {
+    if (busy_) {  // on_event lets it go when the iteration ends
+      ++aborts_pending_;
+      return;
+    }
+    auto it = std::find(running_.begin(), running_.end(), id);
+    if (it == running_.end()) throw core::Error("internal: aborting a request that is not running");
+    running_.erase(it);
+    account(r, -1);
+    release_kv(r);
+    leave_timed_out(id);
+  } else {
+    throw core::Error("internal: aborting a request that is neither waiting nor running on replica " +
+                      std::to_string(index_));
+  }
+  if (!busy_) try_start_iteration(); else publish_state();
+}
+
+void Replica::leave_timed_out(RequestId id) {
+  const Request& r = requests_[id];
+  core::RequestRecord rec;
+  rec.id = r.id;
+  rec.replica = r.routed_replica;
+  rec.decode_replica = index_;
+  rec.outcome = core::RequestOutcome::kTimedOut;
+  rec.prompt_tokens = r.prompt_tokens;
+  rec.output_tokens = r.output_tokens;
+  rec.generated_tokens = r.generated;
+  rec.arrival = r.arrival;
+  rec.finish = sim_.now();
+  rec.first_token = r.generated > 0 ? r.first_token : rec.finish;
+  rec.preemptions = r.preemptions;
+  rec.cached_tokens = r.cached_tokens;
+  rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
+  rec.stage = r.stage;
+  observer_.on_request_done(rec);
+  requests_.erase(id);
+}
+
 void Replica::finish_handoff(RequestId id) {
   Request& r = requests_[id];
   release_kv(r);
@@ -400,11 +451,15 @@ void Replica::try_start_iteration() {
   const hwmodels::StepCost cost = cost_.step(shape);
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
+  double gpu_s = cost.seconds;
+  if (cost.all_to_all.scaleout_bytes > 0 && listener_)
+    if (const double network_s = listener_->exchange_seconds(*this, cost.all_to_all.scaleout_bytes); network_s >= 0)
+      gpu_s = hwmodels::all_to_all_step_seconds(cost.all_to_all, network_s);
   const double iteration_s =
-      engine_ ? engine_->iteration_seconds(cost.seconds, shape, cost_.model().num_layers, after_idle) : cost.seconds;
+      engine_ ? engine_->iteration_seconds(gpu_s, shape, cost_.model().num_layers, after_idle) : gpu_s;
   const double seconds = iteration_s + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
-  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, std::llround(seconds * 1e9)));
+  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
 
   busy_ = true;
   last_duration_ = duration;
@@ -455,10 +510,16 @@ void Replica::on_event(uint64_t /*payload*/) {
   size_t kept = 0;
   std::vector<RequestId>& handoffs = handoffs_;
   handoffs.clear();
+  leaving = leaving || aborts_pending_ > 0;
   if (!leaving) kept = running_.size();
   for (RequestId id : leaving ? std::span<const RequestId>(running_) : std::span<const RequestId>()) {
     Request& r = requests_[id];
-    if (r.generated >= r.output_tokens) {
+    if (r.timed_out) {  // its client gave up during the iteration
+      --aborts_pending_;
+      account(r, -1);
+      release_kv(r);
+      leave_timed_out(id);
+    } else if (r.generated >= r.output_tokens) {
       release_kv(r);
       core::RequestRecord rec;
       rec.id = r.id;
@@ -473,6 +534,8 @@ void Replica::on_event(uint64_t /*payload*/) {
       rec.preemptions = r.preemptions;
       rec.cached_tokens = r.cached_tokens;
       rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
+      rec.generated_tokens = r.generated;
+      rec.stage = r.stage;
       observer_.on_request_done(rec);
       requests_.erase(id);
     } else if (role_ == ReplicaRole::kPrefill && r.decoding) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 
 namespace servesim::core {
 
@@ -75,10 +76,17 @@ ParamSpec ParamSpec::table(std::string name, std::vector<ParamSpec> fields, std:
   return p;
 }
 
+ParamSpec ParamSpec::table_list(std::string name, std::vector<ParamSpec> fields, std::string description) {
+  ParamSpec p = table(std::move(name), std::move(fields), std::move(description));
+  p.type = ParamType::kTableList;
+  return p;
+}
+
 bool ParamSpec::is_required() const {
   switch (type) {
     case ParamType::kSection: return !optional_ && default_kind.empty();
     case ParamType::kTable: return false;
+    case ParamType::kTableList: return !optional_;
     default: return !optional_ && std::holds_alternative<std::monostate>(default_value);
   }
 }
@@ -92,6 +100,7 @@ std::string ParamSpec::type_name() const {
     case ParamType::kPath: return "path";
     case ParamType::kSection: return "section";
     case ParamType::kTable: return "table";
+    case ParamType::kTableList: return "table list";
   }
   return "?";
 }
@@ -113,6 +122,7 @@ std::string ParamSpec::default_str() const {
     return default_kind.empty() ? "(required)" : "kind = " + toml_quote(default_kind);
   }
   if (type == ParamType::kTable) return optional_ ? "(optional)" : "";
+  if (type == ParamType::kTableList) return optional_ ? "(optional)" : "(required)";
   if (optional_) return "(unset)";
   if (std::holds_alternative<std::monostate>(default_value)) return "(required)";
   return scalar_str(default_value);
@@ -125,7 +135,7 @@ std::string ParamSpec::range_str() const {
   }
   if (type != ParamType::kInt && type != ParamType::kFloat) return "";
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
-  std::string out;
+  std::string out = zero_allowed ? "0 or " : "";
   if (has_min && has_max) {
     out.append(min_exclusive ? "(" : "[").append(format_double(min)).append(", ").append(format_double(max)).append("]");
   } else if (has_min) {
@@ -183,8 +193,14 @@ const std::string& Params::get_string(std::string_view name) const {
 
 const Params& Params::section(std::string_view name) const {
   const auto& e = entry(name);
-  if (e.section.empty()) throw Error("internal: '" + key_path(name) + "' is not a section");
+  if (e.section.empty() || e.list) throw Error("internal: '" + key_path(name) + "' is not a section");
   return e.section.front();
+}
+
+const std::vector<Params>& Params::list(std::string_view name) const {
+  const auto& e = entry(name);
+  if (!e.list) throw Error("internal: '" + key_path(name) + "' is not a table list");
+  return e.section;
 }
 
 const SourceLocation& Params::where(std::string_view name) const {
@@ -201,35 +217,86 @@ void Params::fail(std::string_view name, const std::string& message) const {
   throw ConfigError(where(name), key_path(name), message);
 }
 
+const std::string& Params::readable_file(std::string_view name, const std::string& what, uint64_t max_bytes) const {
+  const std::string& path = get_string(name);
+  const std::string& shown = written(name).empty() ? path : written(name);
+  if (const std::string problem = input_problem(path, what, max_bytes, shown); !problem.empty())
+    fail(name, shown + ": " + problem);
+  return path;
+}
+
 void Params::set(std::string name, Scalar value, SourceLocation where, bool given) {
-  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}});
+  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}, false, false, {}});
+}
+
+void Params::set_path(std::string name, std::string resolved, std::string written, SourceLocation where) {
+  entries_.push_back(Entry{std::move(name), std::move(resolved), std::move(where), true, {}, false, true, std::move(written)});
+}
+
+const std::string& Params::written(std::string_view name) const {
+  static const std::string kNone;
+  for (const auto& e : entries_)
+    if (e.name == name) return e.is_path ? e.written : kNone;
+  return kNone;
+}
+
+void Params::for_each_path(const std::function<void(const Params&, const std::string&)>& fn) const {
+  for (const auto& e : entries_)
+    if (e.is_path && std::holds_alternative<std::string>(e.value)) fn(*this, e.name);
+  for (const auto& e : entries_)
+    for (const Params& s : e.section) s.for_each_path(fn);
 }
 
 Params& Params::add_section(std::string name, Params section) {
   SourceLocation where = section.where();
-  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}});
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}, false, false, {}});
   entries_.back().section.push_back(std::move(section));
   return entries_.back().section.front();
 }
 
+void Params::add_list(std::string name, std::vector<Params> elements, SourceLocation where) {
+  for (auto& e : elements) e.list_element_ = true;
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, std::move(elements), true, false, {}});
+}
+
 std::string Params::to_toml() const {
   std::string out;
-  emit_toml(out);
+  emit_toml(out, nullptr);
   return out;
 }
 
-void Params::emit_toml(std::string& out) const {
+std::string Params::to_identity_toml(const std::function<std::string(const std::string&)>& content) const {
+  std::string out;
+  emit_toml(out, &content);
+  return out;
+}
+
+void Params::emit_toml(std::string& out, const std::function<std::string(const std::string&)>* content) const {
   if (!path_.empty()) {
     if (!out.empty()) out += "\n";
-    out += "[" + path_ + "]\n";
+    // A table-list element's path carries its index ("a.b[1]", "a.b[1].c"); TOML names it without:
+    // [[a.b]] opens the next element, and [a.b.c] is a table of the element just opened.
+    std::string header;
+    for (size_t i = 0; i < path_.size(); ++i) {
+      if (path_[i] == '[') {
+        while (i < path_.size() && path_[i] != ']') ++i;
+        continue;
+      }
+      header += path_[i];
+    }
+    out += list_element_ ? "[[" + header + "]]\n" : "[" + header + "]\n";
     if (!kind_.empty()) out += "kind = " + toml_quote(kind_) + "\n";
   }
   for (const auto& e : entries_) {
     if (!e.section.empty() || std::holds_alternative<std::monostate>(e.value)) continue;
+    if (content && e.is_path) {
+      out += e.name + " = " + toml_quote((*content)(std::get<std::string>(e.value))) + "\n";
+      continue;
+    }
     out += e.name + " = " + scalar_str(e.value) + "\n";
   }
   for (const auto& e : entries_)
-    if (!e.section.empty()) e.section.front().emit_toml(out);
+    for (const Params& s : e.section) s.emit_toml(out, content);
 }
 
 // ---- Families ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@
 
 namespace servesim::core {
 
-enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable };
+enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable, kTableList };
 
 // monostate = no value (an optional parameter that was not given).
 using Scalar = std::variant<std::monostate, int64_t, double, bool, std::string>;
@@ -35,11 +35,12 @@ struct ParamSpec {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
+  bool zero_allowed = false;         // 0 is valid besides [min, max] (0 = "none", e.g. no fp8 units)
   std::vector<std::string> choices;  // allowed values of a string parameter (empty = any); for a path,
                                      // keywords accepted besides paths and kept as written
   std::string family;                // kSection: the kind family its `kind` is looked up in
   std::string default_kind;          // kSection: kind used when the section or its `kind` is absent
-  std::vector<ParamSpec> fields;     // kTable: the fixed keys of the table
+  std::vector<ParamSpec> fields;     // kTable, kTableList: the fixed keys of the table (of each element)
 
   static ParamSpec integer(std::string name, int64_t def, std::string unit, std::string description);
   static ParamSpec real(std::string name, double def, std::string unit, std::string description);
@@ -52,10 +53,15 @@ struct ParamSpec {
                            std::string description);
   // A sub-section with a fixed set of keys.
   static ParamSpec table(std::string name, std::vector<ParamSpec> fields, std::string description);
+  // A list of tables with the same fixed keys, written as TOML's array of tables ([[name]] headers,
+  // or an inline array of inline tables); required and non-empty unless optional().
+  static ParamSpec table_list(std::string name, std::vector<ParamSpec> fields, std::string description);
 
   ParamSpec& range(double lo, double hi) { min = lo; max = hi; return *this; }
   ParamSpec& at_least(double lo) { min = lo; return *this; }
   ParamSpec& above(double lo) { min = lo; min_exclusive = true; return *this; }
+  // 0, or a value in [lo, hi]: for a quantity where 0 means "none" and tiny values are not physical.
+  ParamSpec& zero_or(double lo, double hi) { min = lo; max = hi; zero_allowed = true; return *this; }
   ParamSpec& one_of(std::vector<std::string> values) { choices = std::move(values); return *this; }
   // An optional parameter has no default: when absent, Params::has() is false. For sections and
   // tables this means the whole section may be left out.
@@ -64,9 +70,10 @@ struct ParamSpec {
   ParamSpec& required() { default_value = std::monostate{}; optional_ = false; return *this; }
 
   bool is_required() const;
-  std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table"
+  std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table",
+                                     // "table list"
   std::string default_str() const;   // "256", "\"fcfs\"", "(required)", "(unset)"
-  std::string range_str() const;     // "[1, 1024]", "> 0", "one of: a, b", or ""
+  std::string range_str() const;     // "[1, 1024]", "> 0", "0 or [0.1, 1e+05]", "one of: a, b", or ""
 };
 
 // The resolved, validated values of one section (or of the whole document, at the root).
@@ -87,19 +94,40 @@ class Params {
   bool get_bool(std::string_view name) const;
   const std::string& get_string(std::string_view name) const;  // strings and paths
   const Params& section(std::string_view name) const;
+  // The elements of a table list, in the order written (each a Params whose path ends in "[i]").
+  const std::vector<Params>& list(std::string_view name) const;
   const SourceLocation& where(std::string_view name) const;
   std::string key_path(std::string_view name) const;  // "scheduler.max_num_seqs"
 
   // Throws a ConfigError located at the key (for checks that involve several keys).
   [[noreturn]] void fail(std::string_view name, const std::string& message) const;
+  // The path under `name`, checked without opening it (the reader opens it once) to be a regular
+  // file of at most `max_bytes`: a ConfigError at the key otherwise, naming the path as the
+  // configuration wrote it and where it was looked for. `what` names the file ("a trace file").
+  const std::string& readable_file(std::string_view name, const std::string& what,
+                                   uint64_t max_bytes = UINT64_MAX) const;
 
   // Canonical TOML of the resolved values, defaults included, in declaration order. Two configs
   // that mean the same thing print the same text (comments, order and spelling of numbers aside).
   std::string to_toml() const;
+  // The same text with every file path replaced by what `content(path)` says of the file (its
+  // content digest): what identifies a run, independent of where the files lie and of the working
+  // directory. Without paths it is to_toml().
+  std::string to_identity_toml(const std::function<std::string(const std::string& path)>& content) const;
+
+  // A path parameter as the configuration wrote it (before it was resolved to an absolute path);
+  // "" for other parameters and defaults.
+  const std::string& written(std::string_view name) const;
+  // Calls `fn(section, name)` for every path parameter that is set, in declaration order, the whole
+  // tree down.
+  void for_each_path(const std::function<void(const Params& section, const std::string& name)>& fn) const;
 
   // Used by the validator to fill the tree.
   void set(std::string name, Scalar value, SourceLocation where, bool given);
+  // A path: `resolved` is absolute; `written` is the text the configuration gave.
+  void set_path(std::string name, std::string resolved, std::string written, SourceLocation where);
   Params& add_section(std::string name, Params section);
+  void add_list(std::string name, std::vector<Params> elements, SourceLocation where);
 
  private:
   struct Entry {
@@ -107,14 +135,18 @@ class Params {
     Scalar value;
     SourceLocation where;
     bool given = false;
-    std::vector<Params> section;  // exactly one element for a section entry
+    std::vector<Params> section;  // exactly one element for a section entry; the elements of a list
+    bool list = false;
+    bool is_path = false;
+    std::string written;          // a path as the configuration wrote it
   };
   const Entry& entry(std::string_view name) const;
-  void emit_toml(std::string& out) const;
+  void emit_toml(std::string& out, const std::function<std::string(const std::string&)>* content) const;
 
   std::string path_;
   std::string kind_;
   SourceLocation where_;
+  bool list_element_ = false;  // an element of a table list: printed under a [[...]] header
   std::vector<Entry> entries_;
 };
 

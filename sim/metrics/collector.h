@@ -30,6 +30,9 @@ struct CollectorConfig {
   MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
 };
 
+// The most replica time-series rows one run makes.
+inline constexpr double kMaxSampleRows = 1e8;
+
 class MetricsCollector final : public core::LifecycleObserver {
  public:
   MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks);
@@ -87,6 +90,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   };
   std::vector<RequestSample> samples_;  // in the order requests left
   std::vector<bool> meets_;              // default window: whether each request met the SLO, in that order
+  uint64_t sample_rows_ = 0;  // time-series rows made so far (bounded by kMaxSampleRows)
 };
 
 }  // namespace servesim::metrics

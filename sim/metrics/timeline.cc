@@ -6,6 +6,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "sim/core/output_file.h"
 
 namespace servesim::metrics {
 namespace {
@@ -114,9 +115,13 @@ void TimelineRecorder::on_kv_transfer(const core::KvTransfer& t) {
 }
 
 void TimelineRecorder::write(const std::string& path, const RunInfo& info) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw core::Error(path + ": cannot write the timeline (is the directory there and writable?)");
-  out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"servesim " << info.version
+  core::AtomicFile file(path, kTimelineWhat, core::starts_with(kTimelinePrefix));
+  write(file.stream(), info);
+  file.publish();
+}
+
+void TimelineRecorder::write(std::ostream& out, const RunInfo& info) const {
+  out << kTimelinePrefix << " " << info.version
       << "\",\"config_hash\":" << json_string(info.config_hash) << ",\"seed\":" << info.seed
       << ",\"max_events\":" << max_events_ << ",\"events_kept\":" << kept_ << ",\"events_dropped\":" << dropped_
       << ",\"note\":"
@@ -184,13 +189,18 @@ void TimelineRecorder::write(const std::string& path, const RunInfo& info) const
         event("\"ph\":\"e\"," + name + common + micros(rec.t2_ns));
         break;
       }
-      case Kind::kRejected:
-        event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"request\",\"name\":\"rejected " +
-              std::string(core::outcome_name(static_cast<core::RequestOutcome>(rec.outcome))) + "\"," + pid +
-              ",\"tid\":1,\"ts\":" + micros(rec.t0_ns) + ",\"args\":{\"request\":" + std::to_string(rec.id) +
+      case Kind::kRejected: {
+        // A rejected request leaves at its arrival; a timed-out one when the engine let go of it.
+        const auto outcome = static_cast<core::RequestOutcome>(rec.outcome);
+        const bool timed_out = outcome == core::RequestOutcome::kTimedOut;
+        event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"request\",\"name\":\"" +
+              (timed_out ? std::string("timed_out") : "rejected " + std::string(core::outcome_name(outcome))) +
+              "\"," + pid + ",\"tid\":1,\"ts\":" + micros(timed_out ? rec.t2_ns : rec.t0_ns) +
+              ",\"args\":{\"request\":" + std::to_string(rec.id) +
               ",\"prompt_tokens\":" + std::to_string(rec.a) + ",\"output_tokens\":" + std::to_string(rec.b) +
               "}");
         break;
+      }
       case Kind::kPreempt:
         event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"preemption\",\"name\":\"preempt " + std::to_string(rec.id) +
               "\"," + pid + ",\"tid\":2,\"ts\":" + micros(rec.t0_ns) + ",\"args\":{\"request\":" +
@@ -205,8 +215,6 @@ void TimelineRecorder::write(const std::string& path, const RunInfo& info) const
     }
   }
   out << "\n]}\n";
-  out.flush();
-  if (!out) throw core::Error(path + ": cannot write the timeline (disk full?)");
 }
 
 }  // namespace servesim::metrics
