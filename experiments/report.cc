@@ -606,7 +606,10 @@ std::vector<std::string> write_report(const ReportData& data, const ReportOption
     b << "\n";
     figure(name, b.str(), tall);
   };
-  for (const auto& [metric, title] : {std::pair<std::string, std::string>{"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}}) {
+  for (const auto& names : {std::pair<std::string, std::string>{"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}}) {
+    // Plain names, not structured bindings: clang 14 rejects lambdas that capture those.
+    const std::string& metric = names.first;
+    const std::string& title = names.second;
     const std::string short_name = metric == "ttft_ms" ? "ttft_cdf" : "tpot_cdf";
     cdf_figure(
         metric, title, short_name,
