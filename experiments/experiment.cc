@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "experiments/replications.h"
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/format.h"
@@ -354,7 +355,8 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     }
   }
   p.check_keys(doc, "",
-               {"name", "description", "base", "set", "seeds", "repetitions", "infeasible", "axis", "capacity"});
+               {"name", "description", "base", "set", "seeds", "repetitions", "replications", "infeasible", "axis",
+                "capacity"});
 
   if (const toml::node* n = doc.get("name")) e.name_ = p.string(*n, "name");
   if (const toml::node* n = doc.get("description")) (void)p.string(*n, "description");
@@ -410,6 +412,14 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     e.seeds_where_ = where_of(*reps, source_name);
     e.repetitions_ = p.integer(*reps, "repetitions", 1, 100000);
   }
+  if (const toml::node* r = doc.get("replications")) {
+    if (seeds || reps)
+      p.fail(*r, "replications", "replications = N sets the seeds itself (seed, seed + 1, ...); remove " +
+                                     std::string(seeds ? "seeds" : "repetitions"));
+    e.seeds_where_ = where_of(*r, source_name);
+    e.replications_ = p.integer(*r, "replications", 2, 100000);
+    e.repetitions_ = e.replications_;
+  }
   if (const toml::node* n = doc.get("infeasible")) {
     const std::string v = p.string(*n, "infeasible");
     if (v != "error" && v != "skip")
@@ -447,9 +457,9 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
         const std::string& k = axis.keys[i];
         if (!valid_key_path(k))
           throw core::ConfigError(key_where[i], "axis.key", core::in_quotes(k) + " is not a configuration key (section.key)");
-        if (k == "seed" && (seeds || reps))
+        if (k == "seed" && (seeds || reps || e.replications_ > 0))
           throw core::ConfigError(key_where[i], "axis.key",
-                                  "an axis on 'seed' and seeds/repetitions at " + e.seeds_where_.str() +
+                                  "an axis on 'seed' and seeds/repetitions/replications at " + e.seeds_where_.str() +
                                       " both set the seed; keep one");
         if (auto it = seen.find(k); it != seen.end())
           throw core::ConfigError(key_where[i], "axis.key", core::in_quotes(k) + " is already an axis at " + it->second.str());
@@ -582,7 +592,9 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     const toml::table& t = *cap->as_table();
     CapacitySpec& c = e.capacity_;
     c.where = where_of(*cap, source_name);
-    p.check_keys(t, "capacity", {"target", "knob", "start", "min", "max", "tolerance", "max_probes", "cheapest_at"});
+    p.check_keys(t, "capacity",
+                 {"target", "knob", "start", "min", "max", "tolerance", "max_probes", "cheapest_at", "require_stationary",
+                  "cliff_slope", "extend_up_to"});
     auto positive = [&](const char* key) -> std::optional<double> {
       const toml::node* n = t.get(key);
       if (!n) return std::nullopt;
@@ -610,6 +622,13 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     }
     if (const toml::node* n = t.get("max_probes")) c.max_probes = p.integer(*n, "capacity.max_probes", 2, 1000);
     c.cheapest_at = positive("cheapest_at");
+    if (const toml::node* n = t.get("require_stationary")) {
+      if (!n->is_boolean()) p.fail(*n, "capacity.require_stationary", "expected true or false");
+      c.require_stationary = *n->value<bool>();
+    }
+    if (auto v = positive("cliff_slope")) c.cliff_slope = *v;
+    if (const toml::node* n = t.get("extend_up_to"))
+      c.extend_up_to = p.integer(*n, "capacity.extend_up_to", 0, 1'000'000'000);
   }
 
   e.expand();
@@ -644,6 +663,12 @@ void Experiment::expand() {
   auto configs = configurations();
   if (repetitions_ > 0) {
     const core::Params first = resolve(configs.front(), "the first configuration");
+    // Replications of a trace replay are block bootstraps of it (experiments/replications.h): every
+    // point gets resample_trace unless the experiment sets it.
+    if (replications_ > 0 && replays_trace(first) && !first.section("replication").given("resample_trace")) {
+      base_settings_.push_back(Setting{"replication.resample_trace", "true", seeds_where_, seeds_where_});
+      replication_resamples_ = true;
+    }
     const uint64_t base_seed = static_cast<uint64_t>(first.get_int("seed"));
     for (int64_t i = 0; i < repetitions_; ++i) seeds_.push_back(base_seed + static_cast<uint64_t>(i));
   }

@@ -4,6 +4,8 @@
 //   name = "routers"                  # optional; default: the file's name without .toml
 //   base = "../quickstart.toml"       # a run configuration (relative to this file), or an inline [base]
 //   seeds = [1, 2, 3]                 # repeat every point with these seeds (or: repetitions = 3)
+//   replications = 5                  # or: 5 independent replications (seed, seed + 1, ...; a trace
+//                                     # replays block bootstraps of itself); capacity searches each
 //   infeasible = "error"              # or "skip": leave out points whose cluster cannot be built
 //
 //   [set]                             # overrides of the base, like --set (nested keys)
@@ -98,6 +100,10 @@ struct CapacitySpec {
   double tolerance = 0.02;         // stop when (lowest failing - highest passing) <= tolerance x highest passing
   int64_t max_probes = 40;         // per configuration
   std::optional<double> cheapest_at;  // cheapest-configuration mode: every configuration at this knob value
+  bool require_stationary = true;  // a probe whose queue still grows fails, whatever its attainment
+  double cliff_slope = 5;          // attainment falling faster than this many points per 1% more load: a cliff
+  int64_t extend_up_to = 200000;   // a probe that meets the target but has not settled reruns with twice
+                                   // workload.max_requests, up to this many requests (0: never)
   core::SourceLocation where;
 };
 
@@ -115,6 +121,11 @@ class Experiment {
   const std::vector<Axis>& axes() const { return axes_; }
   // The seeds every configuration runs with; empty = the configuration's own seed.
   const std::vector<uint64_t>& seeds() const { return seeds_; }
+  // replications = N: the seeds are N independent replications (0: none); capacity searches each
+  // one and reports the interval across them.
+  int64_t replications() const { return replications_; }
+  // Whether those replications replay block bootstraps of a trace.
+  bool replications_resample() const { return replication_resamples_; }
   const core::SourceLocation& seeds_where() const { return seeds_where_; }
   bool skip_infeasible() const { return skip_infeasible_; }
   // The base configuration's file ("" for an inline [base]).
@@ -161,6 +172,8 @@ class Experiment {
   std::vector<Axis> axes_;
   std::vector<uint64_t> seeds_;
   int64_t repetitions_ = 0;
+  int64_t replications_ = 0;           // replications = N (then repetitions_ = N too)
+  bool replication_resamples_ = false; // and the base replays a trace: its points resample it
   core::SourceLocation seeds_where_;
   bool skip_infeasible_ = false;
   CapacitySpec capacity_;

@@ -4,16 +4,26 @@
 // Runs are grouped into configurations: runs whose resolved configurations differ only in the
 // arrival-rate knob (workload.rate, workload.rate_scale) and the seeds form one configuration,
 // labelled by the keys that differ between configurations. Plots:
-//   goodput.{png,svg}         goodput vs offered arrival rate, one line per configuration
+//   goodput.{png,svg}         goodput vs offered arrival rate, one line per configuration, each
+//                             point with its 95% interval (across the runs at that point, seeds or
+//                             replications; for a single run, its window's batch-means interval)
 //   slo_attainment.{png,svg}  SLO attainment vs offered arrival rate, with the target as a line
+//                             and the same intervals
 //   ttft_cdf, tpot_cdf        CDFs of TTFT and TPOT, one representative run per configuration (the
-//                             one whose offered rate is nearest a common reference rate)
+//                             one whose offered rate is nearest a common reference rate), with the
+//                             SLO limit and the attainment target drawn
+//   ttft_cdf_at_K, tpot_cdf_at_K  the same at each knob value every configuration ran (at most 6):
+//                             configurations compared at the same rate
+//   capacity.{png,svg}        for a capacity search's database: the sustainable rate per
+//                             configuration with its interval, and the cliff (experiment key
+//                             capacity_result, written by servesim capacity)
 //   timeline_N.{png,svg}      per-replica queue length and KV-cache use over time for
 //                             configuration N's representative run
 // The data behind each plot is in DIR/data/ and the gnuplot script in DIR/plots.gp, so a plot can
 // be restyled and redrawn with `gnuplot DIR/plots.gp`.
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +52,11 @@ struct ReportRun {
   double goodput_req_s = 0, slo_attainment = 0;
   double ttft_ms_p50 = 0, ttft_ms_p90 = 0, ttft_ms_p99 = 0, tpot_ms_p50 = 0, tpot_ms_p90 = 0, tpot_ms_p99 = 0;
   double throughput_output_tok_s = 0, cost_usd_per_mtok_output = 0;
+  // The run's [slo] limits (unset: none).
+  std::optional<double> ttft_slo_ms, tpot_slo_ms;
+  // Batch-means 95% half-widths of the window's goodput and attainment (NaN: unknown).
+  double goodput_ci95 = std::numeric_limits<double>::quiet_NaN();
+  double slo_attainment_ci95 = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One configuration's runs at one knob value, pooled over seeds.
@@ -50,7 +65,21 @@ struct ReportPoint {
   double offered_req_s = 0;      // mean over the runs
   double goodput_req_s = 0;      // mean
   double slo_attainment = 0;     // pooled: meeting / total
+  // 95% intervals (NaN: unknown): the Student-t interval of the runs' values when there are two or
+  // more, else the single run's batch-means half-width around the plotted value.
+  double goodput_lo = std::numeric_limits<double>::quiet_NaN(), goodput_hi = std::numeric_limits<double>::quiet_NaN();
+  double slo_attainment_lo = std::numeric_limits<double>::quiet_NaN();
+  double slo_attainment_hi = std::numeric_limits<double>::quiet_NaN();
   std::vector<size_t> runs;      // indices into ReportData::runs
+};
+
+// One configuration's answer from a capacity search (servesim capacity --db).
+struct CapacityRow {
+  std::string label;
+  std::string status;
+  std::optional<double> sustainable, lo, hi, cliff_from, margin;
+  double lowest_failing = std::numeric_limits<double>::infinity();
+  int64_t replications = 0;
 };
 
 struct ReportSeries {
@@ -66,6 +95,9 @@ struct ReportData {
   double reference_rate = 0;
   std::vector<ReportRun> runs;
   std::vector<ReportSeries> series;
+  std::vector<CapacityRow> capacity;  // a capacity search's answer, when the database holds one
+  std::string capacity_knob;
+  double capacity_target = 0;
 };
 
 // Reads the runs and groups them. Throws core::Error naming the file when it holds no runs.

@@ -104,6 +104,18 @@ RunFigures figures_of(const metrics::BufferSink& run) {
   f.cost_usd_per_mtok_output = s.cost_usd_per_mtok_output;
   f.ttft_ms_p90 = s.ttft_ms.p90;
   f.tpot_ms_p90 = s.tpot_ms.p90;
+  f.window_requests = s.steady.window_requests;
+  f.slo_attainment_window = s.steady.slo_attainment;
+  f.arrival_window_s = s.arrival_window_s;
+  f.goodput_req_s_window = s.goodput_req_s_window;
+  f.throughput_output_tok_s_window = s.throughput_output_tok_s_window;
+  f.throughput_output_tok_s_window_ci95 = s.steady.throughput_output_tok_s_ci95;
+  f.cost_usd_per_mtok_output_window = s.cost_usd_per_mtok_output_window;
+  f.ttft_ms_window_p90 = s.steady.ttft_ms.p90;
+  f.tpot_ms_window_p90 = s.steady.tpot_ms.p90;
+  f.stationary = s.steady.stationary;
+  f.settled = s.steady.settled;
+  f.in_system_trend_req_s = s.steady.in_system_trend_req_s;
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const auto& [rec, m] : run.request_rows()) {
     lo = std::min(lo, rec.arrival.ns());
@@ -179,6 +191,18 @@ ResultsDb::ResultsDb(const std::string& path, const ExperimentRecord& experiment
 
 ResultsDb::~ResultsDb() = default;
 
+void ResultsDb::put_experiment_value(const std::string& key, const std::string& value) {
+  try {
+    SQLite::Database& db = sink_->database();
+    SQLite::Statement st(db, "INSERT OR REPLACE INTO experiment (key, value) VALUES (?, ?)");
+    st.bind(1, key);
+    st.bind(2, value);
+    st.exec();
+  } catch (const std::exception& e) {
+    throw core::Error(path_ + ": cannot store " + key + ": " + e.what());
+  }
+}
+
 int64_t ResultsDb::next_point_index() const {
   int64_t next = 0;
   for (const auto& [key, index] : done_) next = std::max(next, index + 1);
@@ -222,7 +246,10 @@ RunFigures ResultsDb::figures(int64_t point_index) const {
     SQLite::Statement st(db,
                          "SELECT run_id, requests_total, requests_meeting_slo, output_tokens, sim_seconds, "
                          "slo_attainment, goodput_req_s, throughput_req_s, throughput_output_tok_s, cost_usd, "
-                         "cost_usd_per_mtok_output, ttft_ms_p90, tpot_ms_p90, gpu_hours FROM runs WHERE run_id = ?");
+                         "cost_usd_per_mtok_output, ttft_ms_p90, tpot_ms_p90, gpu_hours, window_requests, "
+                         "slo_attainment_window, arrival_window_s, goodput_req_s_window, throughput_output_tok_s_window, "
+                         "throughput_output_tok_s_window_ci95, cost_usd_per_mtok_output_window, ttft_ms_window_p90, "
+                         "tpot_ms_window_p90, stationary, in_system_trend_req_s, settled FROM runs WHERE run_id = ?");
     st.bind(1, point_index + 1);
     if (!st.executeStep()) throw core::Error("no run for point " + std::to_string(point_index));
     f.run_id = st.getColumn(0).getInt64();
@@ -239,6 +266,20 @@ RunFigures ResultsDb::figures(int64_t point_index) const {
     f.ttft_ms_p90 = st.getColumn(11).getDouble();
     f.tpot_ms_p90 = st.getColumn(12).getDouble();
     f.gpu_hours = st.getColumn(13).getDouble();
+    f.window_requests = static_cast<uint64_t>(st.getColumn(14).getInt64());
+    f.slo_attainment_window = st.getColumn(15).getDouble();
+    f.arrival_window_s = st.getColumn(16).getDouble();
+    f.goodput_req_s_window = st.getColumn(17).getDouble();
+    f.throughput_output_tok_s_window = st.getColumn(18).getDouble();
+    // NULL: unknown (a window too short for its batches).
+    f.throughput_output_tok_s_window_ci95 =
+        st.getColumn(19).isNull() ? std::numeric_limits<double>::quiet_NaN() : st.getColumn(19).getDouble();
+    f.cost_usd_per_mtok_output_window = st.getColumn(20).getDouble();
+    f.ttft_ms_window_p90 = st.getColumn(21).getDouble();
+    f.tpot_ms_window_p90 = st.getColumn(22).getDouble();
+    f.stationary = st.getColumn(23).getInt64() != 0;
+    f.in_system_trend_req_s = st.getColumn(24).getDouble();
+    f.settled = st.getColumn(25).getInt64() != 0;
     SQLite::Statement arr(db, "SELECT COUNT(*), MIN(arrival_ns), MAX(arrival_ns) FROM requests WHERE run_id = ?");
     arr.bind(1, point_index + 1);
     arr.executeStep();

@@ -48,6 +48,18 @@ struct RunFigures {
   double ttft_ms_p90 = 0;
   double tpot_ms_p90 = 0;
   double offered_req_s = 0;   // (requests - 1) / (last arrival - first arrival)
+  // The measurement window and the steady state (sim/metrics/steady_state.h), for capacity searches.
+  uint64_t window_requests = 0;
+  double slo_attainment_window = 0;
+  double arrival_window_s = 0;
+  double goodput_req_s_window = 0;
+  double throughput_output_tok_s_window = 0;
+  double throughput_output_tok_s_window_ci95 = 0;  // NaN: unknown
+  double cost_usd_per_mtok_output_window = 0;
+  double ttft_ms_window_p90 = 0, tpot_ms_window_p90 = 0;
+  bool stationary = true;
+  bool settled = false;
+  double in_system_trend_req_s = 0;
 };
 
 RunFigures figures_of(const metrics::BufferSink& run);
@@ -67,6 +79,9 @@ class ResultsDb {
   // Writes the point and its run in one transaction (run_id = point_index + 1).
   void commit(const Point& point, const metrics::BufferSink& run);
   RunFigures figures(int64_t point_index) const;
+  // Stores (replaces) one row of the experiment table beside the identity: a search's answer
+  // (capacity_result), which servesim report draws.
+  void put_experiment_value(const std::string& key, const std::string& value);
   // The open connection (merging attaches the inputs to it).
   SQLite::Database& database() { return sink_->database(); }
 

@@ -29,6 +29,7 @@
 #include "sim/metrics/observer_fanout.h"
 #include "sim/metrics/sqlite_sink.h"
 #include "traces/arrival_source.h"
+#include "traces/block_bootstrap.h"
 
 namespace servesim::experiments {
 
@@ -210,6 +211,44 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .range(0, 1e12),
           },
           "what the run records besides per-request rows"),
+      ParamSpec::table(
+          "measurement",
+          {
+              ParamSpec::real("warmup_s", 0, "s",
+                              "leave out of the window's figures the requests arriving before this simulated time")
+                  .range(0, 1e12)
+                  .optional(),
+              ParamSpec::integer("warmup_requests", 0, "requests", "leave out the first N arrivals instead")
+                  .range(0, static_cast<double>(INT64_MAX))
+                  .optional(),
+              ParamSpec::real("cooldown_s", 0, "s",
+                              "leave out the requests arriving in the last T simulated seconds before the last arrival")
+                  .range(0, 1e12)
+                  .optional(),
+              ParamSpec::integer("cooldown_requests", 0, "requests", "leave out the last N arrivals instead")
+                  .range(0, static_cast<double>(INT64_MAX))
+                  .optional(),
+              ParamSpec::boolean("auto_warmup", false,
+                                 "end the warm-up where MSER-5 finds the requests in the system settled (instead of "
+                                 "warmup_s or warmup_requests)"),
+              ParamSpec::integer("batches", 20, "batches",
+                                 "batches of the batch-means intervals and of the stationarity test")
+                  .range(4, 1000),
+          },
+          "the measurement window (default: the arrival window [0, last arrival]) the *_window figures, "
+          "their batch-means intervals and the stationarity check cover"),
+      ParamSpec::table(
+          "replication",
+          {
+              ParamSpec::boolean("resample_trace", false,
+                                 "replay a block bootstrap of the workload's stream, drawn from the run's seed, instead "
+                                 "of the stream itself (what makes replications of a trace replay differ; servesim run "
+                                 "--replications sets it for traces)"),
+              ParamSpec::real("block_s", 60, "s", "block length of the bootstrap, in the trace's own time (before rate_scale)")
+                  .above(0)
+                  .range(0, 1e9),
+          },
+          "how a replication of the run differs from another (generators: by the seed alone)"),
   };
   return schema;
 }
@@ -350,6 +389,25 @@ void check_iteration_times(const core::Params& config, const core::Params& pool,
                                 "more than " + core::format_double(kMaxIterationSeconds) +
                                 " s or no time at all; bring the [gpu] and [cost_model] values into proportion");
   }
+}
+
+// [measurement] as the collector takes it; contradictory keys are errors at the key.
+metrics::MeasurementConfig measurement_config(const core::Params& m) {
+  metrics::MeasurementConfig c;
+  if (m.has("warmup_s")) c.warmup_s = m.get_float("warmup_s");
+  if (m.has("warmup_requests")) c.warmup_requests = m.get_int("warmup_requests");
+  if (m.has("cooldown_s")) c.cooldown_s = m.get_float("cooldown_s");
+  if (m.has("cooldown_requests")) c.cooldown_requests = m.get_int("cooldown_requests");
+  c.auto_warmup = m.get_bool("auto_warmup");
+  c.batches = m.get_int("batches");
+  if (c.warmup_s && c.warmup_requests)
+    m.fail("warmup_requests", "give the warm-up by time (warmup_s) or by requests (warmup_requests), not both");
+  if (c.auto_warmup && (c.warmup_s || c.warmup_requests))
+    m.fail("auto_warmup", "auto_warmup finds the warm-up's end itself; remove warmup_s / warmup_requests, or set "
+                          "auto_warmup = false");
+  if (c.cooldown_s && c.cooldown_requests)
+    m.fail("cooldown_requests", "give the cool-down by time (cooldown_s) or by requests (cooldown_requests), not both");
+  return c;
 }
 
 }  // namespace
@@ -586,6 +644,13 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   if (disaggregated) decode_router = policies::router_registry().make(config.section("decode_router"), seed + 1);
   std::unique_ptr<traces::ArrivalSource> source =
       traces::workload_registry().make(config.section("workload"), seed);
+  if (const core::Params& rep = config.section("replication"); rep.get_bool("resample_trace")) {
+    // Blocks of block_s in the trace's time are block_s / rate_scale in the stream's.
+    const double block_s = rep.get_float("block_s") / config.section("workload").get_float("rate_scale");
+    if (block_s * 1e9 < 1 || block_s >= 9.2e9)
+      rep.fail("block_s", "a block of " + core::format_double(block_s) + " s after rate_scale is not a usable length");
+    source = std::make_unique<traces::BlockBootstrapSource>(std::move(source), std::llround(block_s * 1e9), seed);
+  }
   const bool prefix_caching = cluster_cfg.get_bool("prefix_caching");
   if (prefix_caching && source->hash_block_tokens() > 0 &&
       source->hash_block_tokens() % cluster_cfg.get_int("block_size") != 0)
@@ -610,6 +675,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     config.section("output").fail("sample_interval_ms",
                                   "must be 0 (no time series) or at least 1 ms; got " + core::format_double(interval_ms));
   collector_cfg.sample_interval_ns = std::llround(interval_ms * 1e6);
+  collector_cfg.measurement = measurement_config(config.section("measurement"));
   // A generator knows how long its arrivals span: a time series too long to write is refused now.
   if (interval_ms > 0 && source->expected_span_s() > 0) {
     const double rows = source->expected_span_s() * 1e3 / interval_ms * static_cast<double>(replicas);
@@ -754,6 +820,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   result.block_size = cluster_cfg.get_int("block_size");
   result.usd_per_gpu_hour = pools[0].gpu->price_usd_per_hour;
   result.slo = slo;
+  result.measurement = collector_cfg.measurement;
   return result;
 }
 

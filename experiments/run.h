@@ -50,6 +50,7 @@ struct RunResult {
   int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0, block_size = 0;
   double usd_per_gpu_hour = 0;
   metrics::Slo slo;
+  metrics::MeasurementConfig measurement;
   struct PoolInfo {
     std::string role;  // "unified", "prefill", "decode"
     int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0;

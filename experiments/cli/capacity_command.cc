@@ -4,8 +4,12 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
 #include <iomanip>
+#include <optional>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,21 +24,56 @@ namespace {
 
 std::string value_text(double v) {
   if (!std::isfinite(v)) return "-";
-  return core::format_double(v);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", v);  // the search's values have six significant digits (round6)
+  return text;
+}
+
+nlohmann::ordered_json number(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
 }
 
 nlohmann::ordered_json probe_json(const Probe& p) {
   return {{"value", p.value},
           {"slo_attainment", p.slo_attainment},
+          {"stationary", p.stationary},
+          {"settled", p.settled},
+          {"max_requests", p.max_requests},
+          {"extended_to_limit", p.extended_to_limit},
           {"pass", p.pass},
+          {"why", p.why().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.why())},
+          {"in_system_trend_req_s", p.trend_req_s},
           {"goodput_req_s", p.goodput_req_s},
           {"offered_req_s", p.offered_req_s},
           {"throughput_output_tok_s", p.throughput_output_tok_s},
           {"usd_per_mtok_output", p.usd_per_mtok_output},
+          {"usd_per_mtok_output_ci95", {number(p.usd_lo), number(p.usd_hi)}},
           {"gpus", p.gpus},
           {"ttft_ms_p90", p.ttft_ms_p90},
           {"tpot_ms_p90", p.tpot_ms_p90},
           {"run_ids", p.run_ids}};
+}
+
+nlohmann::ordered_json cliff_json(const std::optional<Cliff>& c) {
+  if (!c) return nullptr;
+  return {{"from", c->from},
+          {"to", c->to},
+          {"attainment_from", c->attainment_from},
+          {"attainment_to", c->attainment_to},
+          {"points_per_percent", c->slope}};
+}
+
+nlohmann::ordered_json search_json(const Search& s) {
+  nlohmann::ordered_json j;
+  j["seeds"] = s.seeds;
+  j["status"] = knee_status_text(s.status);
+  j["max_value"] = s.knee ? nlohmann::ordered_json(s.knee->value) : nlohmann::ordered_json();
+  j["lowest_failing"] = number(s.lowest_failing);
+  j["cliff"] = cliff_json(s.cliff);
+  nlohmann::ordered_json probes = nlohmann::ordered_json::array();
+  for (const auto& p : s.probes) probes.push_back(probe_json(p));
+  j["probes"] = probes;
+  return j;
 }
 
 nlohmann::ordered_json configuration_json(const ConfigurationCapacity& c) {
@@ -44,14 +83,29 @@ nlohmann::ordered_json configuration_json(const ConfigurationCapacity& c) {
   for (const auto& s : c.settings) settings[s.key] = s.display_value();
   j["settings"] = settings;
   j["knob"] = c.knob;
+  j["knob_meaning"] = knob_meaning(c.knob);
   j["status"] = knee_status_text(c.status);
   if (!c.infeasible.empty()) j["infeasible"] = c.infeasible;
   j["max_value"] = c.knee ? nlohmann::ordered_json(c.knee->value) : nlohmann::ordered_json();
-  j["lowest_failing"] = std::isfinite(c.lowest_failing) ? nlohmann::ordered_json(c.lowest_failing) : nlohmann::ordered_json();
+  j["sustainable"] = c.knee ? nlohmann::ordered_json{{"mean", c.sustainable.mean},
+                                                     {"ci95_low", number(c.sustainable.lo())},
+                                                     {"ci95_high", number(c.sustainable.hi())},
+                                                     {"range_low", number(c.range_lo)},
+                                                     {"range_high", number(c.range_hi)},
+                                                     {"replications", c.sustainable.n}}
+                            : nlohmann::ordered_json();
+  j["lowest_failing"] = number(c.lowest_failing);
+  j["cliff"] = cliff_json(c.cliff);
+  j["margin_to_cliff"] = number(c.margin);
   j["knee"] = c.knee ? probe_json(*c.knee) : nlohmann::ordered_json();
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const auto& p : c.probes) probes.push_back(probe_json(p));
   j["probes"] = probes;
+  if (!c.replications.empty()) {
+    nlohmann::ordered_json reps = nlohmann::ordered_json::array();
+    for (const auto& s : c.replications) reps.push_back(search_json(s));
+    j["replications"] = reps;
+  }
   return j;
 }
 
@@ -66,60 +120,99 @@ nlohmann::ordered_json& with_configurations(nlohmann::ordered_json& j, const std
   return j;
 }
 
+std::string range_text(double lo, double hi, int digits) {
+  if (std::isnan(lo) || std::isnan(hi)) return "-";
+  std::ostringstream s;
+  s << "[" << fixed(lo, digits) << ", " << (std::isfinite(hi) ? fixed(hi, digits) : std::string("inf")) << "]";
+  return s.str();
+}
+
 void print_capacity(std::ostream& out, const CapacityResult& r) {
-  const std::string knob = r.configurations.empty() ? "rate" : r.configurations.front().knob;
-  out << "capacity: highest " << knob << " with SLO attainment >= " << percent(r.target) << " (" << r.slo_text
-      << "), to a tolerance of " << fixed(r.tolerance * 100, 1) << "%; " << r.runs << " runs";
+  const std::string knob = r.configurations.empty() ? "workload.rate" : r.configurations.front().knob;
+  out << "capacity: highest " << knob << " (" << knob_meaning(knob) << ") with steady-state SLO attainment >= "
+      << percent(r.target) << " (" << r.slo_text << ")" << (r.require_stationary ? " and a stationary queue" : "")
+      << ", to a tolerance of " << fixed(r.tolerance * 100, 1) << "%; ";
+  if (r.replications > 0) out << r.replications << " replications searched each; ";
+  out << r.runs << " runs";
   if (r.reused) out << ", " << r.reused << " reused from the database";
   out << "\n\n";
-  out << std::right << std::setw(12) << "max " + (knob.size() > 12 ? "rate" : knob.substr(knob.rfind('.') + 1))
-      << std::setw(12) << "fails at" << std::setw(8) << "probes" << std::setw(9) << "SLO" << std::setw(11) << "req/s"
-      << std::setw(11) << "goodput" << std::setw(11) << "$/1M tok" << "  configuration\n";
+  const std::string header = knob_header(knob);
+  out << std::right << std::setw(std::max<int>(12, static_cast<int>(header.size()) + 1)) << header << std::setw(22)
+      << "95% interval" << std::setw(11) << "fails at" << std::setw(8) << "probes" << std::setw(9) << "SLO"
+      << std::setw(10) << "req/s" << std::setw(10) << "goodput" << std::setw(10) << "$/1M tok" << "  "
+      << std::left << std::setw(34) << "cliff (attainment)" << std::right << std::setw(8) << "margin"
+      << "  configuration\n";
+  const int width = std::max<int>(12, static_cast<int>(header.size()) + 1);
   for (const auto& c : r.configurations) {
-    out << std::setw(12) << (c.knee ? value_text(c.knee->value) : "-") << std::setw(12) << value_text(c.lowest_failing)
-        << std::setw(8) << c.probes.size();
+    size_t probes = c.probes.size();
+    for (const auto& s : c.replications) probes += s.probes.size();
+    out << std::setw(width) << (c.knee ? value_text(c.knee->value) : "-") << std::setw(22)
+        << (c.knee ? range_text(c.range_lo, c.range_hi, 4) : "-")
+        << std::setw(11) << value_text(c.lowest_failing) << std::setw(8) << probes;
     if (c.knee)
-      out << std::setw(9) << percent(c.knee->slo_attainment) << std::setw(11) << fixed(c.knee->offered_req_s, 2)
-          << std::setw(11) << fixed(c.knee->goodput_req_s, 2) << std::setw(11) << fixed(c.knee->usd_per_mtok_output, 3);
+      out << std::setw(9) << percent(c.knee->slo_attainment) << std::setw(10) << fixed(c.knee->offered_req_s, 2)
+          << std::setw(10) << fixed(c.knee->goodput_req_s, 2) << std::setw(10) << fixed(c.knee->usd_per_mtok_output, 3);
     else
-      out << std::setw(9) << "-" << std::setw(11) << "-" << std::setw(11) << "-" << std::setw(11) << "-";
-    out << "  " << c.label;
+      out << std::setw(9) << "-" << std::setw(10) << "-" << std::setw(10) << "-" << std::setw(10) << "-";
+    std::string cliff = "-";
+    if (c.cliff) {
+      std::ostringstream text;
+      text << value_text(c.cliff->from) << " -> " << value_text(c.cliff->to) << " (" << percent(c.cliff->attainment_from)
+           << " -> " << percent(c.cliff->attainment_to) << ")";
+      cliff = text.str();
+    }
+    out << "  " << std::left << std::setw(34) << cliff << std::right << std::setw(8)
+        << (std::isnan(c.margin) ? std::string("-") : percent(c.margin)) << "  " << c.label;
     if (c.status != KneeStatus::kFound) out << "  [" << knee_status_text(c.status) << (c.infeasible.empty() ? "" : ": " + c.infeasible) << "]";
     out << "\n";
   }
-  out << "\n(SLO, req/s, goodput and $/1M output tokens are those of the highest passing probe; req/s is the\n"
-         "offered arrival rate, goodput the requests meeting the SLO per simulated second)\n";
+  out << "\n(" << header << ": the highest " << knob_meaning(knob) << " that passed";
+  if (r.replications > 0)
+    out << ", the mean over the replications; 95% interval: from the Student-t interval of their knees to that of\n"
+           "their lowest failing probes, the replications' spread and the search's resolution";
+  out << ". SLO, req/s, goodput and $/1M output tokens are those of the passing probe over its measurement window;\n"
+         "req/s is the offered arrival rate. A probe fails when its attainment misses the target or its queue still grows.\n"
+         "cliff: where attainment (0 for a growing queue) falls faster than "
+      << core::format_double(r.cliff_slope) << " points per 1% more load; margin: how far below it the answer sits)\n";
 }
 
 void print_cheapest(std::ostream& out, const CheapestResult& r) {
   const std::string knob = r.configurations.empty() ? "rate" : r.configurations.front().knob;
-  out << "cheapest configuration meeting SLO attainment >= " << percent(r.target) << " (" << r.slo_text << ") at "
-      << knob << " = " << core::format_double(r.load) << "; " << r.runs << " runs";
+  out << "cheapest configuration meeting steady-state SLO attainment >= " << percent(r.target) << " (" << r.slo_text
+      << ") at " << knob << " = " << core::format_double(r.load) << " (" << knob_meaning(knob) << "); " << r.runs
+      << " runs";
   if (r.reused) out << ", " << r.reused << " reused from the database";
   out << "\n\n";
-  out << std::right << std::setw(11) << "$/1M tok" << std::setw(7) << "GPUs" << std::setw(9) << "SLO" << std::setw(6)
-      << "meets" << std::setw(11) << "req/s" << std::setw(11) << "goodput" << std::setw(11) << "TTFT p90"
-      << std::setw(11) << "TPOT p90" << "  configuration\n";
+  out << std::right << std::setw(11) << "$/1M tok" << std::setw(20) << "95% interval" << std::setw(4) << " " << std::setw(7)
+      << "GPUs" << std::setw(9) << "SLO" << std::setw(6) << "meets" << std::setw(11) << "req/s" << std::setw(11)
+      << "goodput" << std::setw(11) << "TTFT p90" << std::setw(11) << "TPOT p90" << "  configuration\n";
   for (size_t i = 0; i < r.configurations.size(); ++i) {
     const auto& c = r.configurations[i];
     if (c.probes.empty()) {
-      out << std::setw(11) << "-" << std::setw(7) << "-" << std::setw(9) << "-" << std::setw(6) << "-" << std::setw(11)
-          << "-" << std::setw(11) << "-" << std::setw(11) << "-" << std::setw(11) << "-" << "  " << c.label
-          << "  [infeasible: " << c.infeasible << "]\n";
+      out << std::setw(11) << "-" << std::setw(20) << "-" << std::setw(4) << " " << std::setw(7) << "-" << std::setw(9)
+          << "-" << std::setw(6) << "-" << std::setw(11) << "-" << std::setw(11) << "-" << std::setw(11) << "-"
+          << std::setw(11) << "-" << "  " << c.label << "  [infeasible: " << c.infeasible << "]\n";
       continue;
     }
     const Probe& p = c.probes.front();
-    out << std::setw(11) << fixed(p.usd_per_mtok_output, 3) << std::setw(7) << fixed(p.gpus, 0) << std::setw(9)
+    out << std::setw(11) << fixed(p.usd_per_mtok_output, 3) << std::setw(20) << range_text(p.usd_lo, p.usd_hi, 3)
+        << std::setw(4) << (r.tied_with_above[i] ? " ~" : " ") << std::setw(7) << fixed(p.gpus, 0) << std::setw(9)
         << percent(p.slo_attainment) << std::setw(6) << (p.pass ? "yes" : "no") << std::setw(11)
         << fixed(p.offered_req_s, 2) << std::setw(11) << fixed(p.goodput_req_s, 2) << std::setw(11)
         << fixed(p.ttft_ms_p90, 1) << std::setw(11) << fixed(p.tpot_ms_p90, 2) << "  " << c.label
-        << (r.best && *r.best == i ? "  <= cheapest" : "") << "\n";
+        << (p.pass || p.why() != "not stationary" ? "" : "  [queue grows]") << (r.best && *r.best == i ? "  <= cheapest" : "")
+        << "\n";
   }
-  out << "\n";
+  out << "\n(intervals: " << r.interval_method << "; ~: cannot be told apart from the row above)\n";
   if (r.best) {
     const auto& c = r.configurations[*r.best];
     out << "cheapest: " << c.label << " at $" << fixed(c.probes.front().usd_per_mtok_output, 3)
         << " per 1M output tokens (SLO attainment " << percent(c.probes.front().slo_attainment) << ")\n";
+    std::string ties;
+    for (size_t i = *r.best + 1; i < r.configurations.size() && r.tied_with_above[i]; ++i)
+      if (!r.configurations[i].probes.empty() && r.configurations[i].probes.front().pass)
+        ties += (ties.empty() ? "" : ", ") + r.configurations[i].label;
+    if (!ties.empty()) out << "not distinguishable from it at this precision: " << ties << "\n";
   } else {
     out << "no configuration meets the SLO target at this load\n";
   }
@@ -178,6 +271,9 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
       j["target"] = r.target;
       j["slo"] = r.slo_text;
       j["cheapest"] = r.best ? nlohmann::ordered_json(r.configurations[*r.best].label) : nlohmann::ordered_json();
+      j["replications"] = r.replications;
+      j["interval"] = r.interval_method;
+      j["tied_with_above"] = r.tied_with_above;
       out << with_configurations(j, r.configurations, r.runs, r.reused).dump() << "\n";
     } else {
       print_cheapest(out, r);
@@ -191,6 +287,9 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
     j["target"] = r.target;
     j["tolerance"] = r.tolerance;
     j["slo"] = r.slo_text;
+    j["require_stationary"] = r.require_stationary;
+    j["cliff_slope"] = r.cliff_slope;
+    j["replications"] = r.replications;
     out << with_configurations(j, r.configurations, r.runs, r.reused).dump() << "\n";
   } else {
     print_capacity(out, r);

@@ -2,13 +2,16 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "experiments/cli/command.h"
+#include "experiments/replications.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
 #include "sim/core/output_file.h"
@@ -23,11 +26,44 @@ namespace {
 constexpr int64_t kMaxTimelineEvents = 1'000'000'000;
 
 
-void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
-                   const std::string& csv) {
+// The measurement window (when not the default) and the stationarity check.
+void print_steady_state(std::ostream& out, const RunResult& r) {
   const auto& s = r.summary;
-  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (config " << r.info.config_hash << ", seed "
-      << r.info.seed << ")\n";
+  const auto& st = s.steady;
+  const auto& m = r.measurement;
+  auto pm = [](double v, double hw, int digits) {
+    return fixed(v, digits) + (std::isnan(hw) ? std::string() : " +- " + fixed(hw, digits));
+  };
+  if (m.custom()) {
+    std::string how = m.auto_warmup ? "warm-up found by MSER-5"
+                      : m.warmup_s ? "warm-up " + core::format_double(*m.warmup_s) + " s"
+                      : m.warmup_requests ? "warm-up " + std::to_string(*m.warmup_requests) + " requests"
+                                          : "no warm-up";
+    if (m.cooldown_s) how += ", cool-down " + core::format_double(*m.cooldown_s) + " s";
+    if (m.cooldown_requests) how += ", cool-down " + std::to_string(*m.cooldown_requests) + " requests";
+    out << "window       " << fixed(st.window_start_s, 2) << " s to " << fixed(st.window_start_s + s.arrival_window_s, 2)
+        << " s (" << how << "): " << grouped(st.window_requests) << " requests; TTFT p50/p90/p99 "
+        << fixed(st.ttft_ms.p50, 1) << "/" << fixed(st.ttft_ms.p90, 1) << "/" << fixed(st.ttft_ms.p99, 1)
+        << " ms, TPOT p90 " << fixed(st.tpot_ms.p90, 2) << " ms, SLO attainment " << percent(st.slo_attainment) << "\n";
+  }
+  out << "intervals    95% by batch means (" << st.batches << " batches" << (m.custom() ? " of the window" : "")
+      << "): TTFT mean " << pm(st.ttft_ms.mean, st.ttft_ms_mean_ci95, 1) << " ms, E2E mean "
+      << pm(st.e2e_ms.mean, st.e2e_ms_mean_ci95, 1) << " ms, goodput " << pm(s.goodput_req_s_window, st.goodput_req_s_ci95, 2)
+      << " req/s, SLO attainment " << pm(100 * st.slo_attainment, 100 * st.slo_attainment_ci95, 1) << "%\n";
+  out << "steady state ";
+  if (st.stationary)
+    out << "stationary: after " << fixed(std::max(st.window_start_s, st.mser_warmup_s), 1) << " s, "
+        << fixed(st.in_system_mean, 1) << " requests in the system (" << fixed(st.queued_mean, 1)
+        << " waiting), trend " << (st.in_system_trend_req_s >= 0 ? "+" : "") << fixed(st.in_system_trend_req_s, 3)
+        << "/s (t = " << fixed(st.in_system_trend_t, 1) << ")\n";
+  else
+    out << "NOT STATIONARY: the requests in the system still grow by " << fixed(st.in_system_trend_req_s, 2)
+        << "/s at the end (t = " << fixed(st.in_system_trend_t, 1) << ", " << fixed(st.queued_mean, 1)
+        << " waiting on average): not sustainable at this rate, or not settled in this run; the figures depend on "
+           "the run's length\n";
+}
+
+void print_cluster(std::ostream& out, const RunResult& r) {
   out << "cluster      " << r.model_kind << ":";
   for (size_t i = 0; i < r.pools.size(); ++i) {
     const auto& p = r.pools[i];
@@ -50,6 +86,14 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
                                                                            : ""))
         << "\n";
   }
+}
+
+void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
+                   const std::string& csv) {
+  const auto& s = r.summary;
+  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (config " << r.info.config_hash << ", seed "
+      << r.info.seed << ")\n";
+  print_cluster(out, r);
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
       << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
@@ -72,21 +116,23 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   int64_t gpus = 0;
   for (const auto& p : r.pools)
     gpus += p.replicas * (p.expert_parallel > 1 ? p.expert_parallel : p.tensor_parallel);
+  const std::string window = r.measurement.custom() ? "measurement window" : "arrival window";
   out << "\nthroughput   " << fixed(s.throughput_req_s, 3) << " req/s, " << fixed(s.throughput_output_tok_s, 1)
       << " output tok/s (" << fixed(s.throughput_output_tok_s / static_cast<double>(gpus), 1) << " per GPU of "
       << gpus << ") over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
       << fixed(s.throughput_output_tok_s_window, 1) << " tok/s over the " << fixed(s.arrival_window_s, 1)
-      << " s arrival window\n";
+      << " s " << window << "\n";
   std::string limits;
   if (r.slo.ttft_ms) limits += "TTFT <= " + core::format_double(*r.slo.ttft_ms) + " ms";
   if (r.slo.tpot_ms) limits += std::string(limits.empty() ? "" : ", ") + "TPOT <= " + core::format_double(*r.slo.tpot_ms) + " ms";
   if (r.slo.e2e_ms) limits += std::string(limits.empty() ? "" : ", ") + "E2E <= " + core::format_double(*r.slo.e2e_ms) + " ms";
   out << "goodput      " << fixed(s.goodput_req_s, 3) << " req/s (" << fixed(s.goodput_req_s_window, 3)
-      << " over the arrival window) under " << (limits.empty() ? "no SLO" : limits) << " (SLO attainment "
+      << " over the " << window << ") under " << (limits.empty() ? "no SLO" : limits) << " (SLO attainment "
       << percent(s.slo_attainment) << ")\n";
   out << "cost         $" << fixed(s.cost_usd_per_mtok_output, 4) << " per 1M output tokens ($"
-      << fixed(s.cost_usd_per_mtok_output_window, 4) << " over the arrival window; " << fixed(s.gpu_hours, 3)
+      << fixed(s.cost_usd_per_mtok_output_window, 4) << " over the " << window << "; " << fixed(s.gpu_hours, 3)
       << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $" << fixed(s.cost_usd, 2) << ")\n";
+  print_steady_state(out, r);
   out << "utilisation  MFU " << percent(s.mfu_mean) << ", MBU " << percent(s.mbu_mean) << ", KV cache "
       << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << ", "
       << fixed(s.mean_requests_in_system, 1) << " requests in the system on average\n";
@@ -124,13 +170,17 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
                      {"calibration", p.calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.calibration)},
                      {"calibration_default", p.calibration_default}});
   j["pools"] = pools;
-  const std::pair<const char*, const metrics::LatencyStats*> latencies[] = {
-      {"ttft_ms", &s.ttft_ms}, {"tpot_ms", &s.tpot_ms}, {"itl_ms", &s.itl_ms}, {"e2e_ms", &s.e2e_ms}};
+  const std::pair<std::string, const metrics::LatencyStats*> latencies[] = {
+      {"ttft_ms", &s.ttft_ms},          {"tpot_ms", &s.tpot_ms},          {"itl_ms", &s.itl_ms},
+      {"e2e_ms", &s.e2e_ms},            {"ttft_ms_window", &s.steady.ttft_ms}, {"tpot_ms_window", &s.steady.tpot_ms},
+      {"e2e_ms_window", &s.steady.e2e_ms}};
   // Everything the database stores, with each latency's statistics as one nested object.
   for (const auto& v : metrics::flatten(s)) {
     bool is_latency = false;
     for (const auto& [prefix, stats] : latencies) {
-      if (v.name.rfind(prefix, 0) != 0) continue;
+      bool match = false;
+      for (const char* stat : {"_mean", "_p50", "_p90", "_p99"}) match = match || v.name == prefix + stat;
+      if (!match) continue;
       is_latency = true;
       if (!j.contains(prefix))
         j[prefix] = {{"mean", stats->mean}, {"p50", stats->p50}, {"p90", stats->p90}, {"p99", stats->p99}};
@@ -138,6 +188,99 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
     if (is_latency) continue;
     if (v.integer) j[v.name] = static_cast<int64_t>(v.value); else j[v.name] = v.value;
   }
+  return j;
+}
+
+// The headline figures of replications: name in the summary, label, decimals, scale.
+struct ReplicatedRow {
+  const char* name;
+  const char* label;
+  int digits;
+  double scale;
+};
+constexpr ReplicatedRow kReplicatedRows[] = {
+    {"requests_total", "requests", 0, 1},
+    {"window_requests", "requests in the window", 0, 1},
+    {"ttft_ms_window_mean", "TTFT mean (ms)", 1, 1},
+    {"ttft_ms_window_p50", "TTFT p50 (ms)", 1, 1},
+    {"ttft_ms_window_p90", "TTFT p90 (ms)", 1, 1},
+    {"ttft_ms_window_p99", "TTFT p99 (ms)", 1, 1},
+    {"tpot_ms_window_p50", "TPOT p50 (ms)", 2, 1},
+    {"tpot_ms_window_p90", "TPOT p90 (ms)", 2, 1},
+    {"tpot_ms_window_p99", "TPOT p99 (ms)", 2, 1},
+    {"itl_ms_p99", "ITL p99 (ms, whole run)", 2, 1},
+    {"e2e_ms_window_p50", "E2E p50 (ms)", 1, 1},
+    {"e2e_ms_window_p90", "E2E p90 (ms)", 1, 1},
+    {"e2e_ms_window_p99", "E2E p99 (ms)", 1, 1},
+    {"throughput_req_s_window", "throughput (req/s)", 3, 1},
+    {"throughput_output_tok_s_window", "output tokens/s", 1, 1},
+    {"goodput_req_s_window", "goodput (req/s)", 3, 1},
+    {"slo_attainment_window", "SLO attainment (%)", 2, 100},
+    {"cost_usd_per_mtok_output_window", "$ per 1M output tokens", 4, 1},
+    {"in_system_mean", "requests in the system", 1, 1},
+};
+
+void print_replications(std::ostream& out, const ReplicationResult& r, const std::string& config_path,
+                        const std::string& db, const std::string& csv) {
+  const RunResult& first = r.runs.front();
+  const size_t n = r.runs.size();
+  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (" << n << " replications, seeds "
+      << first.info.seed << " to " << r.runs.back().info.seed << ": "
+      << (r.resampled ? "each replays a block bootstrap of the trace" : "arrivals and lengths drawn afresh") << ")\n";
+  print_cluster(out, first);
+  size_t stationary = 0;
+  for (const auto& run : r.runs) stationary += run.summary.steady.stationary ? 1 : 0;
+  out << "\n" << std::left << std::setw(32) << (first.measurement.custom() ? "measurement window" : "arrival window")
+      << std::right << std::setw(15) << "mean" << std::setw(25) << "95% interval" << "    (Student t over the " << n
+      << " replications)\n";
+  for (const ReplicatedRow& row : kReplicatedRows) {
+    const ReplicatedMetric* m = find_metric(r.metrics, row.name);
+    if (!m) continue;
+    const metrics::Interval& i = m->interval;
+    std::ostringstream interval;
+    if (i.known())
+      interval << "[" << fixed(i.lo() * row.scale, row.digits) << ", " << fixed(i.hi() * row.scale, row.digits) << "]";
+    else
+      interval << "-";
+    out << "  " << std::left << std::setw(30) << row.label << std::right << std::setw(15)
+        << fixed(i.mean * row.scale, row.digits) << std::setw(25) << interval.str() << "\n";
+  }
+  out << "\nsteady state " << stationary << " of " << n << " replications stationary";
+  if (stationary < n) out << "; the others' queues still grow at the end: not sustainable at this rate";
+  out << "\n";
+  if (!db.empty())
+    out << "results      runs " << r.runs.front().info.run_id << " to " << r.runs.back().info.run_id << " in " << db << "\n";
+  if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
+}
+
+nlohmann::ordered_json replications_json(const ReplicationResult& r, const std::string& db) {
+  nlohmann::ordered_json j;
+  j["replications"] = r.runs.size();
+  j["resampled_trace"] = r.resampled;
+  j["interval"] = "95% Student t over replications";
+  nlohmann::ordered_json seeds = nlohmann::ordered_json::array(), ids = nlohmann::ordered_json::array();
+  int64_t stationary = 0;
+  for (const auto& run : r.runs) {
+    seeds.push_back(run.info.seed);
+    ids.push_back(run.info.run_id);
+    stationary += run.summary.steady.stationary ? 1 : 0;
+  }
+  j["seeds"] = seeds;
+  j["db"] = db.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(db);
+  j["run_ids"] = ids;
+  j["stationary_replications"] = stationary;
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+  nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
+  for (const ReplicatedMetric& m : r.metrics) {
+    nlohmann::ordered_json values = nlohmann::ordered_json::array();
+    for (double v : m.values) values.push_back(number(v));
+    metrics[m.name] = {{"mean", number(m.interval.mean)},
+                       {"ci95_low", number(m.interval.lo())},
+                       {"ci95_high", number(m.interval.hi())},
+                       {"half_width", number(m.interval.half_width)},
+                       {"values", values}};
+  }
+  j["metrics"] = metrics;
   return j;
 }
 
@@ -160,7 +303,11 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
        "write a Chrome/Perfetto trace-event JSON of each replica's iterations and request spans to this file")
       ("timeline-max-events", po::value<int64_t>(&timeline_max_events)->default_value(timeline_max_events),
        "keep at most this many trace events, 0 to 1,000,000,000 (the first ones in simulated time; the file says "
-       "how many were dropped)");
+       "how many were dropped)")
+      ("replications", po::value<int64_t>(),
+       "run N independent replications (seed, seed + 1, ...; a trace replays block bootstraps of itself) and report "
+       "each figure's mean with a 95% interval")
+      ("jobs,j", po::value<int>()->default_value(0), "with --replications: simulations in parallel (0 = all cores)");
   const po::variables_map vm = parse_options(args, opts, "config");
   if (vm.count("help")) {
     out << "usage: servesim run CONFIG.toml [options]\n\n" << opts << "\n";
@@ -178,6 +325,29 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (timeline_max_events < 0 || timeline_max_events > kMaxTimelineEvents)
     throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) + ": valid: 0 to " +
                      std::to_string(kMaxTimelineEvents) + " trace events (64 bytes of memory each)");
+  if (vm.count("replications")) {
+    ReplicationOptions options;
+    options.count = vm["replications"].as<int64_t>();
+    options.jobs = vm["jobs"].as<int>();
+    if (options.count < 2) throw UsageError("--replications needs at least 2, got " + std::to_string(options.count));
+    if (options.jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
+    if (!timeline.empty()) throw UsageError("--timeline records one run; drop it or --replications");
+    options.db_path = db;
+    options.csv_dir = csv;
+    options.check = vm.count("check") > 0;
+    const ReplicationResult r = run_replications(
+        [&](const std::vector<std::string>& extra) {
+          std::vector<std::string> all = sets;
+          all.insert(all.end(), extra.begin(), extra.end());
+          return load_run_config(config, all);
+        },
+        options);
+    if (vm.count("json"))
+      out << replications_json(r, db).dump() << "\n";
+    else
+      print_replications(out, r, config, db, csv);
+    return 0;
+  }
   core::Params params = load_run_config(config, sets);
 
   // No output may overwrite an input or another output; none of another kind is replaced.
@@ -231,7 +401,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 
 const bool kRegistered = register_command(
-    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json] [--check] [--timeline FILE]",
+    {"run", "CONFIG.toml [--set section.key=value ...] [--db FILE] [--no-db] [--csv DIR] [--json] [--check] [--timeline FILE] [--replications N [--jobs N]]",
      "simulate the serving cluster a configuration describes; print a summary and write the results\n"
      "(runs, requests, replica_timeseries) to the SQLite database",
      cmd_run});

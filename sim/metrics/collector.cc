@@ -5,8 +5,21 @@
 #include "sim/core/error.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/core/error.h"
+#include "sim/core/format.h"
 
 namespace servesim::metrics {
+namespace {
+
+// The 95% half-width of the mean of `sequence` by batch means; NaN when it is shorter than the batches.
+double batch_half_width(std::span<const double> sequence, size_t batches) {
+  return t_interval(batch_means(sequence, batches)).half_width;
+}
+
+}  // namespace
 
 MetricsCollector::MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks)
     : config_(std::move(config)), sinks_(std::move(sinks)) {
@@ -77,7 +90,18 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
       break;
   }
   ++replica_stats_[r.replica].routed;
-  if (r.outcome == core::RequestOutcome::kCompleted) ++replica_stats_[r.decode_replica].completed;
+  const bool completed = r.outcome == core::RequestOutcome::kCompleted;
+  if (completed) ++replica_stats_[r.decode_replica].completed;
+  // A request leaves when its last iteration ends, a rejected one at its arrival, a timed-out one
+  // when the engine lets go of it: its finish in every case, now.
+  const core::Time left = r.finish;
+  series_.done(left.ns(), m.meets_slo, completed ? r.output_tokens : 0);
+  if (!config_.measurement.custom())
+    meets_.push_back(m.meets_slo);
+  else
+    samples_.push_back({r.id, r.arrival.ns(), left.ns(), m.ttft_ms,
+                        m.tpot_ms ? *m.tpot_ms : std::numeric_limits<double>::quiet_NaN(), m.e2e_ms,
+                        r.output_tokens, completed, m.meets_slo});
   for (ResultSink* sink : sinks_) sink->add_request(r, m);
 }
 
@@ -119,13 +143,13 @@ void MetricsCollector::flush_samples_until(int64_t t_exclusive) {
     // Refused before the rows are made: a time series no database or CSV file could hold.
     const double due = (static_cast<double>(t_exclusive - next_sample_ns_) / static_cast<double>(config_.sample_interval_ns) + 1) *
                        static_cast<double>(state_.size());
-    if (static_cast<double>(samples_) + due > kMaxSampleRows)
+    if (static_cast<double>(sample_rows_) + due > kMaxSampleRows)
       throw core::Error("the replica time series would pass " + core::format_double(kMaxSampleRows) +
                         " rows (a sample every " + core::format_double(static_cast<double>(config_.sample_interval_ns) * 1e-6) +
                         " ms of simulated time, now at " + core::format_double(static_cast<double>(t_exclusive) * 1e-9) +
                         " s, on " + std::to_string(state_.size()) +
                         " replicas); raise output.sample_interval_ms or set it to 0 for no time series");
-    samples_ += static_cast<uint64_t>(due);
+    sample_rows_ += static_cast<uint64_t>(due);
   }
   while (next_sample_ns_ < t_exclusive) {
     for (const auto& st : state_) {
@@ -141,14 +165,13 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
   flush_samples_until(s.time.ns());
   core::ReplicaState& prev = state_[s.replica];
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
-  in_system_ns_ += static_cast<long double>(in_system_) * (s.time - in_system_since_).ns();
-  in_system_ += (s.queued + s.running) - (prev.queued + prev.running);
-  in_system_since_ = s.time;
+  series_.add_level(s.time.ns(), (s.queued + s.running) - (prev.queued + prev.running), s.queued - prev.queued);
   prev = s;
 }
 
 RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall_seconds) {
   flush_samples_until(end.ns() + 1);
+  series_.finish(end.ns());
   long double kv_used_ns = 0, kv_capacity_ns = 0;
   for (size_t i = 0; i < state_.size(); ++i) {
     kv_block_ns_[i] += static_cast<long double>(state_[i].kv_blocks_used) * (end - state_[i].time).ns();
@@ -165,13 +188,21 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
     for (ResultSink* sink : sinks_) sink->add_replica_stats(r);
   }
 
-  in_system_ns_ += static_cast<long double>(in_system_) * (end - in_system_since_).ns();
-  in_system_since_ = end;
 
   RunSummary s = s_;
   s.sim_seconds = end.seconds();
   s.wall_seconds = wall_seconds;
   s.events = events;
+  // Batch means of the latencies in the order requests finished, before summarize() sorts them: the
+  // default measurement window holds every request.
+  const size_t batches = static_cast<size_t>(config_.measurement.batches);
+  if (!config_.measurement.custom()) {
+    s.steady.ttft_ms_mean_ci95 = batch_half_width(ttft_ms_, batches);
+    s.steady.tpot_ms_mean_ci95 = batch_half_width(tpot_ms_, batches);
+    s.steady.e2e_ms_mean_ci95 = batch_half_width(e2e_ms_, batches);
+    std::vector<double> meets(meets_.begin(), meets_.end());
+    s.steady.slo_attainment_ci95 = batch_half_width(meets, batches);
+  }
   s.ttft_ms = summarize(ttft_ms_);
   s.tpot_ms = summarize(tpot_ms_);
   s.e2e_ms = summarize(e2e_ms_);
@@ -197,7 +228,8 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   s.gpu_hours = gpus * t / 3600.0;
   s.cost_usd = usd_per_hour * t / 3600.0;
   if (s.output_tokens > 0) s.cost_usd_per_mtok_output = s.cost_usd / static_cast<double>(s.output_tokens) * 1e6;
-  if (end.ns() > 0) s.mean_requests_in_system = static_cast<double>(in_system_ns_ / static_cast<long double>(end.ns()));
+  if (end.ns() > 0)
+    s.mean_requests_in_system = static_cast<double>(series_.integral_ns(end.ns()) / static_cast<long double>(end.ns()));
   s.arrival_window_s = window_.end.seconds();
   if (const double w = s.arrival_window_s; w > 0) {
     s.throughput_req_s_window = static_cast<double>(window_.completed) / w;
@@ -207,11 +239,122 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
       s.cost_usd_per_mtok_output_window =
           usd_per_hour * w / 3600.0 / static_cast<double>(window_.output_tokens) * 1e6;
   }
+  finish_window(s, usd_per_hour);
   if (busy_gpu_seconds_ > 0) s.mfu_mean = peak_flop_seconds_ / busy_gpu_seconds_;
   if (busy_peak_bytes_ > 0) s.mbu_mean = bytes_ / busy_peak_bytes_;
   if (busy_seconds_ > 0) s.mean_batch_size = batch_seconds_ / busy_seconds_;
   if (kv_capacity_ns > 0) s.kv_util_mean = static_cast<double>(kv_used_ns / kv_capacity_ns);
   return s;
+}
+
+}  // namespace servesim::metrics
+
+namespace servesim::metrics {
+
+void MetricsCollector::finish_window(RunSummary& s, double usd_per_hour) {
+  const MeasurementConfig& mc = config_.measurement;
+  SteadyState& st = s.steady;
+  const size_t batches = static_cast<size_t>(mc.batches);
+  st.batches = mc.batches;
+  const int64_t last_arrival = window_.end.ns();
+  int64_t mser_ns = 0;
+  if (!mc.custom()) {
+    // The arrival window [0, last arrival]: every request, and the rates computed above.
+    st.window_requests = s.requests_total;
+    st.ttft_ms = s.ttft_ms;
+    st.tpot_ms = s.tpot_ms;
+    st.e2e_ms = s.e2e_ms;
+    st.slo_attainment = s.slo_attainment;
+    const Truncation t = mser5_warmup(series_, last_arrival, &mser_ns);
+    st.mser_warmup_s = static_cast<double>(mser_ns) * 1e-9;
+    st.mser_at_limit = t.at_limit;
+    analyse_series(series_, {0, last_arrival, static_cast<double>(s.requests_total)}, mser_ns, batches, st);
+    st.settled = st.settled && s.arrival_window_s >= kSettleSpans * st.e2e_ms.p99 / 1000;
+    return;
+  }
+
+  // A custom window: the arrivals [a, b] (by id, in arrival order) and the times [t0, t1].
+  const size_t total = samples_.size();
+  if (total == 0) return;
+  std::vector<int64_t> arrival(total);
+  for (const RequestSample& r : samples_) arrival[r.id] = r.arrival_ns;
+  auto fail = [](const std::string& why) {
+    throw core::Error("[measurement]: " + why + "; shorten the warm-up or cool-down, or run more requests");
+  };
+  uint64_t b = total - 1;
+  int64_t t1 = last_arrival;
+  if (mc.cooldown_requests) {
+    if (static_cast<uint64_t>(*mc.cooldown_requests) >= total)
+      fail("cooldown_requests = " + std::to_string(*mc.cooldown_requests) + " leaves none of the run's " +
+           std::to_string(total) + " requests");
+    b = total - 1 - static_cast<uint64_t>(*mc.cooldown_requests);
+    t1 = arrival[b];
+  } else if (mc.cooldown_s) {
+    t1 = last_arrival - std::llround(*mc.cooldown_s * 1e9);
+    const auto it = std::upper_bound(arrival.begin(), arrival.end(), t1);
+    if (it == arrival.begin())
+      fail("cooldown_s = " + core::format_double(*mc.cooldown_s) + " starts the cool-down before the first arrival");
+    b = static_cast<uint64_t>(it - arrival.begin()) - 1;
+  }
+  const Truncation tr = mser5_warmup(series_, t1, &mser_ns);
+  st.mser_warmup_s = static_cast<double>(mser_ns) * 1e-9;
+  st.mser_at_limit = tr.at_limit;
+  uint64_t a = 0;
+  int64_t t0 = 0;
+  if (mc.warmup_requests) {
+    a = static_cast<uint64_t>(*mc.warmup_requests);
+    if (a > b)
+      fail("warmup_requests = " + std::to_string(a) + " leaves no request before the cool-down (request " +
+           std::to_string(b) + ")");
+    t0 = arrival[a];
+  } else {
+    if (mc.warmup_s) t0 = std::llround(*mc.warmup_s * 1e9);
+    if (mc.auto_warmup) t0 = mser_ns;
+    a = static_cast<uint64_t>(std::lower_bound(arrival.begin(), arrival.end(), t0) - arrival.begin());
+  }
+  if (a > b || t1 <= t0)
+    fail("the measurement window is empty: the warm-up ends at " + core::format_double(static_cast<double>(t0) * 1e-9) +
+         " s and the cool-down starts at " + core::format_double(static_cast<double>(t1) * 1e-9) + " s");
+
+  // Latency and attainment of the requests that arrived in the window, in the order they left.
+  std::vector<double> ttft, tpot, e2e, meets;
+  uint64_t meeting = 0, members = 0;
+  double done_in = 0, meeting_in = 0, tokens_in = 0;
+  for (const RequestSample& r : samples_) {
+    if (r.done_ns >= t0 && r.done_ns <= t1 && r.completed) {
+      done_in += 1;
+      tokens_in += static_cast<double>(r.output_tokens);
+      if (r.meets_slo) meeting_in += 1;
+    }
+    if (r.id < a || r.id > b) continue;
+    ++members;
+    meets.push_back(r.meets_slo ? 1.0 : 0.0);
+    if (!r.completed) continue;
+    if (r.meets_slo) ++meeting;
+    ttft.push_back(r.ttft_ms);
+    e2e.push_back(r.e2e_ms);
+    if (!std::isnan(r.tpot_ms)) tpot.push_back(r.tpot_ms);
+  }
+  st.window_start_s = static_cast<double>(t0) * 1e-9;
+  st.window_requests = members;
+  st.ttft_ms_mean_ci95 = batch_half_width(ttft, batches);
+  st.tpot_ms_mean_ci95 = batch_half_width(tpot, batches);
+  st.e2e_ms_mean_ci95 = batch_half_width(e2e, batches);
+  st.slo_attainment_ci95 = batch_half_width(meets, batches);
+  st.ttft_ms = summarize(ttft);
+  st.tpot_ms = summarize(tpot);
+  st.e2e_ms = summarize(e2e);
+  st.slo_attainment = members ? static_cast<double>(meeting) / static_cast<double>(members) : 0;
+
+  // The rates: what left in [t0, t1], per second of it.
+  const double w = static_cast<double>(t1 - t0) * 1e-9;
+  s.arrival_window_s = w;
+  s.throughput_req_s_window = done_in / w;
+  s.throughput_output_tok_s_window = tokens_in / w;
+  s.goodput_req_s_window = meeting_in / w;
+  s.cost_usd_per_mtok_output_window = tokens_in > 0 ? usd_per_hour * w / 3600.0 / tokens_in * 1e6 : 0;
+  analyse_series(series_, {t0, t1, static_cast<double>(members)}, std::max(t0, mser_ns), batches, st);
+  st.settled = st.settled && w >= kSettleSpans * st.e2e_ms.p99 / 1000;
 }
 
 }  // namespace servesim::metrics

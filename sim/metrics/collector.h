@@ -9,6 +9,7 @@
 #include "sim/core/lifecycle.h"
 #include "sim/metrics/sink.h"
 #include "sim/metrics/stats.h"
+#include "sim/metrics/steady_state.h"
 #include "sim/metrics/summary.h"
 
 namespace servesim::metrics {
@@ -26,6 +27,7 @@ struct CollectorConfig {
   Slo slo;
   int64_t sample_interval_ns = 0;  // replica_timeseries period; 0 = no time series
   std::vector<ReplicaHardware> replicas;
+  MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
 };
 
 // The most replica time-series rows one run makes.
@@ -50,6 +52,8 @@ class MetricsCollector final : public core::LifecycleObserver {
 
  private:
   void flush_samples_until(int64_t t_exclusive);
+  // The measurement window and the steady-state analysis (steady_state.h) of the summary `s`.
+  void finish_window(RunSummary& s, double usd_per_hour);
 
   CollectorConfig config_;
   std::vector<ResultSink*> sinks_;
@@ -66,9 +70,6 @@ class MetricsCollector final : public core::LifecycleObserver {
   // Replica state, for sampling and the time-weighted KV use.
   std::vector<core::ReplicaState> state_;
   std::vector<long double> kv_block_ns_;  // integral of blocks used over time, per replica
-  long double in_system_ns_ = 0;          // integral of queued + running over time, all replicas
-  int64_t in_system_ = 0;                 // queued + running now, all replicas
-  core::Time in_system_since_;
   // The arrival window: the last arrival, and what had completed by then.
   struct WindowCounts {
     core::Time end;
@@ -76,7 +77,20 @@ class MetricsCollector final : public core::LifecycleObserver {
     int64_t output_tokens = 0;
   } window_;
   int64_t next_sample_ns_ = 0;
-  uint64_t samples_ = 0;  // time-series rows made so far (bounded by kMaxSampleRows)
+  // The requests in the system (queued + running, all replicas) and the completions over time: the
+  // mean requests in the system and the steady-state analysis (steady_state.h); with a custom measurement window also one record per request, since the window is
+  // only known at the end (a cool-down counted back from the last arrival, an automatic warm-up).
+  LoadSeries series_;
+  struct RequestSample {
+    uint64_t id = 0;
+    int64_t arrival_ns = 0, done_ns = 0;
+    double ttft_ms = 0, tpot_ms = 0, e2e_ms = 0;  // tpot_ms NaN: one output token
+    int64_t output_tokens = 0;
+    bool completed = false, meets_slo = false;
+  };
+  std::vector<RequestSample> samples_;  // in the order requests left
+  std::vector<bool> meets_;              // default window: whether each request met the SLO, in that order
+  uint64_t sample_rows_ = 0;  // time-series rows made so far (bounded by kMaxSampleRows)
 };
 
 }  // namespace servesim::metrics

@@ -1,5 +1,6 @@
 #include "sim/metrics/csv_sink.h"
 
+#include <cmath>
 #include <unistd.h>
 
 #include <filesystem>
@@ -21,6 +22,7 @@ std::string csv_field(const std::string& s) {
 }
 
 static std::string number(double v, bool integer) {
+  if (std::isnan(v)) return "";  // unknown (NamedValue::nullable), as NULL in SQLite
   return integer ? std::to_string(static_cast<int64_t>(v)) : core::format_double(v);
 }
 

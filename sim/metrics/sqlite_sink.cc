@@ -21,8 +21,8 @@ namespace servesim::metrics {
 namespace {
 
 // 2: MFU per precision, arrival-window figures, requests in system, engine times; 3: timed-out requests,
-// the requests' load stage
-constexpr int kSchemaVersion = 3;
+// the requests' load stage; 4: the measurement window, batch-means intervals, stationarity
+constexpr int kSchemaVersion = 4;
 
 std::string runs_columns_sql() {
   std::string cols =

@@ -71,6 +71,7 @@ std::vector<NamedValue> flatten(const RunSummary& s) {
                             f("kv_transfer_gb", s.kv_transfer_gb),
                         });
   latency("kv_transfer_ms", s.kv_transfer_ms);
+  append_named(s.steady, out);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "sim/core/lifecycle.h"
 #include "sim/metrics/stats.h"
+#include "sim/metrics/steady_state.h"
 
 namespace servesim::metrics {
 
@@ -61,11 +62,12 @@ struct RunSummary {
   double gpu_hours = 0;         // replicas x TP x sim_seconds / 3600
   double cost_usd = 0;
   double cost_usd_per_mtok_output = 0;
-  // The same over the arrival window [0, last arrival]: what the cluster finished while requests
-  // were still arriving, per second of that window (the figures above divide the whole run,
-  // drain included, as `vllm bench serve` does, which biases short runs low). Counted: requests
-  // completed by the last arrival, their output tokens, those of them meeting the SLO; the GPU
-  // cost of the window.
+  // The same over the measurement window [t0, t1] (by default the arrival window [0, last
+  // arrival]; [measurement] moves t0 past a warm-up and t1 before a cool-down): what the cluster
+  // finished in the window, per second of it (the figures above divide the whole run, drain
+  // included, as `vllm bench serve` does, which biases short runs low). Counted: requests that
+  // left in the window (by default: by the last arrival), their output tokens, those of them
+  // meeting the SLO; the GPU cost of the window. arrival_window_s is the window's length.
   double arrival_window_s = 0;
   double throughput_req_s_window = 0;
   double throughput_output_tok_s_window = 0;
@@ -91,6 +93,10 @@ struct RunSummary {
   uint64_t kv_transfers = 0;
   double kv_transfer_gb = 0;            // 1e9 bytes
   LatencyStats kv_transfer_ms;          // from prefill end to KV arrival
+  // The measurement window and the run's steady state (steady_state.h). The *_window figures above
+  // are those of the measurement window: arrival_window_s is its length, and by default it is the
+  // arrival window [0, last arrival].
+  SteadyState steady;
 };
 
 // One replica's share of a run (table replica_stats).
@@ -122,6 +128,10 @@ struct NamedValue {
   std::string name;
   double value;
   bool integer;
+  // Every value is finite and >= 0 except: a `nullable` one may be NaN, unknown (NULL in SQLite, an
+  // empty CSV field, null in JSON), and a `signed_value` may be negative.
+  bool nullable = false;
+  bool signed_value = false;
 };
 std::vector<NamedValue> flatten(const RunSummary& s);
 // A replica's numbers (everything but replica, role and gpu), in the column order of replica_stats.

@@ -26,8 +26,10 @@ using servesim::testing::TempDir;
 // replica serves mu = 1/S requests per second. Arrivals are almost evenly spaced (gamma, cv 0.01).
 // Below mu no request waits: TTFT = S. Above it, with gap g = 1/rate, request k waits k (S - g);
 // with TTFT <= 3 S it meets the SLO while k (S - g) <= 2 S, so with N requests and a 90% target the
-// highest rate that passes is mu / (1 - 2 / (0.9 N - 1)). (No engine: a client path would add a
-// fixed delay to every TTFT that does not limit the service rate.)
+// highest rate at which the run's attainment passes is mu / (1 - 2 / (0.9 N - 1)). That is what a
+// search that counts every request and ignores the growing queue finds (require_stationary = false,
+// the arrival window); the steady-state search finds mu itself, whatever N. (No engine: a client
+// path would add a fixed delay to every TTFT that does not limit the service rate.)
 constexpr int kRequests = 300;
 const std::string kBase = R"(
 [base]
@@ -67,6 +69,9 @@ double service_ms() {
   return r.summary.ttft_ms.mean;
 }
 
+// The whole run's attainment: the arrival window, no warm-up left out.
+const std::string kFiniteRun = "[base.measurement]\nauto_warmup = false\n";
+
 std::string with_slo(double ttft_ms, const std::string& rest) {
   return kBase + "[base.slo]\nttft_ms = " + std::to_string(ttft_ms) + "\n" + rest;
 }
@@ -76,7 +81,8 @@ TEST(CapacityTest, FindsTheKneeOfASingleServer) {
   ASSERT_GT(s_ms, 1.0);
   const double mu = 1000.0 / s_ms;
   const double expected = mu / (1.0 - 2.0 / (0.9 * kRequests - 1));
-  Experiment e = Experiment::parse(with_slo(3 * s_ms, "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n"),
+  Experiment e = Experiment::parse(with_slo(3 * s_ms, kFiniteRun + "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n" +
+                                                           "require_stationary = false\n"),
                                    "knee.toml", ".");
   TempDir dir;
   CapacityOptions o;
@@ -106,8 +112,9 @@ TEST(CapacityTest, FindsTheKneeOfASingleServer) {
   SQLite::Database db(dir.file("knee.db"), SQLite::OPEN_READONLY);
   EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM points").getInt64(), r.runs);
   EXPECT_EQ(db.execAndGet("SELECT value FROM experiment WHERE key = 'kind'").getString(), "capacity");
-  Experiment again = Experiment::parse(with_slo(3 * s_ms, "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n"),
-                                       "knee.toml", ".");
+  Experiment again = Experiment::parse(
+      with_slo(3 * s_ms, kFiniteRun + "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\nrequire_stationary = false\n"),
+      "knee.toml", ".");
   const CapacityResult r2 = run_capacity(again, o);
   EXPECT_EQ(r2.runs, 0);
   EXPECT_EQ(r2.reused, r.runs);
@@ -116,9 +123,82 @@ TEST(CapacityTest, FindsTheKneeOfASingleServer) {
   // And without a database, with one thread: the same.
   CapacityOptions plain;
   plain.jobs = 1;
-  Experiment third = Experiment::parse(with_slo(3 * s_ms, "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n"),
-                                       "knee.toml", ".");
+  Experiment third = Experiment::parse(
+      with_slo(3 * s_ms, kFiniteRun + "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\nrequire_stationary = false\n"),
+      "knee.toml", ".");
   EXPECT_DOUBLE_EQ(run_capacity(third, plain).configurations.front().knee->value, c.knee->value);
+}
+
+// 30 requests: a run at 1.08 mu still meets the target (the finite-run knee mu / (1 - 2 / 26)), but
+// its queue grows by 8% of the arrivals: the steady-state search refuses it and finds mu (within the
+// 2% growth it tolerates and its tolerance), where the finite-run search finds 1.083 mu. A probe
+// that meets the target without having settled runs again with twice the requests.
+TEST(CapacityTest, TheSustainableRateIsTheServiceRateWhateverTheRunLength) {
+  const double s_ms = service_ms();
+  const double mu = 1000.0 / s_ms;
+  const std::string set = "[set]\nworkload.max_requests = 30\n";
+  auto knee = [&](const std::string& capacity) {
+    Experiment e = Experiment::parse(with_slo(3 * s_ms, set + capacity), "short.toml", ".");
+    CapacityOptions o;
+    o.jobs = 2;
+    const CapacityResult r = run_capacity(e, o);
+    EXPECT_EQ(r.configurations.front().status, KneeStatus::kFound);
+    return r.configurations.front();
+  };
+  const ConfigurationCapacity finite =
+      knee(kFiniteRun + "[capacity]\ntolerance = 0.005\nstart = 2.0\nrequire_stationary = false\n");
+  EXPECT_NEAR(finite.knee->value / (mu / (1.0 - 2.0 / (0.9 * 30 - 1))), 1.0, 0.01);
+  const ConfigurationCapacity steady = knee("[capacity]\ntolerance = 0.005\nstart = 2.0\n");
+  EXPECT_LE(steady.knee->value, 1.02 * mu);
+  EXPECT_GE(steady.knee->value, 0.99 * mu);
+  bool refused = false, extended = false;
+  for (const Probe& p : steady.probes) {
+    refused = refused || (!p.stationary && p.slo_attainment >= 0.9 && !p.pass);
+    extended = extended || p.max_requests > 30;
+    if (p.pass) {
+      EXPECT_TRUE(p.stationary && p.settled) << p.value;
+    }
+  }
+  EXPECT_TRUE(extended);
+  EXPECT_TRUE(refused);
+  // Above mu every request past the first few waits longer: the attainment of a growing queue drops
+  // to 0 in the long run, so the knee sits at a cliff, with no margin.
+  ASSERT_TRUE(steady.cliff.has_value());
+  EXPECT_DOUBLE_EQ(steady.cliff->from, steady.knee->value);
+  EXPECT_DOUBLE_EQ(steady.margin, 0.0);
+  EXPECT_GT(steady.cliff->slope, 5.0);
+}
+
+// replications = 3: each replication searched on its own (its own seed), the sustainable rate their
+// mean with a Student-t interval; with nearly even arrivals each finds mu.
+TEST(CapacityTest, ReplicationsGiveTheSustainableRateAnInterval) {
+  const double s_ms = service_ms();
+  const double mu = 1000.0 / s_ms;
+  Experiment e = Experiment::parse("replications = 3\n" + with_slo(3 * s_ms, "[capacity]\ntolerance = 0.01\nstart = 4.0\n"),
+                                   "reps.toml", ".");
+  CapacityOptions o;
+  o.jobs = 2;
+  const CapacityResult r = run_capacity(e, o);
+  EXPECT_EQ(r.replications, 3);
+  const ConfigurationCapacity& c = r.configurations.front();
+  ASSERT_EQ(c.replications.size(), 3u);
+  std::vector<double> knees;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(c.replications[i].seeds, (std::vector<uint64_t>{5u + i}));
+    ASSERT_TRUE(c.replications[i].knee);
+    knees.push_back(c.replications[i].knee->value);
+    for (const Probe& p : c.replications[i].probes) EXPECT_EQ(p.run_ids.size(), 1u);
+  }
+  EXPECT_EQ(c.sustainable.n, 3);
+  EXPECT_DOUBLE_EQ(c.sustainable.mean, (knees[0] + knees[1] + knees[2]) / 3);
+  EXPECT_DOUBLE_EQ(c.knee->value, c.sustainable.mean);
+  EXPECT_TRUE(c.sustainable.known());
+  // The range spans the knees' interval and the lowest failing probes' one.
+  EXPECT_LE(c.range_lo, c.sustainable.lo());
+  EXPECT_GE(c.range_hi, c.sustainable.hi());
+  EXPECT_GE(c.range_hi, c.lowest_failing - 1e-9);
+  EXPECT_GE(c.sustainable.mean, 0.98 * mu);
+  EXPECT_LE(c.sustainable.mean, 1.02 * mu);
 }
 
 // A composed workload's knob is its arrival rate. Evenly spaced arrivals (kind constant, request k
@@ -127,7 +207,9 @@ TEST(CapacityTest, FindsTheKneeOfASingleServer) {
 TEST(CapacityTest, AComposedWorkloadsKnobIsItsArrivalRate) {
   const double s_ms = service_ms();
   const double expected = 1000.0 / s_ms / (1.0 - 2.0 / 269.0);
-  std::string base = with_slo(3 * s_ms, "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n");
+  // Counting every request of the run (the finite-run knee), as in FindsTheKneeOfASingleServer.
+  std::string base = with_slo(3 * s_ms, kFiniteRun + "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n" +
+                                            "require_stationary = false\n");
   const std::string gamma = "kind = \"gamma\"\nrate = 1.0\ncv = 0.01\nmax_requests = 300\n";
   ASSERT_NE(base.find(gamma), std::string::npos);
   base.replace(base.find(gamma), gamma.size(), "kind = \"synthetic\"\n");
@@ -138,6 +220,7 @@ TEST(CapacityTest, AComposedWorkloadsKnobIsItsArrivalRate) {
   const CapacityResult r = run_capacity(e, o);
   const ConfigurationCapacity& c = r.configurations.front();
   EXPECT_EQ(c.knob, "workload.arrival.rate");
+  EXPECT_EQ(knob_meaning(c.knob), "arrival rate (req/s)");
   ASSERT_EQ(c.status, KneeStatus::kFound);
   EXPECT_LE(c.knee->value, expected * (1 + 1e-9));
   EXPECT_GE(c.lowest_failing, expected * (1 - 1e-9));
@@ -190,6 +273,71 @@ TEST(CapacityTest, CheapestConfigurationMeetingTheSloAtALoad) {
   }
 }
 
+// With replications the cheapest search gives each configuration's $/1M tokens a Student-t interval
+// and compares neighbours replication by replication (the same seeds draw the same arrivals): two
+// configurations that run identically (a KV block size that changes nothing here) cannot be told
+// apart; four replicas cost a third more than three, every replication.
+TEST(CapacityTest, CheapestWithIntervalsSaysWhatCannotBeToldApart) {
+  const double s_ms = service_ms();
+  const double mu = 1000.0 / s_ms;
+  Experiment e = Experiment::parse(
+      "replications = 3\n" +
+          with_slo(3 * s_ms, "[set]\nrouter.kind = \"round_robin\"\n[[axis]]\nkeys = [\"cluster.replicas\", \"cluster.block_size\"]\n"
+                             "values = [[4, 16], [3, 16], [3, 32]]\n[capacity]\ncheapest_at = " +
+                                 std::to_string(2.5 * mu) + "\n"),
+      "ties.toml", ".");
+  CapacityOptions o;
+  o.jobs = 2;
+  const CheapestResult r = run_cheapest(e, o);
+  ASSERT_EQ(r.configurations.size(), 3u);
+  EXPECT_EQ(r.replications, 3);
+  EXPECT_NE(r.interval_method.find("Student t over 3 replications"), std::string::npos);
+  // The two three-replica configurations first (equal cost), then four replicas.
+  EXPECT_NE(r.configurations[0].label.find("cluster.replicas=3"), std::string::npos) << r.configurations[0].label;
+  EXPECT_NE(r.configurations[1].label.find("cluster.replicas=3"), std::string::npos) << r.configurations[1].label;
+  EXPECT_NE(r.configurations[2].label.find("cluster.replicas=4"), std::string::npos) << r.configurations[2].label;
+  ASSERT_EQ(r.tied_with_above.size(), 3u);
+  EXPECT_FALSE(r.tied_with_above[0]);
+  EXPECT_TRUE(r.tied_with_above[1]);
+  EXPECT_FALSE(r.tied_with_above[2]);
+  const Probe& three = r.configurations[0].probes.front();
+  const Probe& four = r.configurations[2].probes.front();
+  EXPECT_EQ(three.run_ids.size(), 3u);
+  EXPECT_LE(three.usd_lo, three.usd_per_mtok_output);
+  EXPECT_GE(three.usd_hi, three.usd_per_mtok_output);
+  EXPECT_NEAR(four.usd_per_mtok_output / three.usd_per_mtok_output, 4.0 / 3.0, 0.02);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(*r.best, 0u);
+}
+
+// A trace's knob is a replay speed, and the table and JSON say so.
+TEST(CapacityTest, ATracesMaxRateIsAReplaySpeed) {
+  const double s_ms = service_ms();
+  TempDir dir;
+  const std::string trace = dir.file("even.csv");
+  {
+    std::ofstream out(trace);
+    out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+    for (int i = 0; i < 100; ++i) out << "2023-11-16 18:" << (i / 60 < 10 ? "0" : "") << i / 60 << ":" << (i % 60 < 10 ? "0" : "")
+                                      << i % 60 << ".000000,2000,1\n";  // one request a second
+  }
+  const std::string path = dir.file("replay.toml");
+  std::ofstream(path) << with_slo(3 * s_ms, "[set]\nworkload = { kind = \"azure_csv\", path = \"" + trace +
+                                                "\" }\n[capacity]\nstart = 4.0\ntolerance = 0.05\n");
+  std::ostringstream out, err;
+  const char* argv[] = {"servesim", "capacity", path.c_str(), "--jobs", "2", "--quiet"};
+  ASSERT_EQ(run_cli(6, argv, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("highest workload.rate_scale (replay speed (x the trace's recorded rate))"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("max replay speed"), std::string::npos) << out.str();
+  std::ostringstream jout, jerr;
+  const char* json[] = {"servesim", "capacity", path.c_str(), "--json", "--quiet"};
+  ASSERT_EQ(run_cli(5, json, jout, jerr), 0) << jerr.str();
+  EXPECT_NE(jout.str().find("\"knob\":\"workload.rate_scale\",\"knob_meaning\":\"replay speed (x the trace's recorded rate)\""),
+            std::string::npos)
+      << jout.str();
+}
+
 TEST(CapacityTest, MistakesAreReportedBeforeAnythingRuns) {
   auto error_of = [](const std::string& text) {
     try {
@@ -225,7 +373,11 @@ TEST(CapacityTest, CommandLineTableAndJson) {
   std::ostringstream out, err;
   const char* argv[] = {"servesim", "capacity", path.c_str(), "--jobs", "2"};
   ASSERT_EQ(run_cli(5, argv, out, err), 0) << err.str();
-  EXPECT_NE(out.str().find("capacity: highest workload.rate with SLO attainment >= 90.0%"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("capacity: highest workload.rate (arrival rate (req/s)) with steady-state SLO attainment >= "
+                           "90.0%"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("max rate"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("(base)"), std::string::npos) << out.str();
   EXPECT_NE(err.str().find("capacity round 1: 1/1 done"), std::string::npos) << err.str();
   std::ostringstream jout, jerr;

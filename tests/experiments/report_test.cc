@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "experiments/run.h"
 #include "experiments/sweep.h"
 #include "sim/core/config.h"
+#include "sim/core/format.h"
 #include "tests/experiments/results_dump.h"
 #include "tests/test_paths.h"
 
@@ -133,6 +135,128 @@ TEST(ReportTest, WritesPlotsAndAnIndex) {
   const std::string timeline = file_bytes(out_dir + "/data/timeline_0.dat");
   EXPECT_NE(timeline.find("# replica 1"), std::string::npos);
   EXPECT_EQ(timeline.find("# replica 2"), std::string::npos);
+}
+
+// Each point's 95% interval: with two seeds, mean +- t(0.975, 1) s / sqrt(2) = mean +- 12.706 |a - b| / 2
+// (computed here by hand from the two runs), drawn as error bars; the SLO limits on the CDFs; the
+// CDFs of every configuration at each rate they all ran.
+TEST(ReportTest, IntervalsSloLinesAndCdfsByRate) {
+  TempDir dir;
+  ReportOptions o;
+  o.db_path = sweep_db(dir);
+  o.out_dir = dir.file("out");
+  o.run_gnuplot = false;
+  const ReportData d = load_report(o);
+  for (const auto& s : d.series)
+    for (const auto& p : s.points) {
+      ASSERT_EQ(p.runs.size(), 2u);
+      const ReportRun& a = d.runs[p.runs[0]];
+      const ReportRun& b = d.runs[p.runs[1]];
+      const double half = 12.7062047361747 * std::fabs(a.goodput_req_s - b.goodput_req_s) / 2;
+      EXPECT_NEAR(p.goodput_lo, (a.goodput_req_s + b.goodput_req_s) / 2 - half, 1e-9);
+      EXPECT_NEAR(p.goodput_hi, (a.goodput_req_s + b.goodput_req_s) / 2 + half, 1e-9);
+      const double ah = 12.7062047361747 * std::fabs(a.slo_attainment - b.slo_attainment) / 2;
+      const double am = (a.slo_attainment + b.slo_attainment) / 2;
+      EXPECT_NEAR(p.slo_attainment_lo, std::max(0.0, am - ah), 1e-9);
+      EXPECT_NEAR(p.slo_attainment_hi, std::min(1.0, am + ah), 1e-9);
+    }
+  EXPECT_DOUBLE_EQ(*d.runs[0].ttft_slo_ms, 300);
+  EXPECT_DOUBLE_EQ(*d.runs[0].tpot_slo_ms, 40);
+  write_report(d, o);
+  const std::string gp = file_bytes(dir.file("out/plots.gp"));
+  EXPECT_NE(gp.find("with yerrorlines"), std::string::npos);
+  EXPECT_NE(gp.find("SLO TTFT <= 300 ms"), std::string::npos);
+  EXPECT_NE(gp.find("SLO TPOT <= 40 ms"), std::string::npos);
+  // Both configurations ran 20, 60 and 120 req/s: one CDF figure per rate, each with both.
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NE(gp.find("ttft_cdf_at_" + std::to_string(j) + ".png"), std::string::npos) << j;
+    EXPECT_TRUE(std::filesystem::exists(dir.file("out/data/ttft_ms_1_at_" + std::to_string(j) + ".dat"))) << j;
+  }
+  EXPECT_NE(gp.find("TTFT CDF at workload.rate = 120, every configuration"), std::string::npos);
+  EXPECT_EQ(gp.find("ttft_cdf_at_3"), std::string::npos);
+  // The data file's interval columns: lo <= value <= hi.
+  std::ifstream series(dir.file("out/data/series_0.dat"));
+  int rows = 0;
+  for (std::string line; std::getline(series, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    double knob, offered, goodput, att, runs, glo, ghi, alo, ahi;
+    f >> knob >> offered >> goodput >> att >> runs >> glo >> ghi >> alo >> ahi;
+    ASSERT_TRUE(f) << line;
+    EXPECT_LE(glo, goodput);
+    EXPECT_GE(ghi, goodput);
+    EXPECT_LE(alo, ahi);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+}
+
+// A capacity search's database: the report draws the search's answer, and groups the probes of a
+// configuration (however long the search made them run) under its label.
+TEST(ReportTest, CapacityDatabasesGetACapacityChart) {
+  TempDir dir;
+  const std::string path = dir.file("cap.toml");
+  std::ofstream(path) << R"(
+name = "cap"
+[base]
+[base.workload]
+kind = "poisson"
+rate = 20.0
+max_requests = 200
+[base.workload.prompt]
+kind = "fixed"
+value = 500
+[base.workload.output]
+kind = "fixed"
+value = 20
+[base.model]
+kind = "llama-3-8b"
+[base.gpu]
+kind = "h100-sxm"
+[base.slo]
+ttft_ms = 500
+[base.output]
+sample_interval_ms = 0
+[[axis]]
+key = "cluster.replicas"
+values = [1, 2]
+[capacity]
+tolerance = 0.1
+)";
+  const std::string db = dir.file("cap.db");
+  std::ostringstream out, err;
+  const char* argv[] = {"servesim", "capacity", path.c_str(), "--db", db.c_str(), "--json", "--quiet"};
+  ASSERT_EQ(run_cli(7, argv, out, err), 0) << err.str();
+  ReportOptions o;
+  o.db_path = db;
+  o.out_dir = dir.file("out");
+  o.run_gnuplot = false;
+  const ReportData d = load_report(o);
+  ASSERT_EQ(d.capacity.size(), 2u);
+  EXPECT_EQ(d.capacity_knob, "workload.rate");
+  EXPECT_DOUBLE_EQ(d.capacity_target, 0.9);
+  ASSERT_EQ(d.series.size(), 2u);  // however many lengths the probes ran
+  for (size_t i = 0; i < 2; ++i) {
+    const CapacityRow& c = d.capacity[i];
+    EXPECT_EQ(c.label, "cluster.replicas=" + std::to_string(i + 1));
+    EXPECT_EQ(c.status, "found");
+    ASSERT_TRUE(c.sustainable && c.lo && c.hi);
+    // No replications: the interval is the search's bracket, within its tolerance.
+    EXPECT_DOUBLE_EQ(*c.lo, *c.sustainable);
+    EXPECT_DOUBLE_EQ(*c.hi, c.lowest_failing);
+    EXPECT_LE(*c.hi - *c.lo, 0.1 * *c.lo * (1 + 1e-9));
+    // The JSON's answer is the chart's.
+    EXPECT_NE(out.str().find("\"max_value\":" + core::format_double(*c.sustainable)), std::string::npos) << out.str();
+  }
+  // Two replicas sustain more than one.
+  EXPECT_GT(*d.capacity[1].sustainable, *d.capacity[0].sustainable);
+  write_report(d, o);
+  const std::string gp = file_bytes(dir.file("out/plots.gp"));
+  EXPECT_NE(gp.find("capacity.png"), std::string::npos);
+  EXPECT_NE(gp.find("with xerrorbars"), std::string::npos);
+  const std::string index = file_bytes(dir.file("out/index.html"));
+  EXPECT_NE(index.find("Capacity (servesim capacity)"), std::string::npos);
+  EXPECT_NE(index.find("search's bracket"), std::string::npos);
 }
 
 TEST(ReportTest, PlainRunsAndMistakes) {

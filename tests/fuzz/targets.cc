@@ -218,9 +218,9 @@ void run_small(const std::string& text, std::vector<std::string> overrides, cons
     expect(s.requests_completed + s.requests_rejected + s.requests_timed_out == s.requests_total,
            [&] { return std::string("completed + rejected + timed out != total in the summary"); });
     for (const auto& v : metrics::flatten(s))
-      expect(std::isfinite(v.value) && v.value >= 0, [&] {
+      expect((v.nullable && std::isnan(v.value)) || (std::isfinite(v.value) && (v.value >= 0 || v.signed_value)), [&] {
         return std::string("summary value " + v.name + " = " + core::format_double(v.value) +
-                           " (must be finite and >= 0)");
+                           " (must be finite and >= 0, or unknown where nullable, or negative where signed)");
       });
   } catch (const core::Error& e) {
     if (is_bug(e)) oracle(std::string("a run broke an invariant: ") + e.what());
