@@ -241,6 +241,9 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
 
   const int64_t layers = m.num_layers;
   const double norm_bytes_per_row = 2.0 * h * a;  // read x, write normalised x
+  // A draft head (EAGLE's fc, an MTP module's eh_proj) first fuses [token embedding; the target's
+  // hidden state] into the residual stream: a 2h x h projection, unquantised and whole on every GPU.
+  if (m.draft_head) pre_attention_ops_.push_back(gemm("draft_fc", 1, 2.0 * h, h, 2.0 * 2.0 * h * h, true));
   pre_attention_ops_.push_back(elementwise("input_layernorm", "rms_norm", layers, h * a, norm_bytes_per_row));
   double rope_bytes_per_row = 0;
   if (m.is_mla()) {
@@ -511,7 +514,8 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
               prefill_kv_bytes_per_token_, rate, prefill_memory_rate);
   }
   if (s.decode_seqs > 0) {
-    const Term term = decode_attention_term(full_graph, s.decode_seqs, s.decode_context_tokens);
+    const Term term = decode_attention_term(full_graph, s.decode_seqs, s.decode_context_tokens, s.decode_extra_tokens,
+                                            s.decode_extra_pairs);
     attention_seconds += term.seconds;
     add("attention_decode", model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
   }
@@ -533,7 +537,8 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   }
   for (const LinearOp& op : tail_ops_) linear_op(op);
   linear(final_norm_, time_rows, rows);
-  if (const int64_t logits = s.prefill_logits + s.decode_seqs; logits > 0) {
+  if (const int64_t logits = s.prefill_logits + s.decode_seqs + (s.decode_extra_logits ? s.decode_extra_tokens : 0);
+      logits > 0) {
     const double l = static_cast<double>(logits);
     linear(lm_head_, graph ? time_rows : l, l);
   }
@@ -571,14 +576,22 @@ RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double pai
 }
 
 RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, int64_t decode_seqs,
-                                                                 int64_t decode_context_tokens) const {
+                                                                 int64_t decode_context_tokens, int64_t extra_tokens,
+                                                                 int64_t extra_pairs) const {
   const double ctx = static_cast<double>(decode_context_tokens);
   const double seqs = static_cast<double>(decode_seqs);
   const double rate = attention_decode_table_.empty()
                            ? hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, ctx / seqs)
                            : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
-  return attention_term(graph, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
-                        kv_bytes_per_token_, attn_compute_rate_, rate);
+  if (extra_tokens == 0)
+    return attention_term(graph, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
+                          kv_bytes_per_token_, attn_compute_rate_, rate);
+  // Verification: every query of a sequence attends to its cache, which the kernel streams once
+  // (the draft tokens' keys included); more FLOPs, nearly the same bytes.
+  const double extra = static_cast<double>(extra_tokens);
+  return attention_term(graph, ctx + static_cast<double>(extra_pairs), seqs + extra, ctx + extra,
+                        decode_flops_per_pair_, decode_group_flops_per_pair_, kv_bytes_per_token_,
+                        attn_compute_rate_, rate);
 }
 
 double RooflineCostModel::all_reduce_seconds(double rows) const {
@@ -612,7 +625,7 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
   // which gives the same bits as evaluating afresh.
   if (shape.prefill_tokens == 0 && shape.prefill_seqs == 0 && shape.decode_seqs > 0 &&
-      shape.decode_seqs < kMemoDecodeSeqs) {
+      shape.decode_seqs < kMemoDecodeSeqs && shape.decode_extra_tokens == 0) {
     const size_t b = static_cast<size_t>(shape.decode_seqs);
     if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
     DecodeTerms& memo = decode_memo_[b];
