@@ -12,6 +12,8 @@
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
+#include "hwmodels/speculative_cost_model.h"
+#include "policies/decoding/decoding_method.h"
 #include "policies/router/router.h"
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/cluster/cluster.h"
@@ -125,6 +127,10 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::section("decode_router", "routers", "least_outstanding",
                          "disaggregated only: picks the decode replica for each prefilled request"),
       ParamSpec::section("scheduler", "schedulers", "continuous", "per-replica batch scheduler"),
+      ParamSpec::section("decoding", "decoding", "none",
+                         "speculative decoding: who drafts (a draft model, an EAGLE-style head, the model's MTP "
+                         "modules, n-gram lookup), how many tokens per step and how many the target accepts")
+          .optional(),
       ParamSpec::table(
           "slo",
           {
@@ -162,20 +168,30 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return core::format_double(std::round(bytes / kGiB * 100) / 100) + " GiB"; }
 
-// KV blocks per replica, from what GPU memory leaves after weights and the activation reserve.
+// KV blocks per replica, from what GPU memory leaves after weights and the activation reserve. A
+// speculative drafter's weights come out of the budget too, and its KV sits beside the target's in
+// every block (one page table for both, as engines allocate them).
 int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const hwmodels::ModelSpec& model,
-                  const hwmodels::GpuSpec& gpu, int64_t tp) {
+                  const hwmodels::GpuSpec& gpu, int64_t tp, const policies::DecodingMethod* decoding) {
   const int64_t block_size = cluster.get_int("block_size");
   const double util = cluster.get_float("gpu_memory_utilization");
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
   const double budget = gpu.memory_bytes * util - reserve;
-  const double weights = hwmodels::weight_bytes_per_gpu(model, tp);
-  const double kv_per_block = hwmodels::kv_bytes_per_token_per_gpu(model, tp) * static_cast<double>(block_size);
-  const double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve);
+  double weights = hwmodels::weight_bytes_per_gpu(model, tp);
+  double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(model, tp);
+  double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve);
+  if (decoding && decoding->drafter()) {
+    const double draft_weights = policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), tp);
+    weights += draft_weights;
+    left -= draft_weights;
+    kv_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), tp);
+  }
+  const double kv_per_block = kv_per_token * static_cast<double>(block_size);
   if (left < kv_per_block)
     pool.fail("tensor_parallel",
                  "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at tensor_parallel = " +
-                     std::to_string(tp) + ": its weights need " + gib(weights) + " per GPU, and " +
+                     std::to_string(tp) + ": its weights" + (decoding && decoding->drafter() ? " and its drafter's" : "") +
+                     " need " + gib(weights) + " per GPU, and " +
                      gib(gpu.memory_bytes) + " x gpu_memory_utilization " + core::format_double(util) +
                      " - activation_reserve_gib " + core::format_double(reserve / kGiB) + " leaves " +
                      gib(budget) + ", not enough for the weights and one KV block; raise tensor_parallel, "
@@ -205,7 +221,8 @@ struct Pool {
 };
 
 Pool build_pool(const std::string& name, const core::Params& pool_cfg, const core::Params& config,
-                const core::Params& cluster_cfg, const hwmodels::ModelSpec& model, int64_t replicas, int64_t tp) {
+                const core::Params& cluster_cfg, const hwmodels::ModelSpec& model, int64_t replicas, int64_t tp,
+                const policies::DecodingMethod* decoding) {
   Pool p;
   p.name = name;
   p.cfg = &pool_cfg;
@@ -215,7 +232,12 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   p.gpu = hwmodels::gpu_registry().make(gpu_cfg);
   p.gpu_kind = gpu_cfg.kind();
   if (std::string why = hwmodels::tp_problem(model, tp); !why.empty()) pool_cfg.fail("tensor_parallel", why);
-  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, model, *p.gpu, tp);
+  const hwmodels::ModelSpec* drafter = decoding && decoding->drafter() ? &decoding->drafter()->spec : nullptr;
+  if (drafter)
+    if (std::string why = hwmodels::tp_problem(*drafter, tp); !why.empty())
+      config.section("decoding").fail(config.section("decoding").kind() == "draft_model" ? "model" : "kind",
+                                      "the drafter at the target's tensor parallelism: " + why);
+  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, model, *p.gpu, tp, decoding);
   const core::Params& cost_cfg = config.section("cost_model");
   std::optional<hwmodels::CalibrationProfile> profile;
   if (const std::optional<std::string> path = hwmodels::selected_calibration(cost_cfg, p.gpu->name)) {
@@ -226,6 +248,12 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   const hwmodels::CalibrationProfile* selected = profile ? &*profile : nullptr;
   p.cost = hwmodels::cost_model_registry().make(cost_cfg, model, *p.gpu, tp, selected);
   p.engine = hwmodels::engine_registry().make(config.section("engine"), selected);
+  // The drafter's passes are costed like the target's steps: the same cost model kind and profile,
+  // applied to the drafter's architecture.
+  if (drafter)
+    p.cost = std::make_unique<hwmodels::SpeculativeCostModel>(
+        std::move(p.cost), hwmodels::cost_model_registry().make(cost_cfg, *drafter, *p.gpu, tp, selected),
+        p.engine.get());
   p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");
   p.scheduler_kind = p.scheduler->kind();
   return p;
@@ -256,6 +284,14 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   // ---- Build everything first: every configuration error surfaces before anything is written.
   std::unique_ptr<hwmodels::ModelSpec> model = hwmodels::model_registry().make(config.section("model"));
+  std::unique_ptr<policies::DecodingMethod> decoding;
+  if (config.has("decoding")) {
+    policies::DecodingContext ctx;
+    ctx.target = model.get();
+    if (const core::Params& wl = config.section("workload"); wl.has("repetition"))
+      ctx.workload_repetition = wl.get_float("repetition");
+    decoding = policies::decoding_registry().make(config.section("decoding"), ctx);
+  }
   const core::Params& cluster_cfg = config.section("cluster");
   const core::Params& net_cfg = config.section("network");
   const bool disaggregated = cluster_cfg.has("prefill") || cluster_cfg.has("decode");
@@ -273,11 +309,12 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     for (const char* role : {"prefill", "decode"}) {
       const core::Params& pc = cluster_cfg.section(role);
       const int64_t tp = pc.has("tensor_parallel") ? pc.get_int("tensor_parallel") : cluster_cfg.get_int("tensor_parallel");
-      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"), tp));
+      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"), tp,
+                                 decoding.get()));
     }
   } else {
     pools.push_back(build_pool("cluster", cluster_cfg, config, cluster_cfg, *model, cluster_cfg.get_int("replicas"),
-                               cluster_cfg.get_int("tensor_parallel")));
+                               cluster_cfg.get_int("tensor_parallel"), decoding.get()));
   }
   int64_t replicas = 0;
   for (const auto& p : pools) replicas += p.replicas;
@@ -402,7 +439,11 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.swap_capacity_bytes = cluster_cfg.get_float("swap_space_gib") * kGiB;
     rc.host_link_bytes_per_s = host_link;
     rc.kv_bytes_per_token_per_gpu = hwmodels::kv_bytes_per_token_per_gpu(*model, p.tp);
+    if (decoding && decoding->drafter())  // its KV moves and swaps with the target's
+      rc.kv_bytes_per_token_per_gpu += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), p.tp);
     rc.engine = p.engine.get();
+    rc.speculator = decoding.get();
+    rc.seed = seed;
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r]);
   }
@@ -422,6 +463,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   result.workload_kind = config.section("workload").kind();
   result.model_kind = config.section("model").kind();
   result.router_kind = config.section("router").kind();
+  result.decoding_kind = decoding ? decoding->name() : "none";
   for (const auto& p : pools) {
     RunResult::PoolInfo info;
     info.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");

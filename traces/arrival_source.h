@@ -19,6 +19,8 @@ struct RequestSpec {
   int64_t hashed_tokens = 0;          // tokens block_hashes cover (the last block may be partial);
                                       // 0 = the prompt (Mooncake); generators may cover the output too
   uint64_t session = 0;               // conversation/session id; 0 when unknown
+  double repetition = -1;             // how often its output repeats n-grams of its context, in
+                                      // [0, 1] (prompt-lookup drafting); < 0 when unknown
 };
 
 class ArrivalSource {

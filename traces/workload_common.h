@@ -13,7 +13,7 @@
 namespace servesim::traces {
 
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
-// seed. Every workload kind declares its list through this.
+// seed, repetition. Every workload kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
 
 // The workload's seed: its own `seed` when set, else the run's.
@@ -47,6 +47,7 @@ class ShapedSource : public ArrivalSource {
   double rate_scale_ = 1.0;
   int64_t max_requests_ = 0;
   int64_t emitted_ = 0;
+  double repetition_ = -1;  // every request's RequestSpec::repetition
   bool done_ = false;
 };
 

@@ -80,7 +80,7 @@ int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 
 const bool kRegistered = register_command(
-    {"list", "[routers|schedulers|workloads|models|gpus|cost_models|length_distributions]",
+    {"list", "[routers|schedulers|decoding|workloads|models|gpus|cost_models|engines|length_distributions]",
      "registered kinds and every parameter: type, default, unit, range, description", cmd_list});
 
 }  // namespace

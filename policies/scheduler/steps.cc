@@ -1,5 +1,7 @@
 #include "policies/scheduler/steps.h"
 
+#include <algorithm>
+
 namespace servesim::policies {
 
 bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens) {
@@ -14,8 +16,11 @@ bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max
       continue;
     }
     const int64_t need = r.kv_tokens + 1;
+    // With speculative decoding the decode verifies its drafts too: they count in the budget (as
+    // vLLM V1 does, dropping the drafts that do not fit it) and take KV until they are judged.
+    const int64_t drafts = std::clamp<int64_t>(r.drafts, 0, max_tokens - tokens - 1);
     bool self_preempted = false;
-    while (!replica.reserve(id, need)) {
+    while (!replica.reserve(id, need, drafts)) {
       preempted = true;
       if (replica.running().size() - 1 > i) {
         replica.preempt(replica.running().back());
@@ -26,8 +31,8 @@ bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max
       }
     }
     if (self_preempted) break;
-    plan.add_decode(id, need);
-    ++tokens;
+    plan.add_decode(id, need, drafts);
+    tokens += 1 + drafts;
     ++i;
   }
   return preempted;

@@ -91,6 +91,7 @@ void Cluster::arrive() {
   r.prompt_tokens = next_.prompt_tokens;
   r.output_tokens = next_.output_tokens;
   r.session = next_.session;
+  r.repetition = next_.repetition;
   r.hashed_tokens = next_.hashed_tokens;
   r.block_hashes = next_.block_hashes;
   observer_.on_arrival(r.id, r.arrival);

@@ -21,7 +21,9 @@
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
 #include "sim/cluster/request.h"
+#include "sim/cluster/speculator.h"
 #include "sim/core/lifecycle.h"
+#include "sim/core/rng.h"
 #include "sim/engine/simulation.h"
 
 namespace servesim::sim {
@@ -40,16 +42,30 @@ struct PlannedPrefill {
 struct IterationPlan {
   std::vector<PlannedPrefill> prefills;
   std::vector<RequestId> decodes;
+  std::vector<int64_t> decode_drafts;  // parallel to decodes: the draft tokens each verifies
   int64_t decode_context_tokens = 0;  // sum over decodes of the tokens their attention reads
-  // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1).
-  void add_decode(RequestId id, int64_t context_tokens) {
+  int64_t decode_extra_tokens = 0;    // sum of decode_drafts
+  int64_t decode_extra_pairs = 0;     // the query-key pairs the drafts add (BatchShape::decode_extra_pairs)
+  // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1), and
+  // verifies `drafts` draft tokens after it (speculative decoding; at most request.drafts).
+  void add_decode(RequestId id, int64_t context_tokens, int64_t drafts = 0) {
     decodes.push_back(id);
+    decode_drafts.push_back(drafts);
     decode_context_tokens += context_tokens;
+    if (drafts > 0) {
+      decode_extra_tokens += drafts;
+      decode_extra_pairs += drafts * context_tokens + drafts * (drafts + 1) / 2;
+    }
   }
+  // The tokens the decodes process, which a token budget counts: one each, plus the drafts they verify.
+  int64_t decode_tokens() const { return static_cast<int64_t>(decodes.size()) + decode_extra_tokens; }
   void clear() {
     prefills.clear();
     decodes.clear();
+    decode_drafts.clear();
     decode_context_tokens = 0;
+    decode_extra_tokens = 0;
+    decode_extra_pairs = 0;
   }
   bool empty() const { return prefills.empty() && decodes.empty(); }
 };
@@ -98,6 +114,10 @@ struct ReplicaConfig {
   // The serving engine: how iterations are launched and the host time around them (not owned;
   // null = none: every kernel eager, no host time).
   const hwmodels::EngineModel* engine = nullptr;
+  // Speculative decoding (not owned; null = none) and the seed of the replica's stream of its
+  // random draws (acceptances, n-gram matches).
+  const Speculator* speculator = nullptr;
+  uint64_t seed = 0;
 };
 
 class ReplicaListener {
@@ -158,12 +178,13 @@ class Replica final : public EventHandler {
   // when growth moves tokens into already cached units).
   int64_t growth_blocks(RequestId id, int64_t kv_tokens) const;
   // Takes the blocks needed for request `id` to hold `kv_tokens` tokens (registering the prefix
-  // units those tokens complete); false when not available.
-  bool reserve(RequestId id, int64_t kv_tokens) {
+  // units those tokens complete), and `speculative` more draft tokens in private blocks (freed
+  // again when the drafts are rejected); false (nothing taken) when not available.
+  bool reserve(RequestId id, int64_t kv_tokens, int64_t speculative = 0) {
     Request& r = requests_[id];
     // The common case (every decode step without prefix caching): the blocks held already suffice.
-    if (!kv_.prefix_caching() && kv_tokens <= r.kv_blocks * kv_.block_size()) return true;
-    return reserve_slow(r, kv_tokens);
+    if (!kv_.prefix_caching() && kv_tokens + speculative <= r.kv_blocks * kv_.block_size()) return true;
+    return reserve_slow(r, kv_tokens, speculative);
   }
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is
   // room and it is decoding, otherwise by recompute (blocks freed; its prompt and generated tokens
@@ -203,8 +224,9 @@ class Replica final : public EventHandler {
   void try_start_iteration();
   // Moves the requests the scheduler can see now from arriving_ into the waiting queue.
   void admit_arrivals(bool chained);
-  bool reserve_slow(Request& r, int64_t kv_tokens);
-  void emit_token(Request& r, core::Time now) {
+  bool reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative);
+  // Emits `tokens` tokens of `r` at once (one streamed chunk: one inter-token gap).
+  void emit_token(Request& r, core::Time now, int64_t tokens = 1) {
     if (r.generated == 0) {
       r.first_token = now;
     } else {
@@ -212,15 +234,21 @@ class Replica final : public EventHandler {
       // first chunk), which shortens the gap to the second.
       int64_t gap = (now - r.last_token).ns();
       if (r.generated == 1 && first_token_delay_ns_ > 0) gap = std::max<int64_t>(0, gap - first_token_delay_ns_);
-      if (!gaps_.empty() && gaps_.back().gap_ns == gap) {
+      if (!gaps_.empty() && gaps_.back().gap_ns == gap && gaps_.back().tokens == tokens) {
         ++gaps_.back().count;
       } else {
-        gaps_.push_back({gap, 1});
+        gaps_.push_back({gap, 1, tokens});
       }
     }
     r.last_token = now;
-    ++r.generated;
+    r.generated += tokens;
   }
+  // Speculative decoding at the start of an iteration: draws how many of each decode's drafts the
+  // target accepts, proposes the next drafts, and puts the verification and the drafter's passes
+  // into `shape`; fills `rec`'s speculation counts.
+  void speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec);
+  // Frees the private blocks beyond what `r`'s kv_tokens need (the rejected drafts').
+  void trim_kv(Request& r);
   void publish_state();
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
@@ -235,6 +263,11 @@ class Replica final : public EventHandler {
   PreemptionMode preemption_;
   double swap_capacity_bytes_, host_link_bytes_per_s_, kv_bytes_per_token_per_gpu_;
   const hwmodels::EngineModel* engine_;
+  const Speculator* speculator_;
+  core::Rng spec_rng_;
+  // Per iteration, parallel to plan_.decodes: drafts accepted; then to decodes + prefills: drafts
+  // proposed for the next iteration.
+  std::vector<int64_t> accepted_, proposed_;
   int64_t first_token_delay_ns_ = 0;
   double swap_used_bytes_ = 0;
   double pending_swap_seconds_ = 0;  // swap traffic the next iteration carries

@@ -10,7 +10,9 @@
 namespace servesim::metrics {
 namespace {
 
-constexpr int kSchemaVersion = 2;  // 2: MFU per precision, arrival-window figures, requests in system, engine times
+// 2: MFU per precision, arrival-window figures, requests in system, engine times; 3: speculative
+// decoding (runs: spec_*, tokens_per_gap; replica_stats: spec_draft_tokens, spec_accepted_tokens).
+constexpr int kSchemaVersion = 3;
 
 std::string runs_columns_sql() {
   std::string cols =

@@ -39,7 +39,7 @@ const char* kLengths =
     "[workload.output]\nkind = \"uniform\"\nmin = 1\nmax = 300\n";
 
 // One configuration per mechanism: generators, both trace formats, every router family, both
-// schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions).
+// schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions), speculative decoding.
 std::vector<std::pair<std::string, std::string>> configurations() {
   const std::string model = "[model]\nkind = \"llama-3-8b\"\n[gpu]\nkind = \"h100-sxm\"\n";
   return {
@@ -70,6 +70,11 @@ std::vector<std::pair<std::string, std::string>> configurations() {
            "\nmax_requests = 300\nrate_scale = 8\n" + model +
            "[cluster.prefill]\nreplicas = 2\n[cluster.decode]\nreplicas = 2\n[router]\nkind = \"consistent_hash\"\n"
            "[decode_router]\nkind = \"least_outstanding\"\n"},
+      {"poisson_speculative_draft_head_chunked_tight_kv",
+       "seed = 17\n[workload]\nkind = \"poisson\"\nrate = 40\nmax_requests = 300\n" + std::string(kLengths) + model +
+           "[cluster]\nreplicas = 2\nactivation_reserve_gib = 53\n[router]\nkind = \"least_outstanding\"\n"
+           "[scheduler]\nkind = \"chunked\"\n[decoding]\nkind = \"draft_head\"\nk_schedule = [4, 2]\n"
+           "k_schedule_batch = [8, 64]\nacceptance = [0.8, 0.6]\n"},
   };
 }
 

@@ -21,6 +21,7 @@
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
 #include "policies/router/router.h"
+#include "policies/decoding/decoding_method.h"
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
@@ -38,7 +39,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Draw {
   std::string toml;
-  std::string router, scheduler, workload, model;
+  std::string router, scheduler, workload, model, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false;
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
@@ -168,6 +169,24 @@ Draw draw_config(uint64_t seed) {
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
+  // Issue 15: speculative decoding, drawn after everything else so that the draws above stay what
+  // they were. A draft model is the target cut to its first blocks (same vocabulary).
+  const uint64_t speculation = rng.uniform_int(4);
+  const int64_t k = 1 + static_cast<int64_t>(rng.uniform_int(5));
+  const double acceptance = std::round(rng.uniform() * 100) / 100;
+  const std::string common = "k = " + std::to_string(k) + "\nacceptance = [" + num(acceptance) + "]\n";
+  if (speculation == 1) {
+    d.decoding = "draft_head";
+    t += "[decoding]\nkind = \"draft_head\"\n" + common;
+  } else if (speculation == 2) {
+    d.decoding = "ngram";
+    t += "[decoding]\nkind = \"ngram\"\nmatch_rate = " + num(std::round(rng.uniform() * 100) / 100) + "\n" + common;
+  } else if (speculation == 3) {
+    d.decoding = m.kind == "deepseek-v3" ? "mtp" : "draft_model";
+    t += "[decoding]\nkind = \"" + d.decoding + "\"\n" + common;
+    if (d.decoding == "draft_model")
+      t += "[decoding.model]\nkind = \"" + m.kind + "\"\n" + m.extra + "num_layers = 1\n";
+  }
   d.toml = t;
   return d;
 }
@@ -178,8 +197,17 @@ std::string kv_override(const core::Params& p, double kv_tokens) {
   auto gpu = hwmodels::gpu_registry().make(p.section("gpu"));
   const int64_t tp = p.section("cluster").get_int("tensor_parallel");
   const double budget = gpu->memory_bytes * p.section("cluster").get_float("gpu_memory_utilization");
-  const double left = budget - hwmodels::weight_bytes_per_gpu(*model, tp) -
-                      kv_tokens * hwmodels::kv_bytes_per_token_per_gpu(*model, tp);
+  double weights = hwmodels::weight_bytes_per_gpu(*model, tp);
+  double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(*model, tp);
+  if (p.has("decoding")) {  // a drafter's weights and KV take their share too
+    policies::DecodingContext ctx;
+    ctx.target = model.get();
+    if (const auto method = policies::decoding_registry().make(p.section("decoding"), ctx); method && method->drafter()) {
+      weights += policies::drafter_weight_bytes_per_gpu(*method->drafter(), tp);
+      kv_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*method->drafter(), tp);
+    }
+  }
+  const double left = budget - weights - kv_tokens * kv_per_token;
   return "cluster.activation_reserve_gib=" + num(std::max(0.0, std::floor(left / kGiB * 1e4) / 1e4));
 }
 
@@ -248,7 +276,7 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
 struct Tally {
   uint64_t runs = 0, config_errors = 0, completed = 0, rejected_context = 0, rejected_kv = 0, preemptions = 0;
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
-  std::map<std::string, uint64_t> routers, schedulers, workloads, models;
+  std::map<std::string, uint64_t> routers, schedulers, workloads, models, decodings;
   std::map<std::string, double> workload_seconds;
 };
 
@@ -307,6 +335,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       ++tally.schedulers[d.scheduler];
       ++tally.workloads[d.workload];
       ++tally.models[d.model];
+      ++tally.decodings[d.decoding];
     } catch (const core::ConfigError& e) {
       // A drawn deployment may not fit (a 4-way TP of a model with few KV heads, ...): allowed, counted.
       ++tally.config_errors;
@@ -330,6 +359,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.rejected_context, 10u);
   EXPECT_GT(tally.completed, kSeeds * 10);
+  for (const char* kind : {"none", "draft_head", "ngram", "draft_model"})
+    EXPECT_GE(tally.decodings[kind], kSeeds / 10) << "decoding " << kind << " rarely ran";
+  EXPECT_GE(tally.decodings["mtp"], kSeeds / 50);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
     EXPECT_GE(tally.models[model], kSeeds / 10) << model << " rarely ran";
   std::cout << "[ property ] " << tally.runs << " runs, " << tally.config_errors << " configuration errors, "
@@ -337,7 +369,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "
             << tally.disaggregated << " disaggregated, " << tally.prefix_caching << " with prefix caching ("
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.kv_transfers
-            << " KV transfers; wall s:";
+            << " KV transfers; decoding:";
+  for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
+  std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";
   std::cout << "\n";
 }
