@@ -124,7 +124,7 @@ void print_phase(std::ostream& out, const Phase& p) {
 int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
   po::options_description opts("servesim estimate options");
   std::string model_arg, gpu_name, calibration;
-  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0;
+  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0, draft_tokens = 0;
   opts.add_options()
       ("help,h", "this help")
       ("model", po::value<std::string>(&model_arg), "a [model] preset name or a Hugging Face config.json")
@@ -137,6 +137,9 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
       ("context", po::value<int64_t>(&context), "context of each sequence in the decode iteration (default P)")
       ("calibration", po::value<std::string>(&calibration), "calibration profile (default: constant efficiencies)")
       ("cuda-graphs", "the decode iteration replays a CUDA graph")
+      ("draft-tokens", po::value<int64_t>(&draft_tokens)->default_value(0),
+       "also time the decode iteration verifying K draft tokens per sequence (speculative decoding): the "
+       "target's part, and the tokens per step it must yield to pay")
       ("json", "print one JSON object");
   const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
@@ -152,6 +155,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     throw UsageError("--cached must be at least 0 and below --prompt (" + std::to_string(prompt) +
                      "): at least one prompt token is computed to produce the first token");
   if (!vm.count("context")) context = prompt;
+  if (draft_tokens < 0 || draft_tokens > 64) throw UsageError("--draft-tokens must be in [0, 64]");
   if (context < 1) throw UsageError("--context must be at least 1");
   const hwmodels::ModelSpec model = hwmodels::model_by_name_or_file(model_arg);
   const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(gpu_name);
@@ -198,6 +202,25 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
                              decode, cost, gpu, tp, b,
                              weights(b) + model.kv_bytes_per_token() * b * static_cast<double>(context));
 
+  // Speculative decoding: the same decodes verifying draft_tokens drafts each, as one small batch of
+  // B (1 + K) tokens (more FLOPs, the same weights; docs/models.md).
+  std::optional<Phase> ver;
+  if (draft_tokens > 0) {
+    hwmodels::BatchShape verify = decode;
+    verify.decode_extra_tokens = batch * draft_tokens;
+    verify.decode_extra_pairs = batch * (draft_tokens * context + draft_tokens * (draft_tokens + 1) / 2);
+    if (vm.count("cuda-graphs")) {
+      hwmodels::EngineModel launcher;
+      launcher.graphs = hwmodels::CudaGraphMode::kFullDecode;
+      launcher.prepare(verify);
+    }
+    const double rows = b * static_cast<double>(1 + draft_tokens);
+    ver = evaluate("verify: " + std::to_string(batch) + " sequences at context " + std::to_string(context) +
+                       ", each verifying " + std::to_string(draft_tokens) + " draft tokens",
+                   verify, cost, gpu, tp, rows,
+                   weights(rows) + model.kv_bytes_per_token() * b * static_cast<double>(context));
+  }
+
   // The notes' decode limits at this batch and context (16-bit weights: 2P bytes for 2N FLOPs).
   const double step_weights = weights(b);
   const double kv_per_token = model.kv_bytes_per_token();
@@ -241,6 +264,11 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     j["decode"]["kv_cache_gb"] = limits.kv_gb;
     j["decode"]["saturated_notes_intensity"] = limits.saturated_intensity;
     j["decode"]["kv_crossover_batch"] = limits.crossover_batch;
+    if (ver) {
+      j["verify"] = phase_json(*ver);
+      j["verify"]["draft_tokens"] = draft_tokens;
+      j["verify"]["vs_decode"] = ver->cost.seconds / dec.cost.seconds;
+    }
     j["kv_budget_gb"] = limits.kv_budget_gb;
     j["context_that_fits"] = limits.tokens_that_fit;
     out << j.dump() << "\n";
@@ -262,12 +290,19 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   out << "  KV budget       " << fixed(limits.kv_budget_gb, 1)
       << " GB at gpu_memory_utilization 0.9: " << fixed(limits.tokens_that_fit, 0) << " tokens per sequence at batch "
       << batch << "\n";
+  if (ver) {
+    const double ratio = ver->cost.seconds / dec.cost.seconds;
+    out << "\n";
+    print_phase(out, *ver);
+    out << "  speculation     " << fixed(ratio, 2) << "x the decode iteration: it pays only if a verify step yields more "
+        << "than " << fixed(ratio, 2) << " tokens per sequence on average, before the drafter's own passes\n";
+  }
   return 0;
 }
 
 const bool kRegistered = register_command(
     {"estimate",
-     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--calibration PROFILE] [--json]",
+     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--draft-tokens K] [--calibration PROFILE] [--json]",
      "time one prefill pass (B prompts of P tokens) and one decode iteration (B sequences at context C)\n"
      "and place each on the GPU's roofline: FLOPs, bytes, intensity, bound, MFU, MBU",
      cmd_estimate});
