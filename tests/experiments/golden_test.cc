@@ -52,6 +52,9 @@ std::vector<Example> examples() {
       {"sweep_smoke", {"sweep", "experiments/sweeps/smoke.toml", "--jobs", "2", "--quiet"}, false},
       // MoE, MLA and fp8 models, under the invariant checker.
       {"sweep_models", {"sweep", "experiments/sweeps/models.toml", "--jobs", "2", "--quiet", "--check"}, false},
+      // Speculative decoding (MTP, a draft model) across load on DeepSeek-V3, under the checker.
+      {"sweep_speculative_decoding",
+       {"sweep", "experiments/sweeps/speculative_decoding.toml", "--jobs", "2", "--quiet", "--check"}, false},
   };
 }
 
