@@ -168,9 +168,24 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return core::format_double(std::round(bytes / kGiB * 100) / 100) + " GiB"; }
 
-// KV blocks per replica, from what GPU memory leaves after weights and the activation reserve. A
-// speculative drafter's weights come out of the budget too, and its KV sits beside the target's in
-// every block (one page table for both, as engines allocate them).
+// The cache's layer groups on one GPU of a TP group, as the replica's KV cache counts them. A
+// speculative drafter's KV (full attention layers) sits beside the target's in every block (one page
+// table for both, as engines allocate them).
+sim::KvLayout kv_layout(const hwmodels::ModelSpec& model, int64_t tp, const policies::DecodingMethod* decoding) {
+  const hwmodels::KvGroups g = hwmodels::kv_groups_per_gpu(model, tp);
+  sim::KvLayout l;
+  l.full_bytes_per_token = g.full_bytes_per_token;
+  l.window_bytes_per_token = g.window_bytes_per_token;
+  l.window = g.window;
+  l.state_bytes = g.state_bytes;
+  if (decoding && decoding->drafter())
+    l.full_bytes_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), tp);
+  return l;
+}
+
+// KV blocks per replica, from what GPU memory leaves after weights (a drafter's too) and the
+// activation reserve. A hybrid model's block is block_size tokens of its per-token layers (full and
+// window).
 int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const hwmodels::ModelSpec& model,
                   const hwmodels::GpuSpec& gpu, int64_t tp, const policies::DecodingMethod* decoding) {
   const int64_t block_size = cluster.get_int("block_size");
@@ -178,15 +193,17 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const h
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
   const double budget = gpu.memory_bytes * util - reserve;
   double weights = hwmodels::weight_bytes_per_gpu(model, tp);
-  double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(model, tp);
   double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve);
+  double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(model, tp);
   if (decoding && decoding->drafter()) {
     const double draft_weights = policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), tp);
     weights += draft_weights;
     left -= draft_weights;
     kv_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), tp);
   }
-  const double kv_per_block = kv_per_token * static_cast<double>(block_size);
+  const sim::KvLayout layout = kv_layout(model, tp, decoding);
+  const double kv_per_block =
+      layout.hybrid() ? layout.block_bytes(block_size) : kv_per_token * static_cast<double>(block_size);
   if (left < kv_per_block)
     pool.fail("tensor_parallel",
                  "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at tensor_parallel = " +
@@ -441,6 +458,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.kv_bytes_per_token_per_gpu = hwmodels::kv_bytes_per_token_per_gpu(*model, p.tp);
     if (decoding && decoding->drafter())  // its KV moves and swaps with the target's
       rc.kv_bytes_per_token_per_gpu += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), p.tp);
+    rc.kv_layout = kv_layout(*model, p.tp, decoding.get());
     rc.engine = p.engine.get();
     rc.speculator = decoding.get();
     rc.seed = seed;

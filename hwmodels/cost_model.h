@@ -29,12 +29,23 @@ struct BatchShape {
   int64_t decode_context_tokens = 0;    // sum over decodes of the keys attended (context incl. new token)
   LaunchMode launch = LaunchMode::kEager;
   int64_t graph_tokens = 0;             // with a graph: the captured size the tokens are padded to
+  // Hybrid and sparse attention (ModelSpec::attention_limits; all 0 for a model without such
+  // layers): the sums above with each query's keys capped, at the window W for sliding-window
+  // layers and at the top-k K for sparse layers. A query at position x (1-based) attends to
+  // min(x, W) keys; a chunk after p cached tokens reads min(p, W - 1) of them from the cache.
+  int64_t prefill_window_pairs = 0;           // sum over chunks' queries of min(x, W)
+  int64_t prefill_window_context_tokens = 0;  // sum over chunks of min(p, W - 1)
+  int64_t prefill_sparse_pairs = 0;           // sum over chunks' queries of min(x, K)
+  int64_t decode_window_context_tokens = 0;   // sum over decodes of min(context, W)
+  int64_t decode_sparse_context_tokens = 0;   // sum over decodes of min(context, K)
 
   // Speculative decoding (policies/decoding/, docs/models.md). A decode that verifies e draft tokens
   // processes 1 + e tokens: each extra one is a row of every linear layer and one more query of the
   // decode attention kernel, which reads the sequence's cached KV once for all of its queries.
   int64_t decode_extra_tokens = 0;      // sum over decodes of e
   int64_t decode_extra_pairs = 0;       // the query-key pairs they add: sum of e c + e (e + 1) / 2, c the decode's context
+  int64_t decode_extra_window_pairs = 0;  // the same under the window cap (capped_pairs(c, e, W))
+  int64_t decode_extra_sparse_pairs = 0;  // and under the top-k cap
   bool decode_extra_logits = true;      // they need logits (verification); a drafter catching up needs the last only
   // The drafter's passes in this iteration, after verification (a draft model, head or MTP module,
   // whose weights are not the target's: the target's cost model ignores these fields and
@@ -50,6 +61,16 @@ struct BatchShape {
   int64_t tokens() const { return prefill_tokens + decode_seqs + decode_extra_tokens; }
   bool empty() const { return prefill_tokens == 0 && decode_seqs == 0; }
 };
+
+// Sum over the queries at positions prior + 1 .. prior + tokens of min(position, cap): the
+// query-key pairs of a chunk whose queries each attend to at most `cap` keys.
+int64_t capped_pairs(int64_t prior, int64_t tokens, int64_t cap);
+// Adds one prefill chunk of `tokens` new tokens after `prior` cached ones (`completes`: it finishes
+// the prompt, so the LM head runs for it), with the capped sums the limits ask for.
+void add_prefill_chunk(BatchShape& shape, const AttentionLimits& limits, int64_t prior, int64_t tokens,
+                       bool completes);
+// Adds `seqs` decodes whose attention reads `context` keys each (their context incl. the new token).
+void add_decodes(BatchShape& shape, const AttentionLimits& limits, int64_t seqs, int64_t context);
 
 struct StepCost {
   double seconds = 0;  // wall time of the iteration on one GPU of the TP group

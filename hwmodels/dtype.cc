@@ -12,6 +12,8 @@ double dtype_bytes(DType t) {
     case DType::kFp8:
     case DType::kInt8: return 1.0;
     case DType::kInt4: return 0.5 + kInt4GroupMetadataBytes / kInt4GroupSize;
+    case DType::kMxfp4: return 0.5 + 1.0 / kMxfp4BlockSize;
+    case DType::kNvfp4: return 0.5 + 1.0 / kNvfp4BlockSize;
   }
   return 2.0;
 }
@@ -24,6 +26,8 @@ std::string_view dtype_name(DType t) {
     case DType::kFp8: return "fp8";
     case DType::kInt8: return "int8";
     case DType::kInt4: return "int4";
+    case DType::kMxfp4: return "mxfp4";
+    case DType::kNvfp4: return "nvfp4";
   }
   return "fp16";
 }
@@ -36,14 +40,16 @@ std::optional<DType> parse_dtype(std::string_view name) {
   if (n == "fp8" || n == "float8_e4m3fn" || n == "float8_e4m3" || n == "e4m3") return DType::kFp8;
   if (n == "int8") return DType::kInt8;
   if (n == "int4") return DType::kInt4;
+  if (n == "mxfp4") return DType::kMxfp4;
+  if (n == "nvfp4") return DType::kNvfp4;
   return std::nullopt;
 }
 
 const std::vector<std::string>& dtype_names() {
-  static const std::vector<std::string> names = {"fp32", "fp16", "bf16", "fp8", "int8", "int4"};
+  static const std::vector<std::string> names = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"};
   return names;
 }
 
-bool is_quantized(DType t) { return t == DType::kFp8 || t == DType::kInt8 || t == DType::kInt4; }
+bool is_quantized(DType t) { return t == DType::kFp8 || t == DType::kInt8 || is_four_bit(t); }
 
 }  // namespace servesim::hwmodels

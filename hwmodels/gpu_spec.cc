@@ -20,12 +20,14 @@ struct GpuPreset {
 };
 
 GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory_gib, double sram_mib,
-            double nvlink_gb_s, double price_usd_per_hour, double fp8_tflops, double int8_tops, int64_t sm_count) {
+            double nvlink_gb_s, double price_usd_per_hour, double fp8_tflops, double int8_tops, int64_t sm_count,
+            double fp4_tflops = 0) {
   GpuSpec g;
   g.name = std::move(name);
   g.peak_flops = peak_tflops * kFlopsPerTflop;
   g.fp8_peak_flops = fp8_tflops * kFlopsPerTflop;
   g.int8_peak_ops = int8_tops * kFlopsPerTflop;
+  g.fp4_peak_flops = fp4_tflops * kFlopsPerTflop;
   g.hbm_bandwidth = hbm_gb_s * kBytesPerGb;
   g.memory_bytes = memory_gib * kBytesPerGib;
   g.sram_bytes = sram_mib * kBytesPerMib;
@@ -66,7 +68,8 @@ GpuSpec gpu(std::string name, double peak_tflops, double hbm_gb_s, double memory
 //   78.5 MiB. $2.00/h.
 // - B200 (HGX, 1000 W): NVIDIA HGX/DGX B200 datasheets, 2250 TFLOP/s bf16 dense, 4500 fp8 and int8
 //   dense, 180 GB HBM3e per GPU (DGX B200: 1440 GB over 8), 8000 GB/s (64 TB/s over 8), NVLink 5
-//   1800 GB/s bidirectional. SRAM: 148 SMs x 256 KiB + the ~96 MB L2 third-party die analyses
+//   1800 GB/s bidirectional; fp4 9000 TFLOP/s dense (the datasheets' 18 PFLOPS fp4 per GPU, DGX B200
+//   144 PFLOPS over 8, are with 2:4 sparsity; dense is half, as for every other precision). SRAM: 148 SMs x 256 KiB + the ~96 MB L2 third-party die analyses
 //   report (NVIDIA publishes no L2 figure) = 133 MiB, approximate. $5.00/h (2026 specialist-cloud
 //   listings run $4-6).
 // - L40S: NVIDIA L40S datasheet, 362.05 TFLOP/s bf16 dense, 733 fp8 and int8 dense, 864 GB/s GDDR6,
@@ -84,8 +87,8 @@ const std::vector<GpuPreset>& gpu_presets() {
        "NVIDIA H100 80GB PCIe: 756 TFLOP/s dense bf16 (1513 fp8), 2000 GB/s HBM2e, NVLink bridge"},
       {gpu("h200", 989, 4800, 141, 83, 450, 3.50, 1979, 1979, 132),
        "NVIDIA H200 SXM: H100 compute with 141 GB HBM3e at 4800 GB/s"},
-      {gpu("b200", 2250, 8000, 180, 133, 900, 5.00, 4500, 4500, 148),
-       "NVIDIA B200 (HGX): 2250 TFLOP/s dense bf16 (4500 fp8), 180 GB HBM3e at 8000 GB/s, NVLink 5"},
+      {gpu("b200", 2250, 8000, 180, 133, 900, 5.00, 4500, 4500, 148, 9000),
+       "NVIDIA B200 (HGX): 2250 TFLOP/s dense bf16 (4500 fp8, 9000 fp4), 180 GB HBM3e at 8000 GB/s, NVLink 5"},
       {gpu("l40s", 362.05, 864, 48, 113.75, 32, 0.87, 733, 733, 142),
        "NVIDIA L40S: 362 TFLOP/s dense bf16 (733 fp8), 48 GB GDDR6 at 864 GB/s, PCIe Gen4 (no NVLink)"},
       // The lecture notes' reference accelerator: 312 TFLOP/s, 2 TB/s, "about 20 MB" of on-chip
@@ -100,6 +103,12 @@ const std::vector<GpuPreset>& gpu_presets() {
 
 std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
   using core::ParamSpec;
+  // Declared with a default only where the GPU has fp4 units, so that the resolved configuration
+  // (and its hash) of every other GPU is what it was before fp4 existed.
+  ParamSpec fp4 = ParamSpec::real("fp4_peak_tflops", d.fp4_peak_flops / kFlopsPerTflop, "TFLOP/s",
+                                  "dense fp4 tensor-core peak (nvfp4 W4A4 GEMMs); unset or 0 = no fp4 units")
+                      .at_least(0);
+  if (d.fp4_peak_flops <= 0) fp4.optional();
   return {
       ParamSpec::real("peak_tflops", d.peak_flops / kFlopsPerTflop, "TFLOP/s",
                       "dense fp16/bf16 tensor-core peak (no sparsity)")
@@ -110,6 +119,7 @@ std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
       ParamSpec::real("int8_peak_tops", d.int8_peak_ops / kFlopsPerTflop, "TOP/s",
                       "dense int8 tensor-core peak; 0 = no int8 units")
           .at_least(0),
+      fp4,
       ParamSpec::real("hbm_bandwidth_gb_s", d.hbm_bandwidth / kBytesPerGb, "GB/s",
                       "HBM bandwidth (decimal GB)")
           .above(0),
@@ -135,13 +145,14 @@ GpuSpec gpu_from_params(const core::Params& p, const std::string& name) {
   return gpu(name, p.get_float("peak_tflops"), p.get_float("hbm_bandwidth_gb_s"),
              p.get_float("memory_gib"), p.get_float("sram_mib"), p.get_float("nvlink_gb_s"),
              p.get_float("price_usd_per_hour"), p.get_float("fp8_peak_tflops"), p.get_float("int8_peak_tops"),
-             p.get_int("sm_count"));
+             p.get_int("sm_count"), p.has("fp4_peak_tflops") ? p.get_float("fp4_peak_tflops") : 0.0);
 }
 
 double GpuSpec::gemm_peak(DType weights) const {
   switch (weights) {
     case DType::kFp8: return fp8_peak_flops > 0 ? fp8_peak_flops : peak_flops;
     case DType::kInt8: return int8_peak_ops > 0 ? int8_peak_ops : peak_flops;
+    case DType::kNvfp4: return fp4_peak_flops > 0 ? fp4_peak_flops : peak_flops;
     case DType::kFp32: return peak_flops / 2.0;  // TF32 tensor cores run at half the 16-bit rate
     default: return peak_flops;
   }

@@ -22,6 +22,7 @@ struct GpuSpec {
   double peak_flops = 0;           // dense fp16/bf16 FLOP/s
   double fp8_peak_flops = 0;       // dense fp8 FLOP/s; 0 = no fp8 tensor cores
   double int8_peak_ops = 0;        // dense int8 OP/s; 0 = no int8 tensor cores
+  double fp4_peak_flops = 0;       // dense fp4 (nvfp4/mxfp4 block-scaled) FLOP/s; 0 = no fp4 tensor cores
   double hbm_bandwidth = 0;        // bytes/s
   double memory_bytes = 0;         // HBM capacity, bytes
   double sram_bytes = 0;           // on-chip SRAM (L2 + shared), bytes
@@ -32,7 +33,9 @@ struct GpuSpec {
   double ridge_point() const { return peak_flops / hbm_bandwidth; }  // FLOP/byte
   // The tensor-core rate a GEMM with weights stored as `weights` runs at: fp8 and int8 weights run
   // W8A8 on the matching tensor cores where the GPU has them; everything else (fp16/bf16, int4
-  // weight-only, fp8 or int8 on a GPU without those units) computes at the 16-bit rate.
+  // weight-only, fp8 or int8 on a GPU without those units) computes at the 16-bit rate. nvfp4
+  // weights run W4A4 at the fp4 rate on GPUs with fp4 tensor cores (Blackwell); mxfp4 weights run
+  // weight-only, as engines serve gpt-oss's experts by default.
   double gemm_peak(DType weights) const;
 };
 

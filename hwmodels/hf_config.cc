@@ -33,7 +33,8 @@ class Reader {
   // The line of the first "field" key in the text: config.json files are flat enough that this is
   // where a person should look.
   int64_t line_of(const std::string& field) const {
-    const std::string leaf = field.substr(field.rfind('.') == std::string::npos ? 0 : field.rfind('.') + 1);
+    std::string leaf = field.substr(field.rfind('.') == std::string::npos ? 0 : field.rfind('.') + 1);
+    leaf = leaf.substr(0, leaf.find('['));  // "layer_types[3]": the list's line
     const size_t at = text_.find("\"" + leaf + "\"");
     if (leaf.empty() || at == std::string_view::npos) return 0;
     return 1 + static_cast<int64_t>(std::count(text_.begin(), text_.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
@@ -161,6 +162,13 @@ DType weight_dtype_of(const Reader& r, const json& config, DType unquantised) {
   if (!it->is_object()) r.fail("quantization_config", "expected an object, got " + it->dump());
   const std::string method = core::to_lower(r.string(*it, "quant_method", "", "quantization_config."));
   if (method == "fp8" || method == "fbgemm_fp8") return DType::kFp8;
+  if (method == "mxfp4") return DType::kMxfp4;
+  if (method == "modelopt" || method == "modelopt_fp4") {
+    const std::string algo = core::to_lower(r.string(*it, "quant_algo", "", "quantization_config."));
+    if (algo == "nvfp4" || method == "modelopt_fp4") return DType::kNvfp4;
+    if (algo == "fp8") return DType::kFp8;
+    r.fail("quantization_config.quant_algo", "modelopt algorithm '" + algo + "' is not modelled (nvfp4, fp8)");
+  }
   if (method == "gptq" || method == "awq" || method == "marlin" || method == "gptq_marlin" || method == "awq_marlin") {
     const int64_t bits = *r.integer(*it, "bits", true, 1, 64, "quantization_config.");
     if (bits == 4) return DType::kInt4;
@@ -170,13 +178,108 @@ DType weight_dtype_of(const Reader& r, const json& config, DType unquantised) {
   }
   r.fail("quantization_config.quant_method",
          "quantisation method '" + method +
-             "' is not modelled (fp8, gptq, awq); set [model] weight_dtype to say how the weights are stored");
+             "' is not modelled (fp8, gptq, awq, mxfp4, modelopt nvfp4); set [model] weight_dtype to say how the "
+             "weights are stored");
+}
+
+// Whether the checkpoint leaves the attention layers unquantised (modules_to_not_convert naming
+// them, as gpt-oss's mxfp4 checkpoints do): then only the experts are stored quantised.
+bool attention_not_converted(const Reader& r, const json& config) {
+  const auto q = config.find("quantization_config");
+  if (q == config.end() || !q->is_object()) return false;
+  const auto it = q->find("modules_to_not_convert");
+  if (it == q->end() || it->is_null()) return false;
+  if (!it->is_array())
+    r.fail("quantization_config.modules_to_not_convert", "expected a list of module names, got " + it->dump());
+  for (const json& name : *it) {
+    if (!name.is_string())
+      r.fail("quantization_config.modules_to_not_convert", "expected module names (strings), got " + name.dump());
+    if (name.get<std::string>().find("attn") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The letter of ModelSpec::attention_pattern for one of config.json's layer_types.
+char layer_letter(const std::string& type) {
+  if (type == "full_attention" || type == "attention") return 'F';
+  if (type == "sliding_attention" || type == "sliding_window_attention") return 'S';
+  if (type == "linear_attention" || type == "mamba" || type == "mamba2") return 'L';
+  return 0;
+}
+
+// The shortest cycle that repeats to `letters` (so a 36-layer alternation reads "SF").
+std::string shortest_cycle(const std::string& letters) {
+  const size_t n = letters.size();
+  for (size_t p = 1; p < n; ++p) {
+    if (n % p != 0) continue;
+    bool repeats = true;
+    for (size_t i = p; i < n && repeats; ++i) repeats = letters[i] == letters[i - p];
+    if (repeats) return letters.substr(0, p);
+  }
+  return letters;
+}
+
+// config.json's "layer_types": one entry per layer; "" when absent.
+std::string layer_types_of(const Reader& r, const json& config, int64_t layers) {
+  const auto it = config.find("layer_types");
+  if (it == config.end() || it->is_null()) return "";
+  if (!it->is_array()) r.fail("layer_types", "expected a list with one attention type per layer, got " + it->dump());
+  if (static_cast<int64_t>(it->size()) != layers)
+    r.fail("layer_types", std::to_string(it->size()) + " entries for num_hidden_layers = " + std::to_string(layers) +
+                              ": one attention type per layer");
+  std::string letters;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& t = (*it)[i];
+    const char c = t.is_string() ? layer_letter(core::to_lower(t.get<std::string>())) : 0;
+    if (c == 0)
+      r.fail("layer_types[" + std::to_string(i) + "]",
+             "attention type " + t.dump() +
+                 " is not modelled (full_attention, sliding_attention, linear_attention)");
+    letters += c;
+  }
+  return shortest_cycle(letters);
+}
+
+// Qwen3-Next: a MoE block on every layer (512 experts and a shared one of the same width), gated
+// full attention, and Gated DeltaNet layers.
+void parse_qwen3_next(const Reader& r, const json& config, ModelSpec& m) {
+  m.num_experts = r.required(config, "num_experts", 1, kMaxModelCount);
+  m.experts_per_token = r.required(config, "num_experts_per_tok", 1, kMaxModelCount);
+  m.moe_intermediate_size = r.required(config, "moe_intermediate_size");
+  const int64_t shared = r.integer(config, "shared_expert_intermediate_size", false, 0, kMaxModelDim).value_or(0);
+  if (shared > 0) {
+    if (shared % m.moe_intermediate_size != 0)
+      r.fail("shared_expert_intermediate_size", "a shared expert of width " + std::to_string(shared) +
+                                                    " is not a whole number of experts of moe_intermediate_size " +
+                                                    std::to_string(m.moe_intermediate_size));
+    m.num_shared_experts = shared / m.moe_intermediate_size;
+  }
+  if (r.integer(config, "decoder_sparse_step", false, 1, kMaxModelCount).value_or(1) != 1)
+    r.fail("decoder_sparse_step", "MoE blocks interleaved with dense ones (decoder_sparse_step > 1) are not modelled");
+  if (const auto it = config.find("mlp_only_layers"); it != config.end() && !it->is_null()) {
+    if (!it->is_array()) r.fail("mlp_only_layers", "expected a list of layer indices, got " + it->dump());
+    if (!it->empty()) r.fail("mlp_only_layers", "dense-MLP layers among the MoE ones are not modelled");
+  }
+  m.attn_output_gate = r.boolean(config, "attn_output_gate", true);
+  m.linear_num_key_heads = r.required(config, "linear_num_key_heads");
+  m.linear_num_value_heads = r.required(config, "linear_num_value_heads");
+  m.linear_key_head_dim = r.required(config, "linear_key_head_dim");
+  m.linear_value_head_dim = r.required(config, "linear_value_head_dim");
+  m.linear_conv_kernel = r.required(config, "linear_conv_kernel_dim");
+  // The recurrent state: mamba_ssm_dtype when given (Qwen3.5 keeps it in fp32), else the model's.
+  const std::string state = r.string(config, "mamba_ssm_dtype", std::string(dtype_name(m.kv_dtype)));
+  const std::optional<DType> state_dtype = parse_dtype(state);
+  if (!state_dtype || is_quantized(*state_dtype))
+    r.fail("mamba_ssm_dtype", "expected float32, bfloat16 or float16, got '" + state + "'");
+  m.state_dtype = *state_dtype;
+  m.state_bytes = dtype_bytes(*state_dtype);
 }
 
 }  // namespace
 
 const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types = {"llama", "mistral", "qwen2", "mixtral", "deepseek_v2", "deepseek_v3"};
+  static const std::vector<std::string> types = {"llama",       "mistral",      "qwen2",   "qwen3",     "mixtral",
+                                                 "deepseek_v2", "deepseek_v3", "deepseek_v32", "gpt_oss", "qwen3_next"};
   return types;
 }
 
@@ -186,11 +289,11 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
   const json config = r.parse();
   const std::string type = core::to_lower(r.string(config, "model_type", ""));
   const auto& types = hf_model_types();
-  if (type.empty()) r.fail("model_type", "missing; supported: llama, mistral, qwen2, mixtral, deepseek_v2, deepseek_v3");
+  const std::string supported = core::join(types);
+  if (type.empty()) r.fail("model_type", "missing; supported: " + supported);
   if (std::find(types.begin(), types.end(), type) == types.end())
-    r.fail("model_type", "model_type '" + type +
-                             "' is not supported; supported: llama, mistral, qwen2, mixtral, deepseek_v2, deepseek_v3 "
-                             "(a Llama-like model can be described with a preset and overrides instead)");
+    r.fail("model_type", "model_type '" + type + "' is not supported; supported: " + supported +
+                             " (a Llama-like model can be described with a preset and overrides instead)");
   r.set_model_type(type);
 
   ModelSpec m;
@@ -201,6 +304,7 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
   m.num_kv_heads = r.integer(config, "num_key_value_heads", false, 1, kMaxModelDim).value_or(m.num_heads);
   m.vocab_size = r.required(config, "vocab_size");
   m.max_context = r.required(config, "max_position_embeddings", 1, int64_t{1} << 32);
+  // gpt-oss's MLP is all experts: its intermediate_size is one expert's width, like Mixtral's.
   m.intermediate_size = r.required(config, "intermediate_size");
   m.tied_embeddings = r.boolean(config, "tie_word_embeddings", false);
   const std::string act = core::to_lower(r.string(config, "hidden_act", "silu"));
@@ -217,8 +321,11 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
   m.kv_bytes = dtype_bytes(*dtype);
   m.weight_dtype = weight_dtype_given ? *dtype : weight_dtype_of(r, config, *dtype);
   m.weight_bytes = dtype_bytes(m.weight_dtype);
+  // Attention left unquantised (gpt-oss: attention, router, embeddings stay 16-bit): in a MoE model
+  // only the experts are quantised (applied below, once the experts are known).
+  const bool experts_apart = !weight_dtype_given && is_quantized(m.weight_dtype) && attention_not_converted(r, config);
 
-  if (type == "deepseek_v2" || type == "deepseek_v3") {
+  if (type == "deepseek_v2" || type == "deepseek_v3" || type == "deepseek_v32") {
     m.kv_lora_rank = r.required(config, "kv_lora_rank");
     m.q_lora_rank = r.integer(config, "q_lora_rank", false, 1, kMaxModelDim).value_or(0);
     m.qk_rope_head_dim = r.required(config, "qk_rope_head_dim");
@@ -233,6 +340,13 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
       const int64_t freq = r.integer(config, "moe_layer_freq", false, 1, kMaxModelCount).value_or(1);
       if (freq != 1) r.fail("moe_layer_freq", "MoE blocks interleaved with dense ones (moe_layer_freq > 1) are not modelled");
     }
+    if (type == "deepseek_v32") {
+      // DeepSeek sparse attention on every layer.
+      m.attention_pattern = "D";
+      m.index_topk = r.required(config, "index_topk", 1, int64_t{1} << 32);
+      m.index_n_heads = r.required(config, "index_n_heads");
+      m.index_head_dim = r.required(config, "index_head_dim");
+    }
   } else {
     m.head_dim = r.integer(config, "head_dim", false, 1, kMaxModelDim).value_or(0);
     if (m.head_dim == 0) {
@@ -242,11 +356,39 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
       m.head_dim = m.hidden_size / m.num_heads;
     }
     m.qkv_bias = type == "qwen2" || r.boolean(config, "attention_bias", false);
-    if (type == "mixtral") {
+    if (type == "mixtral" || type == "gpt_oss") {
       m.num_experts = r.required(config, "num_local_experts", 1, kMaxModelCount);
       m.experts_per_token = r.required(config, "num_experts_per_tok", 1, kMaxModelCount);
-      m.moe_intermediate_size = m.intermediate_size;  // Mixtral's intermediate_size is one expert's width
+      m.moe_intermediate_size = m.intermediate_size;  // intermediate_size is one expert's width
     }
+    if (type == "qwen3_next") parse_qwen3_next(r, config, m);
+    m.attention_pattern = layer_types_of(r, config, m.num_layers);
+    if (type == "qwen3_next" && m.attention_pattern.empty()) {
+      // Every full_attention_interval-th layer is full attention, the others Gated DeltaNet.
+      const int64_t interval = r.required(config, "full_attention_interval", 1, m.num_layers);
+      m.attention_pattern = std::string(static_cast<size_t>(interval - 1), 'L') + "F";
+    }
+    if (type == "gpt_oss" && m.attention_pattern.empty())
+      r.fail("layer_types", "missing; a gpt_oss config.json lists each layer's attention type");
+    if ((type == "qwen2" || type == "qwen3") && r.boolean(config, "use_sliding_window", false))
+      r.fail("use_sliding_window", "Qwen's sliding window on the upper layers (max_window_layers) is not modelled");
+    const bool window_everywhere = (type == "mistral" || type == "mixtral") && m.attention_pattern.empty();
+    if (m.attention_pattern.find('S') != std::string::npos || window_everywhere) {
+      const std::optional<int64_t> window = r.integer(config, "sliding_window", false, 1, int64_t{1} << 32);
+      if (window) {
+        m.sliding_window = *window;
+        if (window_everywhere) m.attention_pattern.assign(1, 'S');  // Mistral-7B-v0.1: every layer slides
+      } else if (!window_everywhere) {
+        r.fail("sliding_window", "missing; layer_types has sliding_attention layers");
+      }
+    }
+    if (m.attention_pattern.find_first_not_of('F') == std::string::npos) m.attention_pattern.clear();
+  }
+
+  if (experts_apart && m.is_moe()) {
+    m.expert_weight_dtype = m.weight_dtype;
+    m.weight_dtype = *dtype;
+    m.weight_bytes = dtype_bytes(*dtype);
   }
 
   // Multi-token-prediction modules (DeepSeek-V3, and models that copy its config key).
@@ -257,7 +399,8 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
         {"num_kv_heads", "num_key_value_heads"}, {"experts_per_token", "num_experts_per_tok"},
         {"dense_layers", "first_k_dense_replace"}, {"num_experts", "n_routed_experts"},
         {"kv_lora_rank", "kv_lora_rank"},        {"qk_rope_head_dim", "qk_rope_head_dim"},
-        {"moe_intermediate_size", "moe_intermediate_size"}};
+        {"moe_intermediate_size", "moe_intermediate_size"}, {"linear_conv_kernel", "linear_conv_kernel_dim"},
+        {"attention_pattern", "layer_types"}};
     const std::string field = problem.substr(0, problem.find(':'));
     std::string hf_field = field;
     for (const auto& [ours, theirs] : hf_names)
@@ -299,7 +442,7 @@ namespace {
 std::vector<core::ParamSpec> hf_config_param_specs() {
   std::vector<core::ParamSpec> specs = {
       core::ParamSpec::path("path", "the model's Hugging Face config.json (llama, mistral, qwen2, mixtral, "
-                                    "deepseek_v2/v3); relative to this configuration file"),
+                                    "deepseek_v2/v3/v32, gpt_oss, qwen3_next); relative to this configuration file"),
   };
   ModelSpec none;
   for (core::ParamSpec spec : model_param_specs(none)) {
@@ -312,7 +455,9 @@ std::vector<core::ParamSpec> hf_config_param_specs() {
 [[maybe_unused]] const bool kRegistered = model_registry().add(
     {"hf_config",
      "a model read from a Hugging Face config.json (`path`): Llama, Mistral, Qwen2, Mixtral (MoE), DeepSeek-V2/V3 "
-     "(MLA, MoE with shared experts); any architecture field given here overrides the file",
+     "(MLA, MoE with shared experts), DeepSeek-V3.2 (sparse attention), gpt-oss (sliding-window and full layers, "
+     "mxfp4 experts), Qwen3-Next (Gated DeltaNet and full layers); any architecture field given here overrides the "
+     "file",
      hf_config_param_specs()},
     [](const core::Params& p) {
       return std::make_unique<ModelSpec>(

@@ -1,6 +1,9 @@
 #pragma once
-// Models from a Hugging Face config.json: Llama, Mistral, Qwen2 (dense, GQA), Mixtral (MoE) and
-// DeepSeek-V2/V3 (MLA + MoE with shared experts). The [model] kind "hf_config" reads one (`path`),
+// Models from a Hugging Face config.json: Llama, Mistral, Qwen2, Qwen3 (dense, GQA), Mixtral (MoE),
+// DeepSeek-V2/V3 (MLA + MoE with shared experts), and per-layer attention types: gpt-oss
+// (layer_types: sliding_attention / full_attention, sliding_window; mxfp4 experts), Qwen3-Next
+// (full_attention_interval or layer_types, linear_* Gated DeltaNet fields) and DeepSeek-V3.2
+// (index_topk, index_n_heads, index_head_dim). The [model] kind "hf_config" reads one (`path`),
 // and any architecture field written beside it overrides the file.
 
 #include <string>

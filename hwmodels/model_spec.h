@@ -1,9 +1,11 @@
 #pragma once
 // The architecture of a served model: everything the cost model and the KV cache need. Dense
 // Llama-style blocks by default; mixture-of-experts MLPs (Mixtral, DeepSeek) and multi-head latent
-// attention (DeepSeek-V2/V3) when their fields are set.
+// attention (DeepSeek-V2/V3) when their fields are set; per-layer attention types (sliding-window,
+// linear attention / state-space, DeepSeek sparse attention) when attention_pattern says so.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +14,24 @@
 #include "sim/core/params.h"
 
 namespace servesim::hwmodels {
+
+// What the mixer of one layer is. Letters of ModelSpec::attention_pattern in brackets.
+enum class LayerAttention : uint8_t {
+  kFull,           // [F] causal attention over the whole context; KV for every token
+  kSlidingWindow,  // [S] attention over the last sliding_window tokens (the query included); KV for those only
+  kLinear,         // [L] linear attention / state space (Gated DeltaNet, Mamba-2, KDA): a fixed-size
+                   //     state per sequence, read and written once per token, no per-token cache
+  kSparse,         // [D] DeepSeek sparse attention: a lightning indexer scores every cached key at
+                   //     low precision, attention reads the index_topk best; KV (and indexer keys)
+                   //     for every token
+};
+
+// The caps on the keys a query attends to that a batch's shape sums (BatchShape): the window of
+// sliding-window layers and the top-k of sparse layers; 0 = the model has no such layers.
+struct AttentionLimits {
+  int64_t window = 0;
+  int64_t topk = 0;
+};
 
 struct ModelSpec {
   std::string name;
@@ -54,6 +74,32 @@ struct ModelSpec {
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
 
+  // Expert weights stored apart from the other linear layers (gpt-oss keeps attention in bf16 and
+  // its experts in mxfp4): unset = weight_dtype / weight_bytes.
+  std::optional<DType> expert_weight_dtype;
+  double expert_weight_bytes = 0;  // 0 = dtype_bytes(expert_weight_dtype), or weight_bytes when unset
+
+  // ---- Hybrid and sparse attention ----
+  // One letter per layer (F, S, L, D: LayerAttention), or a shorter cycle repeated over the layers
+  // ("SF" for gpt-oss, "LLLF" for Qwen3-Next, "D" for DeepSeek-V3.2); "" = every layer full.
+  std::string attention_pattern;
+  int64_t sliding_window = 0;      // tokens a sliding-window layer attends to (the query included)
+  bool attn_output_gate = false;   // a sigmoid gate on the attention output (Qwen3-Next): q_proj twice as wide
+  // Linear-attention layers (Gated DeltaNet's names): per layer a state of value heads x key dim x
+  // value dim at state_dtype, plus a short causal convolution over the q, k and v channels whose
+  // last linear_conv_kernel - 1 inputs are kept at the activation type.
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel = 0;
+  DType state_dtype = DType::kBf16;
+  double state_bytes = 2.0;        // bytes per recurrent-state element
+  // DeepSeek sparse attention: the indexer's heads and head dim (its keys cached in fp8 with an
+  // fp32 scale per 128 elements), and the keys each query attends to.
+  int64_t index_topk = 0;
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
   // Speculative decoding (policies/decoding/). Multi-token-prediction modules the checkpoint
   // carries beside the model (config.json's num_nextn_predict_layers): engines load them only when
   // they speculate with them, so they are not in the parameter counts above.
@@ -72,6 +118,21 @@ struct ModelSpec {
   int64_t qk_head_dim() const { return head_dim + (is_mla() ? qk_rope_head_dim : 0); }
   int64_t value_head_dim() const { return is_mla() ? v_head_dim : head_dim; }
 
+  // Per-layer attention. uniform_full(): every layer full attention (the models before hybrids;
+  // their figures are computed exactly as before).
+  bool uniform_full() const;
+  LayerAttention layer_attention(int64_t layer) const;
+  int64_t layers_of(LayerAttention kind) const;
+  // Layers with softmax attention (full, window, sparse): they carry the attention projections.
+  int64_t attention_layers() const { return num_layers - layers_of(LayerAttention::kLinear); }
+  double expert_bytes() const;                 // bytes of one expert weight
+  DType expert_dtype() const { return expert_weight_dtype.value_or(weight_dtype); }
+  bool experts_stored_apart() const { return is_moe() && expert_bytes() != weight_bytes; }
+  AttentionLimits attention_limits() const {
+    return {layers_of(LayerAttention::kSlidingWindow) > 0 ? sliding_window : 0,
+            layers_of(LayerAttention::kSparse) > 0 ? index_topk : 0};
+  }
+
   // ---- Parameter counts (embeddings and LM head included). ----
   double param_count() const;
   // Parameters one token passes through: routed experts only experts_per_token of num_experts.
@@ -82,16 +143,35 @@ struct ModelSpec {
   double dense_mlp_params() const;   // one dense MLP
   double expert_params() const;      // one routed or shared expert
   double router_params() const;      // one MoE block's gate (hidden x num_experts)
+  double linear_attention_params() const;  // one linear-attention layer's mixer (projections, conv, norm)
+  double linear_attention_linear_params() const;  // of which its projections (stored at weight_bytes)
+  double indexer_params() const;     // one sparse-attention layer's lightning indexer
+  double indexer_linear_params() const;  // of which its projections
   double embedding_params() const;   // vocab x hidden (the token embedding table)
   double lm_head_params() const;     // vocab x hidden, or 0 when tied to the embedding
   // Parameters stored at weight_bytes (the blocks' projection and MLP/expert matrices); the rest
   // (embeddings, LM head, norms, biases, router gates) stay at activation_bytes.
   double linear_params() const;
 
+  double expert_linear_params() const;  // routed and shared experts, all MoE blocks
   double weight_bytes_total() const;  // every weight at its storage type
   // Bytes one token occupies in the cache, all layers: 2 x layers x kv heads x head dim x kv_bytes,
-  // or layers x (kv_lora_rank + qk_rope_head_dim) x kv_bytes with MLA.
+  // or layers x (kv_lora_rank + qk_rope_head_dim) x kv_bytes with MLA. With per-layer attention
+  // types: the full and sparse layers' (full_kv_bytes_per_token) plus the sliding-window layers'
+  // (window_kv_bytes_per_token), what a token adds while the context is within the window.
   double kv_bytes_per_token() const;
+  // The cache by layer group, whole model: per token of full and sparse layers (sparse layers add
+  // their indexer keys), per token of window layers (kept for the last sliding_window tokens), and
+  // per sequence of linear-attention layers (their state, whatever the context).
+  double full_kv_bytes_per_token() const;
+  double window_kv_bytes_per_token() const;
+  double state_bytes_per_sequence() const;
+  // The cache one sequence of `tokens` tokens holds: full x tokens + window x min(tokens, window)
+  // + state.
+  double sequence_kv_bytes(double tokens) const;
+  // Bytes one sparse layer caches per token for its indexer: index_head_dim fp8 values and an fp32
+  // scale per 128 of them (DeepSeek's 128 + 4 = 132).
+  double indexer_key_bytes_per_token() const;
   // Matmul FLOPs per token: 2 x active parameters (the seeds' 2N), embeddings included as the seeds do.
   double flops_per_token() const { return 2.0 * active_param_count(); }
   // Experts a step of `tokens` tokens activates in one MoE block, in expectation when each token

@@ -34,8 +34,26 @@ std::string tp_problem(const ModelSpec& model, int64_t tp);
 // KV heads each GPU of a TP group holds: num_kv_heads / tp, or 1 (replicated) when tp exceeds them.
 int64_t kv_heads_per_gpu(const ModelSpec& model, int64_t tp);
 // KV-cache bytes one token occupies on each GPU of the group (all layers). MLA's latent is shared by
-// all heads, so each GPU keeps all of it.
+// all heads, so each GPU keeps all of it. With per-layer attention types: the full, sparse and
+// window layers' bytes per token (KvGroups has them apart, and the state).
 double kv_bytes_per_token_per_gpu(const ModelSpec& model, int64_t tp);
+
+// The cache of one sequence on one GPU of a TP group, by layer group: full and sparse layers keep
+// every token (sparse layers also their indexer keys, which every GPU holds whole), sliding-window
+// layers the last `window` tokens, linear-attention layers a fixed state (its heads split tp ways).
+struct KvGroups {
+  double full_bytes_per_token = 0;
+  double window_bytes_per_token = 0;
+  int64_t window = 0;               // tokens the window layers keep; 0 = none
+  double state_bytes = 0;           // per sequence
+  bool hybrid() const { return window_bytes_per_token > 0 || state_bytes > 0; }
+  // One sequence of `tokens` tokens: full x tokens + window x min(tokens, window) + state.
+  double bytes(double tokens) const;
+};
+KvGroups kv_groups_per_gpu(const ModelSpec& model, int64_t tp);
+// Tokens per sequence that `batch` sequences can hold in `bytes` (fractional; the window layers'
+// part stops growing at the window; 0 when the states alone do not fit).
+double kv_tokens_that_fit(const KvGroups& groups, double bytes, int64_t batch);
 // Weight bytes resident on each GPU: column/row-parallel projections split tp ways, replicated KV
 // heads, MLA's low-rank down projections, router gates and norms whole, experts split
 // tensor-parallel (each expert's MLP width tp ways; expert parallelism is not modelled), embedding

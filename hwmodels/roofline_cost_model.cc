@@ -222,6 +222,20 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     apply_profile(op, gemm_tables);
     return op;
   };
+  // Experts stored apart from the other weights (gpt-oss's mxfp4 experts): their bytes and the rate
+  // their type runs at.
+  auto expert_gemm = [&](std::string_view name, int64_t count, double in_cols, double out_cols,
+                         double group_flops_per_row) {
+    LinearOp op = gemm(name, count, in_cols, out_cols, group_flops_per_row);
+    if (m.experts_stored_apart()) {
+      const double peak = gpu_.gemm_peak(m.expert_dtype());
+      op.weight_bytes = in_cols * out_cols * m.expert_bytes();
+      op.weight_s = op.weight_bytes / gemm_rate;
+      op.compute_s_per_row = 2.0 * in_cols * out_cols / (peak * (gemm_compute_table ? 1.0 : params_.compute_efficiency));
+      op.peak = peak;
+    }
+    return op;
+  };
   // Memory-bound kernels; their few FLOPs are not "useful" model FLOPs (MFU counts matmuls).
   auto elementwise = [&](std::string_view name, std::string_view family, int64_t count, double weight_bytes,
                          double bytes_per_row) {
@@ -240,6 +254,8 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   };
 
   const int64_t layers = m.num_layers;
+  // The attention projections run on the softmax-attention layers (all of them but linear ones).
+  const int64_t attn_layers = m.attention_layers();
   const double norm_bytes_per_row = 2.0 * h * a;  // read x, write normalised x
   // A draft head (EAGLE's fc, an MTP module's eh_proj) first fuses [token embedding; the target's
   // hidden state] into the residual stream: a 2h x h projection, unquantised and whole on every GPU.
@@ -256,29 +272,60 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     // The low-rank down projections run whole on every GPU (vLLM's replicated fused_qkv_a_proj):
     // their useful FLOPs count once.
     const double down_cols = (m.q_lora_rank > 0 ? q_lora : 0.0) + kv_lora + rope;
-    pre_attention_ops_.push_back(gemm("attn_pre_proj", layers, h, down_cols, 2.0 * h * down_cols));
+    pre_attention_ops_.push_back(gemm("attn_pre_proj", attn_layers, h, down_cols, 2.0 * h * down_cols));
     if (m.q_lora_rank > 0)
       pre_attention_ops_.push_back(
-          elementwise("attn_q_a_layernorm", "rms_norm", layers, q_lora * a, 2.0 * q_lora * a));
+          elementwise("attn_q_a_layernorm", "rms_norm", attn_layers, q_lora * a, 2.0 * q_lora * a));
     pre_attention_ops_.push_back(
-        elementwise("attn_kv_a_layernorm", "rms_norm", layers, kv_lora * a, 2.0 * kv_lora * a));
+        elementwise("attn_kv_a_layernorm", "rms_norm", attn_layers, kv_lora * a, 2.0 * kv_lora * a));
     const double q_in = m.q_lora_rank > 0 ? q_lora : h;
     pre_attention_ops_.push_back(
-        gemm("attn_q_proj", layers, q_in, local_heads * qk, 2.0 * q_in * heads * qk));
-    LinearOp kv_b = gemm("attn_kv_b_proj", layers, kv_lora, local_heads * (d + v), 2.0 * kv_lora * heads * (d + v));
-    kv_b.rows_include_prefill_context = true;
+        gemm("attn_q_proj", attn_layers, q_in, local_heads * qk, 2.0 * q_in * heads * qk));
+    LinearOp kv_b = gemm("attn_kv_b_proj", attn_layers, kv_lora, local_heads * (d + v), 2.0 * kv_lora * heads * (d + v));
+    // Full and window layers' prefill expands the cached latents into keys and values; sparse
+    // layers run the absorbed form in prefill too (DeepSeek-V3.2's kernels), expanding nothing.
+    kv_b.rows_include_prefill_context = m.layers_of(LayerAttention::kSparse) == 0;
     pre_attention_ops_.push_back(kv_b);
     rope_bytes_per_row = 2.0 * (local_heads * rope + rope) * a;  // rotate q's and the shared k's rotary part
-    pre_attention_ops_.push_back(elementwise("attn_rope", "rope", layers, 0, rope_bytes_per_row));
+    pre_attention_ops_.push_back(elementwise("attn_rope", "rope", attn_layers, 0, rope_bytes_per_row));
     post_attention_ops_.push_back(
-        gemm("attn_post_proj", layers, local_heads * v, h, 2.0 * heads * v * h));
+        gemm("attn_post_proj", attn_layers, local_heads * v, h, 2.0 * heads * v * h));
   } else {
     const double bias_bytes = m.qkv_bias ? (q_cols + 2.0 * kv_cols) * a : 0.0;
-    pre_attention_ops_.push_back(gemm("attn_pre_proj", layers, h, q_cols + 2.0 * kv_cols,
-                                      2.0 * h * (heads + 2.0 * kv_heads) * d, false, bias_bytes));
+    // An output gate widens the query projection by the gate's q_cols.
+    const double gate_cols = m.attn_output_gate ? q_cols : 0.0;
+    pre_attention_ops_.push_back(gemm("attn_pre_proj", attn_layers, h, q_cols + 2.0 * kv_cols + gate_cols,
+                                      2.0 * h * (heads * (m.attn_output_gate ? 2.0 : 1.0) + 2.0 * kv_heads) * d,
+                                      false, bias_bytes));
     // Rotate Q and K in place.
-    pre_attention_ops_.push_back(elementwise("attn_rope", "rope", layers, 0, 2.0 * (q_cols + kv_cols) * a));
-    post_attention_ops_.push_back(gemm("attn_post_proj", layers, q_cols, h, 2.0 * heads * d * h));
+    pre_attention_ops_.push_back(elementwise("attn_rope", "rope", attn_layers, 0, 2.0 * (q_cols + kv_cols) * a));
+    // sigmoid(gate) x attention output: read both, write one.
+    if (m.attn_output_gate)
+      post_attention_ops_.push_back(elementwise("attn_output_gate", "act", attn_layers, 0, 3.0 * q_cols * a));
+    post_attention_ops_.push_back(gemm("attn_post_proj", attn_layers, q_cols, h, 2.0 * heads * d * h));
+  }
+  if (const int64_t n = m.layers_of(LayerAttention::kSparse); n > 0) {
+    // The lightning indexer's projections, whole on every GPU: queries of index_n_heads x
+    // index_head_dim from the query bottleneck, one key and a weight per head from the hidden state.
+    const double q_in = m.q_lora_rank > 0 ? static_cast<double>(m.q_lora_rank) : h;
+    const double iq = static_cast<double>(m.index_n_heads * m.index_head_dim);
+    const double ikw = static_cast<double>(m.index_head_dim + m.index_n_heads);
+    pre_attention_ops_.push_back(gemm("indexer_q_proj", n, q_in, iq, 2.0 * q_in * iq));
+    pre_attention_ops_.push_back(gemm("indexer_kw_proj", n, h, ikw, 2.0 * h * ikw));
+  }
+  if (const int64_t n = m.layers_of(LayerAttention::kLinear); n > 0) {
+    // Gated DeltaNet (and kin): q, k, v, the output gate z, and beta and the decay per value head
+    // in one projection; a depthwise causal convolution over q, k, v; a gated RMSNorm; out_proj.
+    const double kd = static_cast<double>(m.linear_num_key_heads * m.linear_key_head_dim);
+    const double vd = static_cast<double>(m.linear_num_value_heads * m.linear_value_head_dim);
+    const double nv = static_cast<double>(m.linear_num_value_heads);
+    const double in_cols = 2.0 * kd + 2.0 * vd + 2.0 * nv;
+    pre_attention_ops_.push_back(gemm("linear_attn_in_proj", n, h, in_cols / t, 2.0 * h * in_cols));
+    pre_attention_ops_.push_back(
+        elementwise("linear_attn_conv", "act", n, (2.0 * kd + vd) / t * static_cast<double>(m.linear_conv_kernel) * a,
+                    2.0 * (2.0 * kd + vd) / t * a));
+    post_attention_ops_.push_back(elementwise("linear_attn_norm", "rms_norm", n, 0, 3.0 * vd / t * a));
+    post_attention_ops_.push_back(gemm("linear_attn_out_proj", n, vd / t, h, 2.0 * vd * h));
   }
   post_attention_ops_.push_back(
       elementwise("post_attention_layernorm", "rms_norm", layers, h * a, norm_bytes_per_row));
@@ -295,12 +342,12 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     const double expert_width = static_cast<double>(m.moe_intermediate_size);
     if (m.num_shared_experts > 0) {
       const double shared = static_cast<double>(m.num_shared_experts) * expert_width;
-      post_attention_ops_.push_back(gemm("shared_expert_up_proj", blocks, h, up_factor * shared / t,
+      post_attention_ops_.push_back(expert_gemm("shared_expert_up_proj", blocks, h, up_factor * shared / t,
                                          2.0 * h * up_factor * shared));
       post_attention_ops_.push_back(
           elementwise("shared_expert_act", "act", blocks, 0, (up_factor + 1.0) * shared / t * a));
       post_attention_ops_.push_back(
-          gemm("shared_expert_down_proj", blocks, shared / t, h, 2.0 * shared * h));
+          expert_gemm("shared_expert_down_proj", blocks, shared / t, h, 2.0 * shared * h));
     }
     moe_.present = true;
     moe_.count = blocks;
@@ -311,9 +358,9 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     // The router is small and stays unquantised on every GPU.
     moe_.gate = gemm("moe_gate", blocks, h, e, 2.0 * h * e, true);
     // Per expert-row (one token's visit to one expert); weight_s is one expert's share on this GPU.
-    moe_.up = gemm("moe_up_proj", blocks, h, up_factor * expert_width / t, 2.0 * h * up_factor * expert_width);
+    moe_.up = expert_gemm("moe_up_proj", blocks, h, up_factor * expert_width / t, 2.0 * h * up_factor * expert_width);
     moe_.act = elementwise("moe_act", "act", blocks, 0, (up_factor + 1.0) * expert_width / t * a);
-    moe_.down = gemm("moe_down_proj", blocks, expert_width / t, h, 2.0 * expert_width * h);
+    moe_.down = expert_gemm("moe_down_proj", blocks, expert_width / t, h, 2.0 * expert_width * h);
     // The weighted sum of each token's k expert outputs: read k rows, write one.
     moe_.combine = elementwise("moe_combine", "add", blocks, 0, (moe_.top_k + 1.0) * h * a);
   }
@@ -372,6 +419,45 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     attn_group_ = static_cast<double>(std::max<int64_t>(1, layout.heads / std::max<int64_t>(1, layout.kv_heads)));
   }
   sm_count_ = static_cast<double>(std::max<int64_t>(1, gpu_.sm_count));
+  // Per-layer attention types (every layer full for the models before hybrids).
+  full_layers_ = static_cast<double>(m.layers_of(LayerAttention::kFull));
+  window_layers_ = static_cast<double>(m.layers_of(LayerAttention::kSlidingWindow));
+  sparse_layers_ = static_cast<double>(m.layers_of(LayerAttention::kSparse));
+  linear_layers_ = static_cast<double>(m.layers_of(LayerAttention::kLinear));
+  // Sparse layers score each selected key as decode does (MLA's absorbed form, in prefill too).
+  sparse_flops_per_pair_ = decode_flops_per_pair_;
+  sparse_group_flops_per_pair_ = decode_group_flops_per_pair_;
+  if (sparse_layers_ > 0) {
+    // Lightning indexer: per query-key pair an fp8 dot product per indexer head, ReLU, and the
+    // heads' weighted sum; every GPU of the group computes all of it (it selects the keys of all
+    // its heads) at the fp8 rate where there are fp8 tensor cores.
+    const double ih = static_cast<double>(m.index_n_heads);
+    indexer_flops_per_pair_ = 2.0 * ih * static_cast<double>(m.index_head_dim) + 2.0 * ih;
+    indexer_key_bytes_ = m.indexer_key_bytes_per_token();
+    indexer_query_bytes_ = ih * static_cast<double>(m.index_head_dim) + 4.0 * ih;
+    indexer_topk_ = static_cast<double>(m.index_topk);
+    indexer_peak_ = gpu_.fp8_peak_flops > 0 ? gpu_.fp8_peak_flops : gpu_.peak_flops;
+    indexer_rate_ = indexer_peak_ * attn_prefill_peak_eff_;
+  }
+  if (linear_layers_ > 0) {
+    // Gated delta rule per value head, state S of dk x dv. Decode (recurrent form): S^T k, the
+    // rank-one update and S^T q, 2 dk dv FLOPs each. Prefill (chunkwise form over chunks of C = 64
+    // tokens, as the FLA kernels run it): per chunk K K^T and Q K^T (2 C^2 dk each), the WY
+    // transform (2 C^2 dk + 2 C^2 dv, and a triangular solve of 2/3 C^3), the intra-chunk output
+    // (2 C^2 dv), and three products with the state (2 C dk dv each); per-chunk states are written
+    // to HBM in fp32 and read back.
+    constexpr double kChunk = 64.0, kFp32 = 4.0;
+    const double dk = static_cast<double>(m.linear_key_head_dim), dv = static_cast<double>(m.linear_value_head_dim);
+    lin_heads_ = static_cast<double>(m.linear_num_value_heads) / t;
+    const double key_heads = static_cast<double>(m.linear_num_key_heads) / t;
+    lin_state_bytes_ = m.state_bytes_per_sequence() / (linear_layers_ * t);
+    lin_decode_flops_ = lin_heads_ * 6.0 * dk * dv;
+    lin_prefill_flops_ =
+        lin_heads_ * (kChunk * (6.0 * dk + 4.0 * dv) + 2.0 / 3.0 * kChunk * kChunk + 6.0 * dk * dv);
+    // q, k (key heads), v (value heads) and the two gates in; the output out.
+    lin_token_bytes_ = (2.0 * key_heads * dk + 2.0 * lin_heads_ * dv + 2.0 * lin_heads_) * a;
+    lin_chunk_state_bytes_ = 2.0 * lin_heads_ * dk * dv * kFp32 / kChunk;
+  }
   if (profile && use_.attention_compute) attention_prefill_curve_ = profile->attention_prefill;
   // The decode table measured at this model's per-GPU head layout, or the nearest one (the rule
   // is CalibrationProfile::decode_attention_table's).
@@ -487,20 +573,30 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   // One attention kernel per layer for the prefill chunks and one for the decodes, as engines with
   // separate prefill and decode paths run them. Both read their keys from the cache and write the
   // new tokens' K and V into it.
-  auto attention = [&](std::string_view name, double pairs, double new_tokens, double keys_read, double flops_per_pair,
-                       double group_flops_per_pair, double read_bytes_per_token, double compute_rate,
-                       double memory_rate) {
-    const Term term = attention_term(full_graph, pairs, new_tokens, keys_read, flops_per_pair, group_flops_per_pair,
-                                     read_bytes_per_token, compute_rate, memory_rate);
+  auto attention = [&](std::string_view name, double layers, double pairs, double new_tokens, double keys_read,
+                       double flops_per_pair, double group_flops_per_pair, double read_bytes_per_token,
+                       double compute_rate, double memory_rate) {
+    const Term term = attention_term(full_graph, layers, pairs, new_tokens, keys_read, flops_per_pair,
+                                     group_flops_per_pair, read_bytes_per_token, compute_rate, memory_rate);
     attention_seconds += term.seconds;
-    add(name, model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
+    add(name, static_cast<int64_t>(layers), term.seconds, term.flops, term.bytes, attn_peak_);
+  };
+  // Attention-like kernels with their own FLOP precision (the indexer, linear attention).
+  auto mixer = [&](std::string_view name, double layers, const Term& term) {
+    attention_seconds += term.seconds;
+    total.seconds += term.seconds;
+    total.flops += term.flops;
+    total.bytes += term.bytes;
+    total.peak_flop_seconds += term.peak_flop_seconds;
+    sink(name, static_cast<int64_t>(layers), term);
   };
 
   linear(embedding_, time_rows, rows);
   for (const LinearOp& op : pre_attention_ops_) linear_op(op);
   if (s.prefill_tokens > 0) {
     const double c = static_cast<double>(s.prefill_tokens);
-    const double chunk = c / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs));
+    const double seqs = static_cast<double>(std::max<int64_t>(1, s.prefill_seqs));
+    const double chunk = c / seqs;
     const double rate = attention_prefill_curve_.empty()
                             ? attn_peak_ * attn_prefill_peak_eff_ * prefill_tile_utilisation(chunk)
                             : attn_peak_ * attention_prefill_curve_(chunk);
@@ -509,15 +605,47 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
         hbm_ * attn_decode_peak_eff_ *
         decode_attention_occupancy(static_cast<double>(s.prefill_seqs),
                                    static_cast<double>(s.prefill_context_tokens) / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs)) + chunk);
-    attention("attention_prefill", static_cast<double>(s.prefill_attention_pairs), c,
-              static_cast<double>(s.prefill_context_tokens) + c, attn_flops_per_pair_, attn_group_flops_per_pair_,
-              prefill_kv_bytes_per_token_, rate, prefill_memory_rate);
+    if (full_layers_ > 0)
+      attention("attention_prefill", full_layers_, static_cast<double>(s.prefill_attention_pairs), c,
+                static_cast<double>(s.prefill_context_tokens) + c, attn_flops_per_pair_, attn_group_flops_per_pair_,
+                prefill_kv_bytes_per_token_, rate, prefill_memory_rate);
+    if (window_layers_ > 0) {
+      const double cached = static_cast<double>(s.prefill_window_context_tokens);
+      attention("attention_prefill_window", window_layers_, static_cast<double>(s.prefill_window_pairs), c,
+                cached + c, attn_flops_per_pair_, attn_group_flops_per_pair_, prefill_kv_bytes_per_token_, rate,
+                hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, cached / seqs + chunk));
+    }
+    if (sparse_layers_ > 0) {
+      // Each query gathers its own top-k keys, so a tile of queries shares no key loads as dense
+      // attention's do. A gathered key comes from on-chip memory when an earlier query of the chunk
+      // loaded it and it is still there: with the chunk's candidate keys (its context) spread over
+      // more bytes than the GPU's SRAM, a gather hits with probability SRAM / those bytes (keys
+      // chosen without locality); every cached key is read from HBM at least once.
+      const double pairs = static_cast<double>(s.prefill_sparse_pairs);
+      const double cached = static_cast<double>(s.prefill_context_tokens);
+      const double pool_bytes = (cached / seqs + chunk) * kv_bytes_per_token_;
+      const double hit = pool_bytes > 0 ? std::min(1.0, gpu_.sram_bytes / pool_bytes) : 1.0;
+      attention("attention_prefill_sparse", sparse_layers_, pairs, c, cached + pairs * (1.0 - hit),
+                sparse_flops_per_pair_, sparse_group_flops_per_pair_, kv_bytes_per_token_,
+                attn_peak_ * attn_prefill_peak_eff_, prefill_memory_rate);
+      mixer("indexer_prefill", sparse_layers_,
+            indexer_term(full_graph, static_cast<double>(s.prefill_attention_pairs), c,
+                         static_cast<double>(s.prefill_context_tokens), prefill_memory_rate));
+    }
+    if (linear_layers_ > 0)
+      mixer("linear_attention_prefill", linear_layers_, linear_attention_term(full_graph, true, seqs, c));
   }
   if (s.decode_seqs > 0) {
-    const Term term = decode_attention_term(full_graph, s.decode_seqs, s.decode_context_tokens, s.decode_extra_tokens,
-                                            s.decode_extra_pairs);
-    attention_seconds += term.seconds;
-    add("attention_decode", model_.num_layers, term.seconds, term.flops, term.bytes, attn_peak_);
+    // Linear-attention layers advance each sequence's state once per token, drafts included.
+    if (linear_layers_ > 0)
+      mixer("linear_attention_decode", linear_layers_,
+            linear_attention_term(full_graph, false, static_cast<double>(s.decode_seqs),
+                                  static_cast<double>(s.decode_seqs + s.decode_extra_tokens)));
+    decode_context_terms(full_graph, s, [&](std::string_view name, double layers, const Term& term) {
+      attention_seconds += term.seconds;
+      add(name, static_cast<int64_t>(layers), term.seconds, term.flops, term.bytes,
+          name == "indexer_decode" ? indexer_peak_ : attn_peak_);
+    });
   }
   for (const LinearOp& op : post_attention_ops_) linear_op(op);
   if (moe_.present) {
@@ -558,12 +686,11 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   return total;
 }
 
-RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double pairs, double new_tokens, double keys_read,
-                                                          double flops_per_pair, double group_flops_per_pair,
-                                                          double read_bytes_per_token, double compute_rate,
-                                                          double memory_rate) const {
+RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double layers, double pairs, double new_tokens,
+                                                          double keys_read, double flops_per_pair,
+                                                          double group_flops_per_pair, double read_bytes_per_token,
+                                                          double compute_rate, double memory_rate) const {
   const double t = static_cast<double>(tp_);
-  const double layers = static_cast<double>(model_.num_layers);
   const double flops = flops_per_pair * pairs;
   const double bytes = read_bytes_per_token == kv_write_bytes_per_token_
                            ? read_bytes_per_token * (keys_read + new_tokens) + q_o_bytes_per_token_ * new_tokens
@@ -575,7 +702,7 @@ RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double pai
   return {layers * seconds, group_flops, layers * t * bytes, group_flops / attn_peak_};
 }
 
-RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, int64_t decode_seqs,
+RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, double layers, int64_t decode_seqs,
                                                                  int64_t decode_context_tokens, int64_t extra_tokens,
                                                                  int64_t extra_pairs) const {
   const double ctx = static_cast<double>(decode_context_tokens);
@@ -584,14 +711,87 @@ RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, int
                            ? hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, ctx / seqs)
                            : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
   if (extra_tokens == 0)
-    return attention_term(graph, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
+    return attention_term(graph, layers, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
                           kv_bytes_per_token_, attn_compute_rate_, rate);
   // Verification: every query of a sequence attends to its cache, which the kernel streams once
   // (the draft tokens' keys included); more FLOPs, nearly the same bytes.
   const double extra = static_cast<double>(extra_tokens);
-  return attention_term(graph, ctx + static_cast<double>(extra_pairs), seqs + extra, ctx + extra,
+  return attention_term(graph, layers, ctx + static_cast<double>(extra_pairs), seqs + extra, ctx + extra,
                         decode_flops_per_pair_, decode_group_flops_per_pair_, kv_bytes_per_token_,
                         attn_compute_rate_, rate);
+}
+
+bool RooflineCostModel::is_decode_context_term(std::string_view name) {
+  return name == "attention_decode" || name == "attention_decode_window" || name == "attention_decode_sparse" ||
+         name == "indexer_decode";
+}
+
+template <class Emit>
+void RooflineCostModel::decode_context_terms(bool graph, const BatchShape& s, Emit&& emit) const {
+  // Speculative decoding's draft tokens are more queries of each sequence (their pairs under each
+  // layer type's cap in BatchShape::decode_extra_*); a sequence's cache is still read once.
+  if (full_layers_ > 0)
+    emit("attention_decode", full_layers_,
+         decode_attention_term(graph, full_layers_, s.decode_seqs, s.decode_context_tokens, s.decode_extra_tokens,
+                               s.decode_extra_pairs));
+  // Window and sparse layers read each sequence's capped context the same way.
+  if (window_layers_ > 0)
+    emit("attention_decode_window", window_layers_,
+         decode_attention_term(graph, window_layers_, s.decode_seqs, s.decode_window_context_tokens,
+                               s.decode_extra_tokens, s.decode_extra_window_pairs));
+  if (sparse_layers_ > 0) {
+    const double seqs = static_cast<double>(s.decode_seqs);
+    const double ctx = static_cast<double>(s.decode_sparse_context_tokens);
+    const double extra = static_cast<double>(s.decode_extra_tokens);
+    const double rate = hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, ctx / seqs);
+    emit("attention_decode_sparse", sparse_layers_,
+         attention_term(graph, sparse_layers_, ctx + static_cast<double>(s.decode_extra_sparse_pairs), seqs + extra,
+                        ctx + extra, sparse_flops_per_pair_, sparse_group_flops_per_pair_, kv_bytes_per_token_,
+                        attn_compute_rate_, rate));
+    const double full_ctx = static_cast<double>(s.decode_context_tokens);
+    emit("indexer_decode", sparse_layers_,
+         indexer_term(graph, full_ctx + static_cast<double>(s.decode_extra_pairs), seqs + extra, full_ctx + extra,
+                      hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, full_ctx / seqs)));
+  }
+}
+
+// Per layer: every query scores each of its pairs' keys (fp8 index keys read once per sequence's
+// context, as a tiled kernel does), writes the fp32 scores, and a top-k pass reads them back and
+// writes K indices per query, which the attention reads.
+RooflineCostModel::Term RooflineCostModel::indexer_term(bool graph, double pairs, double new_tokens, double keys_read,
+                                                        double memory_rate) const {
+  constexpr double kScoreBytes = 4.0, kIndexBytes = 4.0;
+  const double t = static_cast<double>(tp_);
+  const double flops = indexer_flops_per_pair_ * pairs;
+  const double bytes = indexer_key_bytes_ * (keys_read + new_tokens) + indexer_query_bytes_ * new_tokens +
+                       2.0 * kScoreBytes * pairs + 2.0 * kIndexBytes * indexer_topk_ * new_tokens;
+  double seconds = std::max(flops / indexer_rate_, bytes / memory_rate) + kernel_s_;
+  if (!graph) seconds = std::max(seconds, eager_launch_s_);
+  // Replicated on every GPU: its useful FLOPs count once, its bytes on each GPU.
+  const double group_flops = sparse_layers_ * flops;
+  return {sparse_layers_ * seconds, group_flops, sparse_layers_ * t * bytes, group_flops / indexer_peak_};
+}
+
+// Per layer: decode reads and writes each sequence's state once per token; chunked prefill reads
+// the state at a chunk's start and writes it at its end, and moves per-chunk states through HBM.
+RooflineCostModel::Term RooflineCostModel::linear_attention_term(bool graph, bool prefill, double seqs,
+                                                                 double tokens) const {
+  const double t = static_cast<double>(tp_);
+  const double flops = (prefill ? lin_prefill_flops_ : lin_decode_flops_) * tokens;
+  const double bytes = 2.0 * lin_state_bytes_ * seqs + lin_token_bytes_ * tokens +
+                       (prefill ? lin_chunk_state_bytes_ * tokens : 0.0);
+  // One thread block per (sequence, value head).
+  const double rate = hbm_ * attn_decode_peak_eff_ * block_occupancy(seqs * lin_heads_);
+  const double compute_rate = attn_peak_ * attn_prefill_peak_eff_;
+  double seconds = std::max(flops / compute_rate, bytes / rate) + kernel_s_;
+  if (!graph) seconds = std::max(seconds, eager_launch_s_);
+  const double group_flops = linear_layers_ * flops * t;
+  return {linear_layers_ * seconds, group_flops, linear_layers_ * t * bytes, group_flops / attn_peak_};
+}
+
+double RooflineCostModel::block_occupancy(double blocks) const {
+  constexpr double kSmShares = 4;
+  return std::min(1.0, blocks * kSmShares / sm_count_);
 }
 
 double RooflineCostModel::all_reduce_seconds(double rows) const {
@@ -641,7 +841,7 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
       probe.graph_tokens = memo.graph_tokens = shape.graph_tokens;
       bool after = false;
       evaluate(probe, [&](std::string_view name, int64_t, const Term& term) {
-        if (name == "attention_decode") {
+        if (is_decode_context_term(name)) {
           after = true;
         } else if (after) {
           memo.after.push_back(term);
@@ -654,13 +854,18 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
       });
       memo.ready = true;
     }
-    const Term attention = decode_attention_term(shape.launch == LaunchMode::kFullGraph, shape.decode_seqs,
-                                                 shape.decode_context_tokens);
     StepCost total;
-    total.seconds = memo.before.seconds + attention.seconds;
-    total.flops = memo.before.flops + attention.flops;
-    total.bytes = memo.before.bytes + attention.bytes;
-    total.peak_flop_seconds = memo.before.peak_flop_seconds + attention.peak_flop_seconds;
+    total.seconds = memo.before.seconds;
+    total.flops = memo.before.flops;
+    total.bytes = memo.before.bytes;
+    total.peak_flop_seconds = memo.before.peak_flop_seconds;
+    decode_context_terms(shape.launch == LaunchMode::kFullGraph, shape,
+                         [&](std::string_view, double, const Term& attention) {
+                           total.seconds += attention.seconds;
+                           total.flops += attention.flops;
+                           total.bytes += attention.bytes;
+                           total.peak_flop_seconds += attention.peak_flop_seconds;
+                         });
     for (const Term& term : memo.after) {
       total.seconds += term.seconds;
       total.flops += term.flops;

@@ -161,13 +161,25 @@ class RooflineCostModel final : public StepCostModel {
   struct Term {
     double seconds = 0, flops = 0, bytes = 0, peak_flop_seconds = 0;
   };
-  // An attention kernel over all layers (launch floor unless replayed in a graph).
-  Term attention_term(bool graph, double pairs, double new_tokens, double keys_read, double flops_per_pair,
-                      double group_flops_per_pair, double read_bytes_per_token, double compute_rate,
-                      double memory_rate) const;
+  // An attention kernel over `layers` layers (launch floor unless replayed in a graph).
+  Term attention_term(bool graph, double layers, double pairs, double new_tokens, double keys_read,
+                      double flops_per_pair, double group_flops_per_pair, double read_bytes_per_token,
+                      double compute_rate, double memory_rate) const;
   // With speculative decoding each decode may carry extra query tokens (BatchShape::decode_extra_*).
-  Term decode_attention_term(bool graph, int64_t decode_seqs, int64_t decode_context_tokens,
+  Term decode_attention_term(bool graph, double layers, int64_t decode_seqs, int64_t decode_context_tokens,
                              int64_t extra_tokens = 0, int64_t extra_pairs = 0) const;
+  // The decode terms that depend on the contexts (full, window and sparse attention, the sparse
+  // layers' indexer), in evaluate()'s order; `emit(name, layers, term)` for each present.
+  template <class Emit>
+  void decode_context_terms(bool graph, const BatchShape& s, Emit&& emit) const;
+  static bool is_decode_context_term(std::string_view name);
+  // The sparse layers' lightning indexer over `pairs` query-key pairs reading `keys_read` cached
+  // index keys for `new_tokens` queries, streaming at `memory_rate`.
+  Term indexer_term(bool graph, double pairs, double new_tokens, double keys_read, double memory_rate) const;
+  // The linear-attention layers: recurrent decode of `seqs` sequences, or chunked prefill of
+  // `tokens` tokens in `seqs` chunks.
+  Term linear_attention_term(bool graph, bool prefill, double seqs, double tokens) const;
+  double block_occupancy(double blocks) const;
   // step()'s memo of decode-only iterations, by batch size: evaluate()'s running sum of the terms
   // before the attention's, and the terms after it in order (the attention's own value is
   // recomputed from the context each time).
@@ -229,6 +241,21 @@ class RooflineCostModel final : public StepCostModel {
   double decode_attention_occupancy(double seqs, double mean_context) const;
   double prefill_tile_utilisation(double mean_chunk_tokens) const;
   double attn_peak_ = 0, hbm_ = 0;
+  // Per-layer attention types: layers of each, and what the non-full ones cost.
+  double full_layers_ = 0, window_layers_ = 0, sparse_layers_ = 0, linear_layers_ = 0;
+  double sparse_flops_per_pair_ = 0, sparse_group_flops_per_pair_ = 0;  // absorbed MLA (or plain) scores
+  double indexer_flops_per_pair_ = 0;      // whole on every GPU (replicated)
+  double indexer_key_bytes_ = 0;           // index keys cached per token
+  double indexer_query_bytes_ = 0;         // per query: fp8 query heads, head weights
+  double indexer_topk_ = 0;                // K: indices written and read per query
+  double indexer_rate_ = 0;                // FLOP/s: fp8 tensor cores where the GPU has them
+  double indexer_peak_ = 0;
+  double lin_state_bytes_ = 0;             // one sequence's state on this GPU (recurrent + convolution)
+  double lin_decode_flops_ = 0;            // per token on this GPU
+  double lin_prefill_flops_ = 0;           // per token on this GPU (chunked form)
+  double lin_token_bytes_ = 0;             // q, k, v, gates in; output out; per token on this GPU
+  double lin_chunk_state_bytes_ = 0;       // prefill: per-chunk states written and read, per token
+  double lin_heads_ = 1;                   // value heads on this GPU (thread blocks per sequence)
   // All-reduce.
   int64_t allreduces_ = 0;                 // per iteration
   // Message-size regimes of one all-reduce, ascending, the last open-ended: a message of `rows` rows

@@ -29,7 +29,8 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma", "sessions"});
   expect_kinds("length_distributions", {"fixed", "uniform", "lognormal", "empirical"});
   expect_kinds("models", {"llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "teaching-7b", "mistral-7b",
-                          "qwen2-7b", "mixtral-8x7b", "deepseek-v3", "hf_config"});
+                          "qwen2-7b", "qwen3-32b", "mixtral-8x7b", "deepseek-v3", "deepseek-v3.2", "gpt-oss-120b", "gpt-oss-20b",
+                          "qwen3-next-80b-a3b", "hf_config"});
   expect_kinds("gpus", {"a100-80gb-sxm", "a100-40gb-sxm", "h100-sxm", "h100-pcie", "h200", "b200", "l40s",
                         "reference"});
   expect_kinds("cost_models", {"roofline"});

@@ -121,6 +121,38 @@ void print_phase(std::ostream& out, const Phase& p) {
   out << "\n";
 }
 
+// The cache per layer group: what a token costs in the full (and sparse) layers, in the window
+// layers up to the window, and what a sequence's state costs whatever its length.
+void print_kv_groups(std::ostream& out, const hwmodels::ModelSpec& m, const hwmodels::KvGroups& g, int64_t context,
+                     double at_context) {
+  using hwmodels::LayerAttention;
+  const int64_t full = m.layers_of(LayerAttention::kFull), window = m.layers_of(LayerAttention::kSlidingWindow),
+                linear = m.layers_of(LayerAttention::kLinear), sparse = m.layers_of(LayerAttention::kSparse);
+  out << "KV cache        ";
+  if (m.uniform_full()) {
+    out << fixed(g.full_bytes_per_token, 0) << " B/token (" << m.num_layers << " full-attention layers)";
+  } else {
+    std::string sep;
+    if (full + sparse > 0) {
+      out << fixed(g.full_bytes_per_token, 0) << " B/token in " << full + sparse << " "
+          << (sparse > 0 && full == 0 ? "sparse-attention" : sparse > 0 ? "full and sparse" : "full-attention")
+          << " layers";
+      if (sparse > 0) out << " (indexer keys included)";
+      sep = "; ";
+    }
+    if (window > 0) {
+      out << sep << fixed(g.window_bytes_per_token, 0) << " B/token in " << window
+          << " sliding-window layers, for the last " << g.window << " tokens only";
+      sep = "; ";
+    }
+    if (linear > 0)
+      out << sep << fixed(g.state_bytes / (1024.0 * 1024.0), 2) << " MiB/sequence of state in " << linear
+          << " linear-attention layers, whatever the context";
+  }
+  out << "\n                one sequence at context " << context << ": " << fixed(at_context / 1e6, 2) << " MB ("
+      << fixed(at_context / static_cast<double>(context), 0) << " B/token)\n\n";
+}
+
 int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
   po::options_description opts("servesim estimate options");
   std::string model_arg, gpu_name, calibration;
@@ -144,7 +176,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim estimate --model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C]"
-           " [--calibration PROFILE] [--json]\n\n"
+           " [--draft-tokens K] [--calibration PROFILE] [--json]\n\n"
         << opts << "\n";
     return 0;
   }
@@ -173,16 +205,12 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const hwmodels::RooflineCostModel cost(model, gpu, tp, params, profile ? &*profile : nullptr, use);
 
   const double b = static_cast<double>(batch);
+  const hwmodels::AttentionLimits caps = model.attention_limits();
   hwmodels::BatchShape prefill;
-  prefill.prefill_seqs = batch;
   const int64_t computed = prompt - cached;
-  prefill.prefill_tokens = batch * computed;
-  prefill.prefill_context_tokens = batch * cached;
-  prefill.prefill_attention_pairs = batch * (computed * cached + computed * (computed + 1) / 2);
-  prefill.prefill_logits = batch;
+  for (int64_t i = 0; i < batch; ++i) hwmodels::add_prefill_chunk(prefill, caps, cached, computed, true);
   hwmodels::BatchShape decode;
-  decode.decode_seqs = batch;
-  decode.decode_context_tokens = batch * context;
+  hwmodels::add_decodes(decode, caps, batch, context);
   if (vm.count("cuda-graphs")) {
     hwmodels::EngineModel launcher;  // a decode step replayed as one captured graph, as vLLM does
     launcher.graphs = hwmodels::CudaGraphMode::kFullDecode;
@@ -195,12 +223,12 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   auto weights = [&](double tokens) { return model.decode_weight_bytes(tokens) + tokens * row_bytes; };
   const double prefill_tokens = b * static_cast<double>(computed);
   const std::string cached_note = cached > 0 ? " (" + std::to_string(cached) + " cached)" : "";
+  // A sequence's cache (a hybrid model's window layers keep the window, its state layers a state).
+  const auto sequence_kv = [&](int64_t tokens) { return model.sequence_kv_bytes(static_cast<double>(tokens)); };
   const Phase pre = evaluate("prefill: " + std::to_string(batch) + " x " + std::to_string(prompt) + " tokens" + cached_note,
-                             prefill, cost, gpu, tp, prefill_tokens,
-                             weights(prefill_tokens) + model.kv_bytes_per_token() * b * static_cast<double>(prompt));
+                             prefill, cost, gpu, tp, prefill_tokens, weights(prefill_tokens) + sequence_kv(prompt) * b);
   const Phase dec = evaluate("decode: " + std::to_string(batch) + " sequences at context " + std::to_string(context),
-                             decode, cost, gpu, tp, b,
-                             weights(b) + model.kv_bytes_per_token() * b * static_cast<double>(context));
+                             decode, cost, gpu, tp, b, weights(b) + sequence_kv(context) * b);
 
   // Speculative decoding: the same decodes verifying draft_tokens drafts each, as one small batch of
   // B (1 + K) tokens (more FLOPs, the same weights; docs/models.md).
@@ -209,6 +237,8 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     hwmodels::BatchShape verify = decode;
     verify.decode_extra_tokens = batch * draft_tokens;
     verify.decode_extra_pairs = batch * (draft_tokens * context + draft_tokens * (draft_tokens + 1) / 2);
+    if (caps.window > 0) verify.decode_extra_window_pairs = batch * hwmodels::capped_pairs(context, draft_tokens, caps.window);
+    if (caps.topk > 0) verify.decode_extra_sparse_pairs = batch * hwmodels::capped_pairs(context, draft_tokens, caps.topk);
     if (vm.count("cuda-graphs")) {
       hwmodels::EngineModel launcher;
       launcher.graphs = hwmodels::CudaGraphMode::kFullDecode;
@@ -221,9 +251,11 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
                    weights(rows) + model.kv_bytes_per_token() * b * static_cast<double>(context));
   }
 
-  // The notes' decode limits at this batch and context (16-bit weights: 2P bytes for 2N FLOPs).
+  // The notes' decode limits at this batch and context (16-bit weights: 2P bytes for 2N FLOPs); for
+  // a hybrid model, the cache per token at this context (state and window spread over it).
   const double step_weights = weights(b);
-  const double kv_per_token = model.kv_bytes_per_token();
+  const double kv_per_token =
+      model.uniform_full() ? model.kv_bytes_per_token() : sequence_kv(context) / static_cast<double>(context);
   const double bandwidth = gpu.hbm_bandwidth * static_cast<double>(tp);
   struct {
     double weight_floor_ms, ceiling_tokens_per_s, kv_gb, saturated_intensity, crossover_batch,
@@ -231,7 +263,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   } limits{
       hwmodels::weight_read_seconds(step_weights, bandwidth) * kMsPerSecond,
       hwmodels::decode_ceiling_tokens_per_s(step_weights, bandwidth),
-      hwmodels::kv_cache_bytes(model, context, batch) * 1e-9,
+      sequence_kv(context) * b * 1e-9,
       hwmodels::saturated_decode_intensity(model.flops_per_token(), context, kv_per_token),
       hwmodels::decode_crossover_batch(step_weights, context, kv_per_token),
       0, 0};
@@ -239,8 +271,12 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   // [cluster] activation reserve of 2 GiB), per sequence of this batch.
   const double budget = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, 0.9, 2.0 * hwmodels::kBytesPerGib);
   limits.kv_budget_gb = std::max(0.0, budget) * static_cast<double>(tp) * 1e-9;
+  const hwmodels::KvGroups groups = hwmodels::kv_groups_per_gpu(model, tp);
   limits.tokens_that_fit =
-      std::max(0.0, hwmodels::kv_tokens_that_fit(hwmodels::kv_bytes_per_token_per_gpu(model, tp), budget, batch));
+      groups.hybrid() ? hwmodels::kv_tokens_that_fit(groups, std::max(0.0, budget), batch)
+                      : std::max(0.0, hwmodels::kv_tokens_that_fit(hwmodels::kv_bytes_per_token_per_gpu(model, tp), budget, batch));
+  // The cache by layer group, whole model (all GPUs of the group together).
+  const hwmodels::KvGroups whole = hwmodels::kv_groups_per_gpu(model, 1);
 
   if (vm.count("json")) {
     nlohmann::ordered_json j;
@@ -271,6 +307,17 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     }
     j["kv_budget_gb"] = limits.kv_budget_gb;
     j["context_that_fits"] = limits.tokens_that_fit;
+    nlohmann::ordered_json kv;
+    kv["full_bytes_per_token"] = whole.full_bytes_per_token;
+    kv["window_bytes_per_token"] = whole.window_bytes_per_token;
+    kv["window_tokens"] = whole.window;
+    kv["state_bytes_per_sequence"] = whole.state_bytes;
+    kv["bytes_per_sequence_at_context"] = sequence_kv(context);
+    kv["layers"] = {{"full", model.layers_of(hwmodels::LayerAttention::kFull)},
+                    {"sliding_window", model.layers_of(hwmodels::LayerAttention::kSlidingWindow)},
+                    {"linear", model.layers_of(hwmodels::LayerAttention::kLinear)},
+                    {"sparse", model.layers_of(hwmodels::LayerAttention::kSparse)}};
+    j["kv_cache"] = kv;
     out << j.dump() << "\n";
     return 0;
   }
@@ -279,6 +326,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   out << "roofline: peak " << sci(gpu.peak_flops * static_cast<double>(tp)) << " FLOP/s, HBM "
       << sci(gpu.hbm_bandwidth * static_cast<double>(tp)) << " B/s, ridge point " << fixed(gpu.ridge_point(), 1)
       << " FLOP/byte\n\n";
+  print_kv_groups(out, model, whole, context, sequence_kv(context));
   print_phase(out, pre);
   out << "\n";
   print_phase(out, dec);

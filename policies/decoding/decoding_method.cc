@@ -83,6 +83,14 @@ int64_t DraftSchedule::at(int64_t batch) const {
 
 // ---- Drafters -----------------------------------------------------------------------------------
 
+void use_full_attention(hwmodels::ModelSpec& m) {
+  m.attention_pattern.clear();
+  m.sliding_window = 0;
+  m.linear_num_key_heads = m.linear_num_value_heads = m.linear_key_head_dim = m.linear_value_head_dim = 0;
+  m.linear_conv_kernel = 0;
+  m.index_topk = m.index_n_heads = m.index_head_dim = 0;
+}
+
 double drafter_weight_bytes_per_gpu(const Drafter& d, int64_t tp) {
   const hwmodels::ModelSpec& m = d.spec;
   double bytes = hwmodels::weight_bytes_per_gpu(m, tp);

@@ -73,6 +73,10 @@ struct Drafter {
   int64_t kv_layers = 0;              // layers loaded, whose KV it keeps (>= spec.num_layers)
 };
 
+// Makes `m` a stack of full-attention layers (a head or MTP module built from a hybrid or sparse
+// target: the drafter's own attention is modelled as full attention over the context).
+void use_full_attention(hwmodels::ModelSpec& m);
+
 // The drafter's weights resident on each GPU of a TP group, beyond the target's.
 double drafter_weight_bytes_per_gpu(const Drafter& d, int64_t tp);
 // The drafter's KV-cache bytes per token on each GPU (kept beside the target's for every token).

@@ -37,6 +37,9 @@ const bool kRegistered = decoding_registry().add(
       m.num_layers = p.get_int("layers");
       // A dense head in 16-bit weights, whatever the target's MLP and storage.
       m.num_experts = m.experts_per_token = m.moe_intermediate_size = m.num_shared_experts = m.dense_layers = 0;
+      m.expert_weight_dtype.reset();
+      m.expert_weight_bytes = 0;
+      use_full_attention(m);
       if (p.has("intermediate_size")) m.intermediate_size = p.get_int("intermediate_size");
       m.weight_dtype = hwmodels::DType::kBf16;
       m.weight_bytes = m.activation_bytes;

@@ -30,6 +30,9 @@ const bool kRegistered = decoding_registry().add(
       Drafter d;
       d.spec = *hwmodels::model_registry().make(mp);
       d.kv_layers = d.spec.num_layers;
+      if (!d.spec.uniform_full())
+        mp.fail("kind", "a draft model with sliding-window, linear or sparse attention layers is not modelled "
+                        "(its passes are costed as full attention); describe it with full attention layers");
       if (ctx.target && d.spec.vocab_size != ctx.target->vocab_size)
         mp.fail("vocab_size", "the draft model's vocabulary (" + std::to_string(d.spec.vocab_size) +
                                   " tokens) differs from the target's (" + std::to_string(ctx.target->vocab_size) +

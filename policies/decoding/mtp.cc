@@ -49,6 +49,7 @@ const bool kRegistered = decoding_registry().add(
       m.dense_layers = 0;  // a module's block has the model's MoE MLP (DeepSeek-V3's layer 61)
       m.mtp_layers = 0;
       m.draft_head = true;
+      use_full_attention(m);  // modelled as full attention, whatever the model's layer types
       d.shares_vocab_weights = true;
       d.reads_hidden_states = true;
       d.kv_layers = modules;

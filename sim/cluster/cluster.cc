@@ -136,8 +136,11 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
   // Every GPU of the decode replica receives the KV it will hold: its share of the heads, or all of
   // a latent (MLA) or of a replicated KV head that each GPU keeps whole. The pairs below split the
   // total evenly, so each destination GPU gets exactly its own bytes.
-  const double bytes = replicas_[to]->kv_bytes_per_token_per_gpu() * static_cast<double>(dst.size()) *
-                       static_cast<double>(r.kv_tokens);
+  // A hybrid model moves each layer group's share (the window's tokens, the states).
+  const double bytes = replicas_[to]->kv().hybrid()
+                           ? replicas_[to]->kv_bytes_per_gpu(r.kv_tokens) * static_cast<double>(dst.size())
+                           : replicas_[to]->kv_bytes_per_token_per_gpu() * static_cast<double>(dst.size()) *
+                                 static_cast<double>(r.kv_tokens);
   pairs_.clear();
   const size_t k = std::max(src.size(), dst.size());
   for (size_t i = 0; i < k; ++i) pairs_.emplace_back(src[i % src.size()], dst[i % dst.size()]);

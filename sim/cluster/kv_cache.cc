@@ -1,9 +1,61 @@
 #include "sim/cluster/kv_cache.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace servesim::sim {
 
-KvCache::KvCache(int64_t total_blocks, int64_t block_size, int64_t unit_tokens)
-    : total_(total_blocks), block_size_(block_size), unit_tokens_(unit_tokens) {}
+double KvLayout::block_bytes(int64_t block_size) const {
+  const double per_token = full_bytes_per_token + window_bytes_per_token;
+  return per_token > 0 ? per_token * static_cast<double>(block_size) : state_bytes;
+}
+
+KvCache::KvCache(int64_t total_blocks, int64_t block_size, int64_t unit_tokens, KvLayout layout)
+    : total_(total_blocks), block_size_(block_size), unit_tokens_(unit_tokens), layout_(layout) {
+  if (hybrid()) {
+    const double block = layout_.block_bytes(block_size_);
+    const double bs = static_cast<double>(block_size_);
+    full_share_ = layout_.full_bytes_per_token * bs / block;
+    window_share_ = layout_.window_bytes_per_token * bs / block;
+    state_share_ = layout_.state_bytes / block;
+  }
+}
+
+int64_t KvCache::hybrid_blocks(int64_t full_pages, int64_t window_pages, int64_t states) const {
+  // Rounded up, less a hair so that pages that fill whole blocks are not charged one more for
+  // rounding (shares are ratios of doubles).
+  const double blocks = static_cast<double>(full_pages) * full_share_ + static_cast<double>(window_pages) * window_share_ +
+                        static_cast<double>(states) * state_share_;
+  return static_cast<int64_t>(std::ceil(blocks - 1e-9));
+}
+
+int64_t KvCache::window_pages(int64_t shared, int64_t computed, int64_t target) const {
+  if (layout_.window_bytes_per_token <= 0 || target <= shared) return 0;
+  const int64_t start = std::max(shared, computed - layout_.window + 1);
+  if (target <= start) return 0;
+  // Pages are laid out from `shared` on, as the full layers' are.
+  return blocks_for(target - shared) - (start - shared) / block_size_;
+}
+
+int64_t KvCache::hybrid_request_blocks(int64_t shared, int64_t computed, int64_t target) const {
+  if (target <= 0) return 0;
+  const int64_t full = layout_.full_bytes_per_token > 0 ? blocks_for(std::max<int64_t>(0, target - shared)) : 0;
+  return hybrid_blocks(full, window_pages(shared, computed, target), layout_.state_bytes > 0 ? 1 : 0);
+}
+
+int64_t KvCache::unit_blocks_for(int64_t tokens) const {
+  if (!hybrid()) return blocks_for(tokens);
+  const int64_t full = layout_.full_bytes_per_token > 0 ? blocks_for(tokens) : 0;
+  const int64_t window =
+      layout_.window_bytes_per_token > 0 ? blocks_for(std::min(tokens, std::max<int64_t>(0, layout_.window - 1))) : 0;
+  return hybrid_blocks(full, window, layout_.state_bytes > 0 ? 1 : 0);
+}
+
+double KvCache::request_bytes(int64_t tokens) const {
+  const double t = static_cast<double>(tokens);
+  const double w = layout_.window > 0 ? std::min(t, static_cast<double>(layout_.window)) : 0.0;
+  return layout_.full_bytes_per_token * t + layout_.window_bytes_per_token * w + layout_.state_bytes;
+}
 
 bool KvCache::try_allocate(int64_t blocks) {
   if (blocks > available()) return false;

@@ -14,6 +14,16 @@
 // already sees them.
 //
 // The counts can never go below zero or above the capacity (a violation is a bug and throws).
+//
+// Hybrid models (KvLayout::hybrid(): sliding-window or linear-attention layers) account per layer
+// group. A block is then a fixed number of bytes per GPU, block_size tokens of every layer that
+// keeps per-token KV (full, sparse and window layers), and a request holds, in blocks rounded up:
+// full-layer pages for its tokens; window-layer pages only for the tokens the next step still
+// attends to (from computed - window + 1 on, as vLLM's sliding-window manager frees the blocks
+// that fall out of the window); and its linear-attention state, whatever its context. A prefix unit
+// caches its tokens' full-layer KV, the window layers' KV of its last window - 1 tokens (what a hit
+// at its end needs) and one state snapshot at its end: a hit resumes only at a unit boundary, where
+// a snapshot exists, as engines cache recurrent states at block boundaries.
 
 #include <cstdint>
 #include <limits>
@@ -35,19 +45,49 @@ class CacheListener {
   ~CacheListener() = default;
 };
 
+// The cache of one request on one GPU, by layer group (hwmodels::KvGroups, as plain numbers).
+struct KvLayout {
+  double full_bytes_per_token = 0;    // full and sparse attention layers
+  double window_bytes_per_token = 0;  // sliding-window layers
+  int64_t window = 0;                 // the window, tokens (0 = no window layers)
+  double state_bytes = 0;             // linear-attention layers' state, per request
+  bool hybrid() const { return window_bytes_per_token > 0 || state_bytes > 0; }
+  // Bytes per GPU of one block of `block_size` tokens: of every per-token layer, or one state when
+  // there are none.
+  double block_bytes(int64_t block_size) const;
+};
+
 class KvCache {
  public:
   static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
   KvCache() = default;
   // `unit_tokens` = 0 disables prefix caching.
-  KvCache(int64_t total_blocks, int64_t block_size, int64_t unit_tokens = 0);
+  KvCache(int64_t total_blocks, int64_t block_size, int64_t unit_tokens = 0, KvLayout layout = {});
 
   int64_t total() const { return total_; }
   int64_t block_size() const { return block_size_; }
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
   bool prefix_caching() const { return unit_tokens_ > 0; }
   int64_t unit_tokens() const { return unit_tokens_; }
+  bool hybrid() const { return layout_.hybrid(); }
+  const KvLayout& layout() const { return layout_; }
+
+  // Private blocks of a request whose first `shared` tokens are in prefix units, `computed` tokens
+  // are computed and `target` tokens are to be held (target >= computed >= shared, or target >= shared
+  // for a request not yet admitted): blocks_for(target - shared) unless hybrid.
+  int64_t request_blocks(int64_t shared, int64_t computed, int64_t target) const {
+    if (!hybrid()) return blocks_for(target - shared);
+    return hybrid_request_blocks(shared, computed, target);
+  }
+  // Of those, the window layers' pages (block_size tokens each): the tokens from
+  // max(shared, computed - window + 1) to target. For tests and reports.
+  int64_t window_pages(int64_t shared, int64_t computed, int64_t target) const;
+  // Blocks of a prefix unit of `tokens` tokens: blocks_for(tokens) unless hybrid.
+  int64_t unit_blocks_for(int64_t tokens) const;
+  // Bytes per GPU of a request's KV at `tokens` tokens (PD transfers, swapping): full x tokens +
+  // window x min(tokens, window) + state (hybrid layouts only).
+  double request_bytes(int64_t tokens) const;
 
   // Blocks holding data: private blocks plus every cached unit, referenced or not.
   int64_t used() const { return private_ + cached_; }
@@ -95,6 +135,9 @@ class KvCache {
     uint32_t prev = kNone, next = kNone;  // LRU list of unreferenced units
     bool live = false;
   };
+  int64_t hybrid_request_blocks(int64_t shared, int64_t computed, int64_t target) const;
+  // Blocks of `full_pages` full-layer pages, `window_pages` window-layer pages and `states` states.
+  int64_t hybrid_blocks(int64_t full_pages, int64_t window_pages, int64_t states) const;
   void lru_push_back(uint32_t u);
   void lru_remove(uint32_t u);
   void evict_until(int64_t free_blocks_needed);
@@ -102,6 +145,9 @@ class KvCache {
   int64_t total_ = 0;
   int64_t block_size_ = 16;
   int64_t unit_tokens_ = 0;
+  KvLayout layout_;
+  // Hybrid: the share of a block one full-layer page, one window-layer page and one state take.
+  double full_share_ = 1, window_share_ = 0, state_share_ = 0;
   int64_t private_ = 0;
   int64_t cached_ = 0;
   int64_t evictable_ = 0;

@@ -30,13 +30,17 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
       observer_(observer),
       load_(load),
       listener_(listener),
-      kv_(config.kv_blocks, config.block_size, config.role == ReplicaRole::kDecode ? 0 : config.prefix_unit_tokens) {
+      kv_(config.kv_blocks, config.block_size, config.role == ReplicaRole::kDecode ? 0 : config.prefix_unit_tokens,
+          config.kv_layout) {
+  plan_.limits = cost_.model().attention_limits();
   if (role_ == ReplicaRole::kPrefill && !listener_)
     throw core::Error("internal: a prefill replica needs a listener to hand requests to");
   load_ = ReplicaLoad{};
   load_.kv_blocks_total = kv_.total();
   if (engine_) first_token_delay_ns_ = std::llround(engine_->first_token_s * 1e9);
 }
+
+static size_t hashed_units(const Request& r, int64_t unit_tokens);
 
 std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
   // Written so that no sum can overflow, whatever lengths a trace holds (both are >= 1).
@@ -48,7 +52,22 @@ std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
                            : r.peak_kv_tokens() + (speculator_ ? speculator_->max_draft_tokens() : 0);
   // With prefix caching a partial last unit and the private blocks after it may each start a
   // block: at most one more block than the tokens need.
-  const int64_t blocks = kv_.blocks_for(peak) + (kv_.prefix_caching() ? 1 : 0);
+  int64_t blocks = kv_.blocks_for(peak) + (kv_.prefix_caching() ? 1 : 0);
+  if (kv_.hybrid()) {
+    // The most a hybrid request can hold: its whole prompt's window pages at once (a prefill in one
+    // chunk), and with prefix caching every unit of its prompt (window tails and state snapshots).
+    int64_t shared = 0;
+    blocks = 0;
+    if (kv_.prefix_caching()) {
+      for (size_t j = 0; j < hashed_units(r, kv_.unit_tokens()); ++j) {
+        const int64_t end = std::min(unit_end(r, j), peak);
+        if (end <= shared) break;
+        blocks += kv_.unit_blocks_for(end - shared);
+        shared = end;
+      }
+    }
+    blocks += kv_.request_blocks(shared, shared, peak) + (kv_.prefix_caching() ? 1 : 0);
+  }
   if (blocks > kv_.total() - scheduler_->reserved_blocks(kv_)) return core::RequestOutcome::kRejectedKvCapacity;
   return std::nullopt;
 }
@@ -131,7 +150,7 @@ Replica::Growth Replica::plan_growth(const Request& r, const Held& from, int64_t
       key = KvCache::chain(key, r.block_hashes[j]);
       const uint32_t u = kv_.find(key);
       if (u == KvCache::kNone) {
-        g.unit_blocks += kv_.blocks_for(end - static_cast<int64_t>(j) * kv_.unit_tokens());
+        g.unit_blocks += kv_.unit_blocks_for(end - static_cast<int64_t>(j) * kv_.unit_tokens());
       } else if (!kv_.referenced(u)) {
         g.unit_blocks += kv_.unit_blocks(u);
       }
@@ -139,7 +158,8 @@ Replica::Growth Replica::plan_growth(const Request& r, const Held& from, int64_t
       g.units_after = j + 1;
     }
   }
-  g.private_delta = kv_.blocks_for(kv_tokens - g.shared_after) - from.kv_blocks;
+  // Window layers keep the pages the next step attends to from the tokens computed by then.
+  g.private_delta = kv_.request_blocks(g.shared_after, std::max(r.kv_tokens, g.shared_after), kv_tokens) - from.kv_blocks;
   return g;
 }
 
@@ -166,7 +186,7 @@ void Replica::apply_growth(Request& r, int64_t kv_tokens) {
     for (size_t j = first; j < g.units_after; ++j) {
       if (r.units[j] != KvCache::kNone) continue;
       const int64_t end = unit_end(r, j);
-      r.units[j] = kv_.insert(keys[j - first], kv_.blocks_for(end - static_cast<int64_t>(j) * kv_.unit_tokens()));
+      r.units[j] = kv_.insert(keys[j - first], kv_.unit_blocks_for(end - static_cast<int64_t>(j) * kv_.unit_tokens()));
     }
     r.last_unit_key = key;
     r.shared_tokens = g.shared_after;
@@ -185,8 +205,15 @@ int64_t Replica::growth_blocks(RequestId id, int64_t kv_tokens) const {
 
 bool Replica::reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative) {
   if (!kv_.prefix_caching()) {
-    const int64_t need = kv_.blocks_for(kv_tokens + speculative) - r.kv_blocks;
-    if (need <= 0) return true;
+    const int64_t need = kv_.request_blocks(0, r.kv_tokens, kv_tokens + speculative) - r.kv_blocks;
+    if (need <= 0) {
+      // A hybrid request gives back the window pages its window has left behind.
+      if (need < 0 && kv_.hybrid()) {
+        kv_.release(-need);
+        r.kv_blocks += need;
+      }
+      return true;
+    }
     if (!kv_.try_allocate(need)) return false;
     r.kv_blocks += need;
     return true;
@@ -194,7 +221,7 @@ bool Replica::reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative) {
   // Most decode steps neither complete a prefix unit nor need another block: nothing changes
   // (what plan_growth would find, without walking the unit chain).
   if (const size_t j = r.units.size();
-      speculative == 0 && (j >= hashed_units(r, kv_.unit_tokens()) || unit_end(r, j) > kv_tokens)) {
+      speculative == 0 && !kv_.hybrid() && (j >= hashed_units(r, kv_.unit_tokens()) || unit_end(r, j) > kv_tokens)) {
     const int64_t tokens = kv_tokens - r.shared_tokens, bs = kv_.block_size();
     if (tokens > (r.kv_blocks - 1) * bs && tokens <= r.kv_blocks * bs) return true;
   }
@@ -202,9 +229,11 @@ bool Replica::reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative) {
   // Draft tokens are not final: they go into private blocks past the units, never into a unit
   // (the prefix cache shares only tokens the target has accepted).
   const int64_t spec_blocks =
-      speculative > 0 ? std::max<int64_t>(0, kv_.blocks_for(kv_tokens + speculative - g.shared_after) -
-                                                 (r.kv_blocks + g.private_delta))
-                      : 0;
+      speculative > 0
+          ? std::max<int64_t>(0, kv_.request_blocks(g.shared_after, std::max(r.kv_tokens, g.shared_after),
+                                                    kv_tokens + speculative) -
+                                     (r.kv_blocks + g.private_delta))
+          : 0;
   if (g.unit_blocks + g.private_delta + spec_blocks > kv_.available()) return false;
   apply_growth(r, kv_tokens);
   if (spec_blocks > 0) {
@@ -215,7 +244,7 @@ bool Replica::reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative) {
 }
 
 void Replica::trim_kv(Request& r) {
-  const int64_t keep = kv_.blocks_for(r.kv_tokens - r.shared_tokens);
+  const int64_t keep = kv_.request_blocks(r.shared_tokens, r.kv_tokens, r.kv_tokens);
   if (r.kv_blocks > keep) {
     kv_.release(r.kv_blocks - keep);
     r.kv_blocks = keep;
@@ -270,9 +299,7 @@ bool Replica::admit_front(int64_t kv_tokens) {
       rec.hit_tokens = hit.usable_tokens;
       if (hit.usable_tokens > 0) {
         hwmodels::BatchShape skipped;
-        skipped.prefill_seqs = 1;
-        skipped.prefill_tokens = hit.usable_tokens;
-        skipped.prefill_attention_pairs = hit.usable_tokens * (hit.usable_tokens + 1) / 2;
+        hwmodels::add_prefill_chunk(skipped, plan_.limits, 0, hit.usable_tokens, false);
         rec.saved_flops = cost_.step(skipped).flops;
       }
       observer_.on_prefix_lookup(rec);
@@ -282,7 +309,7 @@ bool Replica::admit_front(int64_t kv_tokens) {
   }
   apply_growth(r, kv_tokens);
   if (r.swapped) {
-    const double bytes = static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+    const double bytes = kv_bytes_per_gpu(r.kv_tokens);
     pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
     swap_used_bytes_ -= bytes;
     r.swapped = false;
@@ -312,7 +339,7 @@ void Replica::preempt(RequestId id) {
   if (it == running_.end()) throw core::Error("internal: preempting a request that is not running");
   running_.erase(it);
   account(r, -1);
-  const double swap_bytes = static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+  const double swap_bytes = kv_bytes_per_gpu(r.kv_tokens);
   release_kv(r);
   if (preemption_ == PreemptionMode::kSwap && r.decoding && host_link_bytes_per_s_ > 0 &&
       swap_used_bytes_ + swap_bytes <= swap_capacity_bytes_) {
@@ -381,17 +408,16 @@ void Replica::try_start_iteration() {
   hwmodels::BatchShape shape;
   for (const auto& p : plan_.prefills) {
     const Request& r = requests_[p.id];
-    const int64_t c = p.tokens, prior = r.kv_tokens;
-    shape.prefill_seqs += 1;
-    shape.prefill_tokens += c;
-    shape.prefill_context_tokens += prior;
-    shape.prefill_attention_pairs += c * prior + c * (c + 1) / 2;
-    if (prior + c == r.prefill_target()) shape.prefill_logits += 1;
+    hwmodels::add_prefill_chunk(shape, plan_.limits, r.kv_tokens, p.tokens, r.kv_tokens + p.tokens == r.prefill_target());
   }
   shape.decode_seqs = static_cast<int64_t>(plan_.decodes.size());
   shape.decode_context_tokens = plan_.decode_context_tokens;
+  shape.decode_window_context_tokens = plan_.decode_window_context_tokens;
+  shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
   shape.decode_extra_tokens = plan_.decode_extra_tokens;
   shape.decode_extra_pairs = plan_.decode_extra_pairs;
+  shape.decode_extra_window_pairs = plan_.decode_extra_window_pairs;
+  shape.decode_extra_sparse_pairs = plan_.decode_extra_sparse_pairs;
   core::IterationRecord rec;
   if (speculator_) speculate(shape, rec);
 #ifndef NDEBUG

@@ -11,6 +11,7 @@
 // receives requests whose KV is already computed and only decodes them (it recomputes locally a
 // request it had to preempt).
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -46,15 +47,26 @@ struct IterationPlan {
   int64_t decode_context_tokens = 0;  // sum over decodes of the tokens their attention reads
   int64_t decode_extra_tokens = 0;    // sum of decode_drafts
   int64_t decode_extra_pairs = 0;     // the query-key pairs the drafts add (BatchShape::decode_extra_pairs)
+  // The model's caps on the keys a query reads (sliding window, sparse top-k; set by the replica,
+  // kept across clear()) and the decodes' capped contexts summed under them (BatchShape's).
+  hwmodels::AttentionLimits limits;
+  int64_t decode_window_context_tokens = 0;
+  int64_t decode_sparse_context_tokens = 0;
+  int64_t decode_extra_window_pairs = 0;  // the drafts' pairs under the window cap
+  int64_t decode_extra_sparse_pairs = 0;  // and under the top-k cap
   // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1), and
   // verifies `drafts` draft tokens after it (speculative decoding; at most request.drafts).
   void add_decode(RequestId id, int64_t context_tokens, int64_t drafts = 0) {
     decodes.push_back(id);
     decode_drafts.push_back(drafts);
     decode_context_tokens += context_tokens;
+    if (limits.window > 0) decode_window_context_tokens += std::min(context_tokens, limits.window);
+    if (limits.topk > 0) decode_sparse_context_tokens += std::min(context_tokens, limits.topk);
     if (drafts > 0) {
       decode_extra_tokens += drafts;
       decode_extra_pairs += drafts * context_tokens + drafts * (drafts + 1) / 2;
+      if (limits.window > 0) decode_extra_window_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.window);
+      if (limits.topk > 0) decode_extra_sparse_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.topk);
     }
   }
   // The tokens the decodes process, which a token budget counts: one each, plus the drafts they verify.
@@ -66,6 +78,10 @@ struct IterationPlan {
     decode_context_tokens = 0;
     decode_extra_tokens = 0;
     decode_extra_pairs = 0;
+    decode_window_context_tokens = 0;
+    decode_sparse_context_tokens = 0;
+    decode_extra_window_pairs = 0;
+    decode_extra_sparse_pairs = 0;
   }
   bool empty() const { return prefills.empty() && decodes.empty(); }
 };
@@ -111,6 +127,9 @@ struct ReplicaConfig {
   double swap_capacity_bytes = 0;       // host memory for swapped KV, per GPU
   double host_link_bytes_per_s = 0;     // GPU <-> host copy bandwidth, per GPU
   double kv_bytes_per_token_per_gpu = 0;
+  // The cache by layer group (hybrid models: window and linear-attention layers); default: every
+  // layer full, kv_bytes_per_token_per_gpu per token.
+  KvLayout kv_layout;
   // The serving engine: how iterations are launched and the host time around them (not owned;
   // null = none: every kernel eager, no host time).
   const hwmodels::EngineModel* engine = nullptr;
@@ -151,6 +170,10 @@ class Replica final : public EventHandler {
   core::Duration last_iteration() const { return last_duration_; }
   // KV bytes one token occupies on each of its GPUs (a share of the heads, or a whole MLA latent).
   double kv_bytes_per_token_per_gpu() const { return kv_bytes_per_token_per_gpu_; }
+  // KV bytes a request of `tokens` tokens holds on each GPU (the window and state of a hybrid model).
+  double kv_bytes_per_gpu(int64_t tokens) const {
+    return kv_.hybrid() ? kv_.request_bytes(tokens) : static_cast<double>(tokens) * kv_bytes_per_token_per_gpu_;
+  }
   bool idle() const {
     return !busy_ && waiting_.empty() && arriving_.empty() && running_.empty() && transferring_ == 0;
   }
@@ -183,7 +206,8 @@ class Replica final : public EventHandler {
   bool reserve(RequestId id, int64_t kv_tokens, int64_t speculative = 0) {
     Request& r = requests_[id];
     // The common case (every decode step without prefix caching): the blocks held already suffice.
-    if (!kv_.prefix_caching() && kv_tokens + speculative <= r.kv_blocks * kv_.block_size()) return true;
+    if (!kv_.prefix_caching() && !kv_.hybrid() && kv_tokens + speculative <= r.kv_blocks * kv_.block_size())
+      return true;
     return reserve_slow(r, kv_tokens, speculative);
   }
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is

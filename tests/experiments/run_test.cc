@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "experiments/cli/cli.h"
+#include "hwmodels/model_spec.h"
+#include "hwmodels/roofline.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
 #include "tests/test_paths.h"
@@ -329,6 +331,61 @@ TEST(CliTest, TheBinaryRunsTheQuickstart) {
   while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
   ASSERT_EQ(pclose(pipe), 0) << out;
   EXPECT_EQ(nlohmann::json::parse(out)["requests_completed"], 50);
+}
+
+// ---- hybrid and sparse attention from real config.json files ----------------------------------
+
+std::string hf(const std::string& name) {
+  return servesim::testing::source_dir() + "/tests/hwmodels/testdata/hf/" + name + "/config.json";
+}
+
+TEST(RunTest, HybridAndSparseConfigsRunEndToEnd) {
+  struct Case {
+    std::string config;
+    int64_t tp;
+    double full_bytes_per_token_per_gpu;  // by hand from config.json
+  };
+  // gpt-oss-120b: 18 full + 18 window layers of 8 KV heads x 64 x 2 x 2 bytes: a block is 16 tokens
+  // of all 36. Qwen3-Next at TP 2: 12 full layers of one KV head x 256 x 2 x 2 bytes on each GPU.
+  // DeepSeek-V3.2 at TP 8: 61 x (576 x 2 + 132) bytes on every GPU.
+  for (const Case& c : {Case{hf("gpt-oss-120b"), 1, 36.0 * 2048}, Case{hf("Qwen3-Next-80B-A3B-Instruct"), 2, 12.0 * 1024},
+                        Case{hf("DeepSeek-V3.2-Exp"), 8, 61.0 * 1284}}) {
+    core::Params p = small({"model.kind=\"hf_config\"", "model.path=\"" + c.config + "\"", "gpu.kind=\"h200\"",
+                            "cluster.replicas=1", "cluster.tensor_parallel=" + std::to_string(c.tp),
+                            "scheduler.kind=\"chunked\"", "workload.max_requests=120"});
+    RunOutputs out;
+    out.check = true;
+    const RunResult r = run_simulation(p, out);
+    EXPECT_EQ(r.summary.requests_completed, 120u) << c.config;
+    EXPECT_GT(r.summary.throughput_output_tok_s, 0) << c.config;
+    EXPECT_GT(r.summary.kv_util_mean, 0) << c.config;
+    // The KV budget counted in blocks of 16 tokens of the per-token layers.
+    const double budget = 141.0 * (1 << 30) * 0.9 - 2.0 * (1 << 30) -
+                          hwmodels::weight_bytes_per_gpu(*hwmodels::model_registry().make(p.section("model")), c.tp);
+    EXPECT_EQ(r.kv_blocks_per_replica, static_cast<int64_t>(std::floor(budget / (16 * c.full_bytes_per_token_per_gpu))))
+        << c.config;
+  }
+}
+
+TEST(RunTest, SlidingWindowLayersLeaveRoomForMoreSequences) {
+  // gpt-oss-120b on one H200 with long prompts and a KV budget squeezed to a few GiB: with its
+  // window layers keeping 128 tokens, fewer requests are preempted and the same work takes less
+  // time than with every layer full (attention_pattern = "F" makes them full).
+  const std::vector<std::string> base = {"model.kind=\"gpt-oss-120b\"", "gpu.kind=\"h200\"", "cluster.replicas=1",
+                                         "cluster.activation_reserve_gib=52", "scheduler.kind=\"chunked\"",
+                                         "workload.max_requests=150", "workload.rate=50", "workload.prompt.min=6000",
+                                         "workload.prompt.max=8000"};
+  std::vector<std::string> full = base;
+  full.push_back("model.attention_pattern=\"F\"");
+  RunOutputs out;
+  out.check = true;
+  const RunResult hybrid = run_simulation(small(base), out);
+  const RunResult dense = run_simulation(small(full), out);
+  EXPECT_EQ(hybrid.kv_blocks_per_replica, dense.kv_blocks_per_replica);  // same bytes per block
+  EXPECT_EQ(hybrid.summary.requests_completed, 150u);
+  EXPECT_EQ(dense.summary.requests_completed, 150u);
+  EXPECT_LT(hybrid.summary.preemptions, dense.summary.preemptions);
+  EXPECT_LT(hybrid.summary.e2e_ms.mean, dense.summary.e2e_ms.mean);
 }
 
 }  // namespace

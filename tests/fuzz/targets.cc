@@ -392,8 +392,12 @@ void fuzz_hf_config(std::string_view data, const std::string& /*scratch*/) {
   });
   const double kv = hwmodels::kv_bytes_per_token_per_gpu(m, 1);
   const double weights = hwmodels::weight_bytes_per_gpu(m, 1);
-  expect(std::isfinite(kv) && kv > 0,
-         [&] { return std::string("accepted a model with " + std::to_string(kv) + " KV bytes per token"); });
+  // A model of linear-attention layers only caches no tokens, only a state per sequence.
+  const double state = hwmodels::kv_groups_per_gpu(m, 1).state_bytes;
+  expect(std::isfinite(kv) && std::isfinite(state) && (kv > 0 || state > 0), [&] {
+    return std::string("accepted a model with " + std::to_string(kv) + " KV bytes per token and " +
+                       std::to_string(state) + " bytes of state");
+  });
   expect(std::isfinite(weights) && weights > 0,
          [&] { return std::string("accepted a model with " + std::to_string(weights) + " weight bytes"); });
 }

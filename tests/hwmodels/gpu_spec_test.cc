@@ -109,6 +109,10 @@ TEST(GpuSpecTest, AddedPresetsCarryTheirDatasheets) {
   EXPECT_DOUBLE_EQ(b200.hbm_bandwidth, 8000e9);
   EXPECT_DOUBLE_EQ(b200.memory_bytes, 180 * kBytesPerGib);
   EXPECT_DOUBLE_EQ(b200.interconnect_bandwidth, 900e9);
+  EXPECT_DOUBLE_EQ(b200.fp4_peak_flops, 9000e12);  // dense: half the datasheet's 18 PFLOPS with sparsity
+  EXPECT_DOUBLE_EQ(pcie.fp4_peak_flops, 0);        // Hopper has no fp4 tensor cores
+  const GpuSpec h200_fp4 = parse_gpu("[gpu]\nkind = \"h200\"\nfp4_peak_tflops = 1000\n");
+  EXPECT_DOUBLE_EQ(h200_fp4.fp4_peak_flops, 1000e12);  // settable on any GPU (a what-if)
   const GpuSpec l40s = parse_gpu("[gpu]\nkind = \"l40s\"\n");
   EXPECT_DOUBLE_EQ(l40s.peak_flops, 362.05e12);
   EXPECT_DOUBLE_EQ(l40s.hbm_bandwidth, 864e9);

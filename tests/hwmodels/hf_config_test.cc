@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "hwmodels/roofline.h"
 #include "sim/core/rng.h"
@@ -113,6 +114,222 @@ TEST(HfConfigTest, DeepSeekV3IsMlaAndMoeWithSharedExperts) {
   // MLA caches 512 + 64 elements per token and layer, the seeds' "~576 elem/token/layer".
   EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(), 61.0 * 576 * 2);
   EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("deepseek-v3")->param_count());
+}
+
+// ---- hybrid and sparse attention ----------------------------------------------------------------
+
+TEST(HfConfigTest, GptOssAlternatesSlidingAndFullLayersWithMxfp4Experts) {
+  const ModelSpec m = read_hf_config(fixture("gpt-oss-120b"));
+  EXPECT_EQ(m.attention_pattern, "SF");  // layer_types: sliding, full, sliding, ... (36 entries)
+  EXPECT_EQ(m.layer_attention(0), LayerAttention::kSlidingWindow);
+  EXPECT_EQ(m.layer_attention(35), LayerAttention::kFull);
+  EXPECT_EQ(m.layers_of(LayerAttention::kSlidingWindow), 18);
+  EXPECT_EQ(m.layers_of(LayerAttention::kFull), 18);
+  EXPECT_EQ(m.sliding_window, 128);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_TRUE(m.qkv_bias);
+  EXPECT_EQ(m.num_experts, 128);
+  EXPECT_EQ(m.experts_per_token, 4);
+  EXPECT_EQ(m.moe_intermediate_size, 2880);
+  EXPECT_EQ(m.moe_layers(), 36);
+  // quantization_config: mxfp4, with self_attn among modules_to_not_convert: experts only.
+  EXPECT_EQ(m.weight_dtype, DType::kBf16);
+  EXPECT_EQ(m.expert_dtype(), DType::kMxfp4);
+  EXPECT_DOUBLE_EQ(m.expert_bytes(), 0.53125);
+  // By hand from config.json: a layer caches K and V of 8 heads of 64 in bf16, 2 x 8 x 64 x 2 =
+  // 2048 bytes per token; 18 full layers keep every token, 18 window layers the last 128.
+  EXPECT_DOUBLE_EQ(m.full_kv_bytes_per_token(), 18.0 * 2048);
+  EXPECT_DOUBLE_EQ(m.window_kv_bytes_per_token(), 18.0 * 2048);
+  EXPECT_DOUBLE_EQ(m.state_bytes_per_sequence(), 0.0);
+  EXPECT_DOUBLE_EQ(m.sequence_kv_bytes(100000), 18.0 * 2048 * 100000 + 18.0 * 2048 * 128);
+  EXPECT_DOUBLE_EQ(m.sequence_kv_bytes(100), 36.0 * 2048 * 100);
+  // The model card: 116.83B parameters (114.71B MoE, 0.96B attention, 1.16B embedding and
+  // unembedding), 5.13B active not counting the embedding table; the experts' and router's biases
+  // (0.04B) are not modelled.
+  EXPECT_NEAR(m.param_count(), 116.83e9, 0.06e9);
+  EXPECT_NEAR(m.active_param_count() - m.embedding_params(), 5.13e9, 0.02e9);
+  EXPECT_NEAR(static_cast<double>(m.num_layers) * m.attention_params(), 0.96e9, 0.005e9);
+  // The checkpoint is 60.8 GiB: experts at 4.25 bits, everything else bf16.
+  EXPECT_NEAR(m.weight_bytes_total() / kBytesPerGib, 60.8, 0.2);
+  EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("gpt-oss-120b")->param_count());
+  EXPECT_DOUBLE_EQ(m.weight_bytes_total(), find_model_preset("gpt-oss-120b")->weight_bytes_total());
+}
+
+TEST(HfConfigTest, Qwen3NextIsThreeLinearLayersToOneFull) {
+  const ModelSpec m = read_hf_config(fixture("Qwen3-Next-80B-A3B-Instruct"));
+  EXPECT_EQ(m.attention_pattern, "LLLF");  // full_attention_interval = 4
+  EXPECT_EQ(m.layers_of(LayerAttention::kLinear), 36);
+  EXPECT_EQ(m.layers_of(LayerAttention::kFull), 12);
+  EXPECT_TRUE(m.attn_output_gate);
+  EXPECT_EQ(m.head_dim, 256);
+  EXPECT_EQ(m.num_experts, 512);
+  EXPECT_EQ(m.experts_per_token, 10);
+  EXPECT_EQ(m.num_shared_experts, 1);  // shared_expert_intermediate_size 512 = one expert
+  EXPECT_EQ(m.linear_num_key_heads, 16);
+  EXPECT_EQ(m.linear_num_value_heads, 32);
+  EXPECT_EQ(m.linear_conv_kernel, 4);
+  EXPECT_EQ(m.state_dtype, DType::kBf16);  // no mamba_ssm_dtype: the model's dtype
+  // By hand: 12 full layers x K and V of 2 heads of 256 in bf16 = 12 x 2048 bytes per token. A
+  // Gated DeltaNet layer's state: 32 value heads x 128 x 128 bf16 = 1,048,576 bytes, plus the
+  // convolution's last 3 inputs of 2 x 16 x 128 + 32 x 128 = 8192 channels, 49,152 bytes.
+  EXPECT_DOUBLE_EQ(m.full_kv_bytes_per_token(), 12.0 * 2048);
+  EXPECT_DOUBLE_EQ(m.window_kv_bytes_per_token(), 0.0);
+  EXPECT_DOUBLE_EQ(m.state_bytes_per_sequence(), 36.0 * (1048576 + 49152));
+  EXPECT_DOUBLE_EQ(m.sequence_kv_bytes(4096) - m.sequence_kv_bytes(1024), 12.0 * 2048 * 3072);
+  // Published: 80B total, "3B activated" (we count 3.25B without the embedding and LM head).
+  EXPECT_NEAR(m.param_count(), 80e9, 1.0e9);
+  EXPECT_NEAR(m.active_param_count() - m.embedding_params() - m.lm_head_params(), 3.0e9, 0.3e9);
+  EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("qwen3-next-80b-a3b")->param_count());
+  // layer_types, when given, says the same.
+  std::string text;
+  {
+    std::ifstream in(fixture("Qwen3-Next-80B-A3B-Instruct"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::string types = "\"layer_types\": [";
+  for (int i = 0; i < 48; ++i) types += std::string(i ? ", " : "") + (i % 4 == 3 ? "\"full_attention\"" : "\"linear_attention\"");
+  text.insert(1, types + "],\n");
+  EXPECT_EQ(parse_hf_config(text, "c.json").attention_pattern, "LLLF");
+  // A Qwen3.5-style fp32 state doubles the recurrent part.
+  std::string fp32 = text;
+  fp32.insert(1, "\"mamba_ssm_dtype\": \"float32\",\n");
+  EXPECT_DOUBLE_EQ(parse_hf_config(fp32, "c.json").state_bytes_per_sequence(), 36.0 * (2 * 1048576 + 49152));
+}
+
+TEST(HfConfigTest, DeepSeekV32IsMlaWithSparseAttentionOnEveryLayer) {
+  const ModelSpec m = read_hf_config(fixture("DeepSeek-V3.2-Exp"));
+  const ModelSpec v3 = read_hf_config(fixture("DeepSeek-V3"));
+  EXPECT_EQ(m.attention_pattern, "D");
+  EXPECT_EQ(m.layers_of(LayerAttention::kSparse), 61);
+  EXPECT_EQ(m.index_topk, 2048);
+  EXPECT_EQ(m.index_n_heads, 64);
+  EXPECT_EQ(m.index_head_dim, 128);
+  EXPECT_EQ(m.attention_limits().topk, 2048);
+  EXPECT_EQ(m.attention_limits().window, 0);
+  // By hand: the MLA latent, (512 + 64) x 2 bytes, plus the indexer's key: 128 fp8 values and one
+  // fp32 scale, 132 bytes, per layer and token.
+  EXPECT_DOUBLE_EQ(m.indexer_key_bytes_per_token(), 132.0);
+  EXPECT_DOUBLE_EQ(m.full_kv_bytes_per_token(), 61.0 * (576 * 2 + 132));
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(), 78324.0);
+  // The indexer adds per layer wq_b (1536 x 64 x 128), wk (7168 x 128), weights_proj (7168 x 64)
+  // and k_norm (2 x 128) to DeepSeek-V3.
+  EXPECT_DOUBLE_EQ(m.param_count() - v3.param_count(), 61.0 * (1536.0 * 8192 + 7168.0 * 128 + 7168.0 * 64 + 256));
+  EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("deepseek-v3.2")->param_count());
+}
+
+TEST(HfConfigTest, Qwen3DenseIsTheHybridsComparator) {
+  const ModelSpec m = read_hf_config(fixture("Qwen3-32B"));
+  EXPECT_TRUE(m.uniform_full());
+  EXPECT_EQ(m.head_dim, 128);  // 64 heads of 128 on a 5120 hidden state: head_dim given
+  EXPECT_FALSE(m.qkv_bias);
+  EXPECT_NEAR(m.param_count(), 32.8e9, 0.05e9);  // published: 32.8B
+  // 64 layers x K and V of 8 heads of 128 in bf16: 262,144 bytes per token, 10.7x Qwen3-Next's
+  // full layers (24,576).
+  EXPECT_DOUBLE_EQ(m.kv_bytes_per_token(), 64.0 * 2 * 8 * 128 * 2);
+  EXPECT_DOUBLE_EQ(m.param_count(), find_model_preset("qwen3-32b")->param_count());
+}
+
+TEST(HfConfigTest, MistralSlidingWindowSlidesEveryLayer) {
+  std::string text = kLlama;
+  text.replace(text.find("\"llama\""), 7, "\"mistral\"");
+  text.insert(1, "\"sliding_window\": 4096,\n");
+  const ModelSpec m = parse_hf_config(text, "c.json");
+  EXPECT_EQ(m.attention_pattern, "S");
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_DOUBLE_EQ(m.full_kv_bytes_per_token(), 0.0);
+  EXPECT_DOUBLE_EQ(m.sequence_kv_bytes(10000), 2.0 * 32 * 8 * 128 * 2 * 4096);
+  // "sliding_window": null (Mistral v0.3, Mixtral) keeps every layer full.
+  EXPECT_TRUE(read_hf_config(fixture("Mistral-7B-v0.3")).uniform_full());
+  EXPECT_TRUE(read_hf_config(fixture("Mixtral-8x7B")).uniform_full());
+}
+
+TEST(HfConfigTest, Fp4QuantisationMethods) {
+  const std::string nv =
+      std::string(kLlama).insert(1, "\"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\"},\n");
+  const ModelSpec m = parse_hf_config(nv, "c.json");
+  EXPECT_EQ(m.weight_dtype, DType::kNvfp4);
+  EXPECT_DOUBLE_EQ(m.weight_bytes, 0.5625);
+  EXPECT_FALSE(m.expert_weight_dtype.has_value());
+  const std::string mx = std::string(kLlama).insert(1, "\"quantization_config\": {\"quant_method\": \"mxfp4\"},\n");
+  EXPECT_EQ(parse_hf_config(mx, "c.json").weight_dtype, DType::kMxfp4);
+}
+
+TEST(HfConfigTest, HybridConfigErrorsNameTheFieldAndLine) {
+  std::string gpt;
+  {
+    std::ifstream in(fixture("gpt-oss-120b"));
+    gpt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  {
+    // One layer type too few.
+    std::string text = gpt;
+    text.erase(text.find("\"sliding_attention\",\n"), std::string("\"sliding_attention\",\n    ").size());
+    const core::InputError e = parse_error(text);
+    EXPECT_EQ(e.field(), "layer_types");
+    EXPECT_EQ(e.line(), 15);
+    EXPECT_NE(std::string(e.what()).find("35 entries for num_hidden_layers = 36"), std::string::npos) << e.what();
+  }
+  {
+    std::string text = gpt;
+    const size_t at = text.find("\"full_attention\"");
+    text.replace(at, 16, "\"chunked_attention\"");
+    const core::InputError e = parse_error(text);
+    EXPECT_EQ(e.field(), "layer_types[1]");
+    EXPECT_EQ(e.line(), 15);  // the list's line
+    EXPECT_NE(std::string(e.what()).find("chunked_attention"), std::string::npos);
+  }
+  {
+    std::string text = gpt;
+    text.replace(text.find("\"sliding_window\": 128"), 21, "\"sliding_window\": null");
+    EXPECT_EQ(parse_error(text).field(), "sliding_window");
+  }
+  {
+    std::string text = gpt;
+    const size_t from = text.find("\"layer_types\"");
+    text.erase(from, text.find("],", from) + 3 - from);
+    EXPECT_EQ(parse_error(text).field(), "layer_types");  // gpt-oss without its layer types
+  }
+  std::string next;
+  {
+    std::ifstream in(fixture("Qwen3-Next-80B-A3B-Instruct"));
+    next.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  {
+    std::string text = next;
+    text.replace(text.find("\"linear_num_value_heads\": 32"), 28, "\"linear_num_value_heads\": 24");
+    const core::InputError e = parse_error(text);
+    EXPECT_EQ(e.field(), "linear_num_value_heads");  // 24 value heads cannot share 16 key heads
+    EXPECT_EQ(e.line(), 19);
+  }
+  {
+    std::string text = next;
+    text.replace(text.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [0]");
+    EXPECT_EQ(parse_error(text).field(), "mlp_only_layers");
+  }
+  {
+    std::string text = next;
+    text.erase(text.find("\"linear_key_head_dim\": 128,"), std::string("\"linear_key_head_dim\": 128,").size());
+    const core::InputError e = parse_error(text);
+    EXPECT_EQ(e.field(), "linear_key_head_dim");
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
+  }
+  {
+    std::string text = next;
+    text.replace(text.find("\"full_attention_interval\": 4"), 28, "\"full_attention_interval\": 0");
+    EXPECT_EQ(parse_error(text).field(), "full_attention_interval");
+  }
+  std::string v32;
+  {
+    std::ifstream in(fixture("DeepSeek-V3.2-Exp"));
+    v32.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  {
+    std::string text = v32;
+    text.erase(text.find("\"index_topk\": 2048,"), std::string("\"index_topk\": 2048,").size());
+    const core::InputError e = parse_error(text);
+    EXPECT_EQ(e.field(), "index_topk");
+    EXPECT_NE(std::string(e.what()).find("deepseek_v32"), std::string::npos) << e.what();
+  }
 }
 
 TEST(HfConfigTest, WeightDtypeOverrideSkipsQuantizationConfig) {

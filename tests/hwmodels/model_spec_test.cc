@@ -159,5 +159,65 @@ TEST(ModelSpecTest, AddedPresetsAndDtypes) {
   EXPECT_DOUBLE_EQ(base.expected_active_experts(100), 0.0);
 }
 
+// ---- hybrid and sparse attention ----------------------------------------------------------------
+
+TEST(ModelSpecTest, AttentionPatternCyclesOverTheLayers) {
+  ModelSpec m;
+  m.num_layers = 10;
+  EXPECT_TRUE(m.uniform_full());
+  EXPECT_EQ(m.layers_of(LayerAttention::kFull), 10);
+  m.attention_pattern = "LLLF";  // 10 layers: two whole cycles, then L, L
+  EXPECT_FALSE(m.uniform_full());
+  EXPECT_EQ(m.layers_of(LayerAttention::kLinear), 8);
+  EXPECT_EQ(m.layers_of(LayerAttention::kFull), 2);
+  EXPECT_EQ(m.layer_attention(3), LayerAttention::kFull);
+  EXPECT_EQ(m.layer_attention(9), LayerAttention::kLinear);
+  EXPECT_EQ(m.attention_layers(), 2);
+  m.attention_pattern = "FFFFFFFFFF";  // spelled out, every layer full: the models before hybrids
+  EXPECT_TRUE(m.uniform_full());
+}
+
+TEST(ModelSpecTest, HybridPresetsAndOverrides) {
+  const ModelSpec oss = parse_model("gpt-oss-120b");
+  EXPECT_EQ(oss.attention_pattern, "SF");
+  EXPECT_EQ(oss.attention_limits().window, 128);
+  EXPECT_EQ(oss.expert_dtype(), DType::kMxfp4);
+  // Any hybrid field can be overridden: a window of 4096 and nvfp4 experts.
+  const ModelSpec wide = parse_model("gpt-oss-120b", "sliding_window = 4096\nexpert_weight_dtype = \"nvfp4\"\n");
+  EXPECT_EQ(wide.sliding_window, 4096);
+  EXPECT_DOUBLE_EQ(wide.expert_bytes(), 0.5625);
+  // A dense preset made hybrid from [model]: Llama-3-8B with every other layer sliding.
+  const ModelSpec llama = parse_model("llama-3-8b", "attention_pattern = \"sf\"\nsliding_window = 1024\n");
+  EXPECT_EQ(llama.attention_pattern, "SF");
+  EXPECT_DOUBLE_EQ(llama.window_kv_bytes_per_token(), 16.0 * 2 * 8 * 128 * 2);
+  EXPECT_DOUBLE_EQ(llama.kv_bytes_per_token(), parse_model("llama-3-8b").kv_bytes_per_token());
+  const ModelSpec next = parse_model("qwen3-next-80b-a3b", "state_dtype = \"fp32\"\n");
+  EXPECT_DOUBLE_EQ(next.state_bytes, 4.0);
+  const ModelSpec v32 = parse_model("deepseek-v3.2", "index_topk = 512\n");
+  EXPECT_EQ(v32.attention_limits().topk, 512);
+}
+
+TEST(ModelSpecTest, HybridFieldsAreCheckedNamingTheKey) {
+  EXPECT_EQ(model_error("llama-3-8b", "attention_pattern = \"FX\"\n").key(), "model.attention_pattern");
+  EXPECT_EQ(model_error("llama-3-8b", "attention_pattern = \"S\"\n").key(), "model.sliding_window");
+  EXPECT_EQ(model_error("llama-3-8b", "attention_pattern = \"LF\"\n").key(), "model.linear_num_key_heads");
+  EXPECT_EQ(model_error("llama-3-8b", "attention_pattern = \"D\"\n").key(), "model.index_topk");
+  EXPECT_EQ(model_error("llama-3-8b", "expert_weight_dtype = \"mxfp4\"\n").key(), "model.expert_weight_dtype");
+  EXPECT_EQ(model_error("llama-3-8b", "attention_pattern = \"" + std::string(33, 'F') + "\"\n").key(),
+            "model.attention_pattern");  // 33 letters for 32 layers
+  EXPECT_EQ(model_error("qwen3-next-80b-a3b", "linear_num_value_heads = 24\n").key(), "model.linear_num_value_heads");
+}
+
+TEST(ModelSpecTest, DensePresetsPrintNoHybridKeys) {
+  // The configuration text (and so every stored run's hash) of the models before hybrids is what
+  // it was: their hybrid keys are unset, not defaulted.
+  const core::Params root = parse_hw(hw_config("llama-3-8b", "h100-sxm"));
+  const std::string toml = root.to_toml();
+  for (const char* key : {"attention_pattern", "sliding_window", "expert_weight_dtype", "index_topk",
+                          "linear_num_key_heads", "state_dtype", "fp4_peak_tflops"})
+    EXPECT_EQ(toml.find(key), std::string::npos) << key;
+  EXPECT_NE(parse_hw(hw_config("gpt-oss-120b", "b200")).to_toml().find("attention_pattern = \"SF\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace servesim::hwmodels

@@ -30,6 +30,12 @@ BatchShape prefill(int64_t tokens, int64_t prior = 0, bool completes = true) {
   return s;
 }
 
+int64_t capped_triangle_for_test(int64_t n, int64_t cap) {
+  int64_t sum = 0;
+  for (int64_t x = 1; x <= n; ++x) sum += std::min(x, cap);
+  return sum;
+}
+
 BatchShape mix(const BatchShape& a, const BatchShape& b) {
   BatchShape s = a;
   s.prefill_seqs += b.prefill_seqs;
@@ -359,6 +365,142 @@ TEST(RooflineCostModelTest, DefaultsAgainstMeasuredH100Llama2_7bLayers) {
     ++counted;
   }
   EXPECT_LE(error_sum / counted, 0.10);
+}
+
+// ---- hybrid and sparse attention ----------------------------------------------------------------
+
+TEST(RooflineHybridCostTest, CappedPairsByHand) {
+  // Queries at positions 1..5 with at most 3 keys each: 1 + 2 + 3 + 3 + 3.
+  EXPECT_EQ(capped_pairs(0, 5, 3), 12);
+  // A chunk of 2 after 4 cached tokens: positions 5 and 6, 3 keys each.
+  EXPECT_EQ(capped_pairs(4, 2, 3), 6);
+  EXPECT_EQ(capped_pairs(0, 1000, 1 << 20), 1000 * 1001 / 2);  // a cap beyond the context: causal
+  BatchShape s;
+  add_prefill_chunk(s, {128, 0}, 100, 50, true);
+  EXPECT_EQ(s.prefill_attention_pairs, 50 * 100 + 50 * 51 / 2);
+  EXPECT_EQ(s.prefill_window_pairs, capped_triangle_for_test(150, 128) - capped_triangle_for_test(100, 128));
+  EXPECT_EQ(s.prefill_window_context_tokens, 100);  // min(100, 127)
+  EXPECT_EQ(s.prefill_sparse_pairs, 0);
+  add_decodes(s, {128, 2048}, 3, 1000);
+  EXPECT_EQ(s.decode_window_context_tokens, 3 * 128);
+  EXPECT_EQ(s.decode_sparse_context_tokens, 3 * 1000);
+}
+
+// DeepSeek-V3.2, one sequence decoding at a context of N = 10,000 tokens, top-k K = 2048, TP 1.
+// Attention reads the K selected tokens' latents (576 bf16 values, 1152 bytes) and writes the new
+// token's; the indexer reads all N tokens' index keys (128 fp8 + an fp32 scale = 132 bytes), writes
+// the new one's, reads the query (64 heads x 128 fp8 + 64 fp32 weights = 8448 bytes), writes and
+// reads N fp32 scores and writes and reads K int32 indices. Every layer, 61 of them.
+TEST(RooflineHybridCostTest, SparseAttentionBytesAreTopKReadsPlusIndexerReads) {
+  const auto hw = build_hw(hw_config("deepseek-v3.2", "h200"));
+  constexpr double N = 10000, K = 2048, layers = 61;
+  BatchShape s;
+  add_decodes(s, hw.model->attention_limits(), 1, static_cast<int64_t>(N));
+  const auto ops = roofline(hw).breakdown(s);
+  const OperatorCost* attn = find_op(ops, "attention_decode_sparse");
+  const OperatorCost* indexer = find_op(ops, "indexer_decode");
+  ASSERT_TRUE(attn && indexer);
+  EXPECT_EQ(find_op(ops, "attention_decode"), nullptr);  // no full-attention layer
+  const double q_o = 128.0 * (192 + 128) * 2;            // the query in, the output out (bf16)
+  EXPECT_DOUBLE_EQ(attn->bytes, layers * (K * 1152 + 1152 + q_o));
+  EXPECT_DOUBLE_EQ(indexer->bytes, layers * (132 * (N + 1) + 8448 + 8 * N + 8 * K));
+  // FLOPs: the absorbed form per selected key, 2 x (576 + 512) per head; the indexer's fp8 dot
+  // products and weighted sum per key, 2 x 64 x 128 + 2 x 64.
+  EXPECT_DOUBLE_EQ(attn->flops, layers * 2 * (576 + 512) * 128 * K);
+  EXPECT_DOUBLE_EQ(indexer->flops, layers * (2 * 64 * 128 + 2 * 64) * N);
+  EXPECT_DOUBLE_EQ(indexer->peak_flop_seconds, indexer->flops / 1979e12);  // at the fp8 peak
+  // Dense MLA (DeepSeek-V3) reads every token's latent: at this context 3.0x the sparse layers'
+  // attention and indexer bytes together.
+  const auto v3 = build_hw(hw_config("deepseek-v3", "h200"));
+  const auto dense_ops = roofline(v3).breakdown(decode(1, 10000));
+  const OperatorCost* dense = find_op(dense_ops, "attention_decode");
+  EXPECT_DOUBLE_EQ(dense->bytes, layers * (N * 1152 + 1152 + q_o));
+  EXPECT_NEAR(dense->bytes / (attn->bytes + indexer->bytes), 3.0, 0.01);
+  // Within the top-k every key is selected: the sparse layers read what dense ones do.
+  BatchShape short_ctx;
+  add_decodes(short_ctx, hw.model->attention_limits(), 1, 1000);
+  EXPECT_DOUBLE_EQ(find_op(roofline(hw).breakdown(short_ctx), "attention_decode_sparse")->bytes,
+                   find_op(roofline(v3).breakdown(decode(1, 1000)), "attention_decode")->bytes);
+}
+
+// gpt-oss-120b: two sequences decoding at a context of 1000. The full layers read 1000 keys each,
+// the window layers 128; both write the new token's K and V (2048 bytes a layer) and read Q and
+// write O (2 x 64 heads x 64 x 2 bytes).
+TEST(RooflineHybridCostTest, WindowLayersReadTheWindowOnly) {
+  const auto hw = build_hw(hw_config("gpt-oss-120b", "h200"));
+  BatchShape s;
+  add_decodes(s, hw.model->attention_limits(), 2, 1000);
+  const auto ops = roofline(hw).breakdown(s);
+  const double q_o = 2.0 * 64 * 64 * 2;
+  EXPECT_DOUBLE_EQ(find_op(ops, "attention_decode")->bytes, 18 * (2048.0 * (2000 + 2) + q_o * 2));
+  EXPECT_DOUBLE_EQ(find_op(ops, "attention_decode_window")->bytes, 18 * (2048.0 * (256 + 2) + q_o * 2));
+  // Prefill of 1000 tokens: the window layers score min(position, 128) keys per query.
+  BatchShape p;
+  add_prefill_chunk(p, hw.model->attention_limits(), 0, 1000, true);
+  const auto pre = roofline(hw).breakdown(p);
+  const double window_pairs = 128.0 * 129 / 2 + 872.0 * 128;
+  EXPECT_DOUBLE_EQ(find_op(pre, "attention_prefill_window")->flops, 18 * 4.0 * 64 * 64 * window_pairs);
+  EXPECT_DOUBLE_EQ(find_op(pre, "attention_prefill")->flops, 18 * 4.0 * 64 * 64 * (1000.0 * 1001 / 2));
+}
+
+// Qwen3-Next, one sequence: a Gated DeltaNet layer reads and writes its state once per token
+// (1,097,728 bytes at TP 1), whatever the context; only the 12 full layers' reads grow with it.
+TEST(RooflineHybridCostTest, StateLayersCostTheSameAtAnyContext) {
+  const auto hw = build_hw(hw_config("qwen3-next-80b-a3b", "h200"));
+  const auto at = [&](int64_t context) {
+    BatchShape s;
+    add_decodes(s, hw.model->attention_limits(), 1, context);
+    return s;
+  };
+  const auto short_ops = roofline(hw).breakdown(at(10));
+  const auto long_ops = roofline(hw).breakdown(at(100000));
+  const OperatorCost* lin = find_op(short_ops, "linear_attention_decode");
+  ASSERT_TRUE(lin);
+  const double token_bytes = (2.0 * 16 * 128 + 2.0 * 32 * 128 + 2.0 * 32) * 2;  // q, k, v, gates, out
+  EXPECT_DOUBLE_EQ(lin->bytes, 36 * (2 * 1097728.0 + token_bytes));
+  EXPECT_DOUBLE_EQ(find_op(long_ops, "linear_attention_decode")->bytes, lin->bytes);
+  EXPECT_DOUBLE_EQ(lin->flops, 36 * 6.0 * 128 * 128 * 32);  // S^T k, the update, S^T q per value head
+  EXPECT_DOUBLE_EQ(roofline(hw).step(at(100000)).bytes - roofline(hw).step(at(10)).bytes, 12 * 2048.0 * 99990);
+}
+
+TEST(RooflineHybridCostTest, MemoisedDecodeStepsMatchTheBreakdownBitForBit) {
+  for (const char* name : {"gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3.2"}) {
+    const auto hw = build_hw(hw_config(name, "h200"), 8);
+    for (int64_t context : {100, 5000, 60000}) {
+      BatchShape s;
+      add_decodes(s, hw.model->attention_limits(), 16, context);
+      double seconds = 0, bytes = 0, flops = 0;
+      for (const auto& op : roofline(hw).breakdown(s)) {
+        seconds += op.seconds;
+        bytes += op.bytes;
+        flops += op.flops;
+      }
+      const StepCost first = hw.cost->step(s), again = hw.cost->step(s);  // the second from the memo
+      EXPECT_EQ(first.seconds, seconds) << name << " " << context;
+      EXPECT_EQ(again.seconds, seconds) << name << " " << context;
+      EXPECT_EQ(again.bytes, bytes);
+      EXPECT_EQ(again.flops, flops);
+    }
+  }
+}
+
+TEST(RooflineHybridCostTest, Nvfp4RunsAtTheFp4PeakOnBlackwell) {
+  const auto fp8 = build_hw(hw_config("llama-3-70b", "b200", "weight_dtype = \"fp8\"\n"));
+  const auto fp4 = build_hw(hw_config("llama-3-70b", "b200", "weight_dtype = \"nvfp4\"\n"));
+  const auto p = prefill(8192);
+  const auto ops8 = roofline(fp8).breakdown(p), ops4 = roofline(fp4).breakdown(p);
+  const OperatorCost* up8 = find_op(ops8, "mlp_up_proj");
+  const OperatorCost* up4 = find_op(ops4, "mlp_up_proj");
+  EXPECT_DOUBLE_EQ(up4->flops, up8->flops);
+  EXPECT_DOUBLE_EQ(up4->peak_flop_seconds, up4->flops / 9000e12);
+  EXPECT_NEAR(up8->seconds / up4->seconds, 2.0, 0.02);  // compute-bound: twice the tensor rate
+  // Decode streams 4.5 bits per weight instead of 8.
+  EXPECT_NEAR(roofline(fp4).step(decode(1, 100)).bytes / roofline(fp8).step(decode(1, 100)).bytes, 0.5625, 0.05);
+  // gpt-oss's mxfp4 experts stream 4.25 bits and multiply at the 16-bit rate (weight-only).
+  const auto oss = build_hw(hw_config("gpt-oss-120b", "b200"));
+  const auto oss_ops = roofline(oss).breakdown(p);
+  const OperatorCost* moe = find_op(oss_ops, "moe_up_proj");
+  EXPECT_DOUBLE_EQ(moe->peak_flop_seconds, moe->flops / 2250e12);
 }
 
 }  // namespace

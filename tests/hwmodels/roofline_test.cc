@@ -22,6 +22,7 @@
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "tests/hwmodels/hw_test_util.h"
+#include "tests/test_paths.h"
 
 namespace servesim::hwmodels {
 namespace {
@@ -290,6 +291,71 @@ TEST(RooflineTpTest, PerGpuShares) {
   EXPECT_NEAR(weight_bytes_per_gpu(mha, 2) / weight_bytes_per_gpu(mha, 1), 0.5, 1e-4);
   // Replicated KV projections make 16-way shards a little more than 1/16.
   EXPECT_GT(weight_bytes_per_gpu(m, 16), m.weight_bytes_total() / 16);
+}
+
+// ---- hybrid and sparse attention ----------------------------------------------------------------
+
+TEST(RooflineHybridTest, KvGroupsPerGpu) {
+  // gpt-oss-120b at TP 4: each GPU holds 2 of the 8 KV heads of every layer (2 x 2 x 64 x 2 = 512
+  // bytes per token and layer), 18 full layers and 18 window layers of 128 tokens.
+  const KvGroups oss = kv_groups_per_gpu(model("gpt-oss-120b"), 4);
+  EXPECT_DOUBLE_EQ(oss.full_bytes_per_token, 18.0 * 512);
+  EXPECT_DOUBLE_EQ(oss.window_bytes_per_token, 18.0 * 512);
+  EXPECT_EQ(oss.window, 128);
+  EXPECT_DOUBLE_EQ(oss.state_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(oss.bytes(1000), 18.0 * 512 * 1000 + 18.0 * 512 * 128);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token_per_gpu(model("gpt-oss-120b"), 4), 36.0 * 512);
+  // Qwen3-Next at TP 2: the state's heads split too, half of 36 x 1,097,728 bytes per GPU.
+  const KvGroups next = kv_groups_per_gpu(model("qwen3-next-80b-a3b"), 2);
+  EXPECT_DOUBLE_EQ(next.full_bytes_per_token, 12.0 * 1024);
+  EXPECT_DOUBLE_EQ(next.state_bytes, 36.0 * 1097728 / 2);
+  // DeepSeek-V3.2: the latent and the indexer keys are whole on every GPU.
+  EXPECT_DOUBLE_EQ(kv_groups_per_gpu(model("deepseek-v3.2"), 8).full_bytes_per_token, 61.0 * (1152 + 132));
+  // A model whose layers are all full keeps one group, as before.
+  EXPECT_FALSE(kv_groups_per_gpu(model("llama-3-70b"), 4).hybrid());
+}
+
+TEST(RooflineHybridTest, ContextThatFitsStopsCountingTheWindowAtTheWindow) {
+  KvGroups g;
+  g.full_bytes_per_token = 100;
+  g.window_bytes_per_token = 300;
+  g.window = 10;
+  g.state_bytes = 1000;
+  // 2 sequences in 10,000 bytes: 5,000 each, 1,000 of it state; the first 10 tokens take 400
+  // each (4,000), so exactly 10 fit; every token past the window takes 100.
+  EXPECT_DOUBLE_EQ(kv_tokens_that_fit(g, 10000, 2), 10.0);
+  EXPECT_DOUBLE_EQ(kv_tokens_that_fit(g, 12000, 2), 20.0);  // 1,000 more each: 10 more full tokens
+  EXPECT_DOUBLE_EQ(kv_tokens_that_fit(g, 4000, 2), 2.5);    // within the window: 400 per token
+  EXPECT_DOUBLE_EQ(kv_tokens_that_fit(g, 1000, 2), 0.0);    // the states alone do not fit
+}
+
+TEST(RooflineHybridTest, WeightsPerGpuSplitExpertsAndMixers) {
+  for (const char* name : {"gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3.2"}) {
+    const ModelSpec m = model(name);
+    EXPECT_NEAR(weight_bytes_per_gpu(m, 1) / m.weight_bytes_total(), 1.0, 1e-9) << name;
+    EXPECT_LT(weight_bytes_per_gpu(m, 2), 0.51 * m.weight_bytes_total()) << name;
+  }
+  EXPECT_EQ(tp_problem(model("qwen3-next-80b-a3b"), 2), "");
+  // 16 GDN key heads do not split 32 ways (nor do the 16 attention heads).
+  EXPECT_NE(tp_problem(model("qwen3-next-80b-a3b"), 32), "");
+  ModelSpec narrow = model("qwen3-next-80b-a3b");
+  narrow.num_heads = 32;
+  narrow.num_kv_heads = 32;
+  EXPECT_NE(tp_problem(narrow, 32).find("linear-attention"), std::string::npos) << tp_problem(narrow, 32);
+}
+
+TEST(RooflineHybridTest, EstimateShowsTheCacheByLayerGroup) {
+  const auto j = estimate({"--model", servesim::testing::source_dir() + "/tests/hwmodels/testdata/hf/gpt-oss-120b/config.json",
+                           "--gpu", "h200", "--prompt", "8192"});
+  EXPECT_DOUBLE_EQ(j["kv_cache"]["full_bytes_per_token"].get<double>(), 18.0 * 2048);
+  EXPECT_DOUBLE_EQ(j["kv_cache"]["window_bytes_per_token"].get<double>(), 18.0 * 2048);
+  EXPECT_EQ(j["kv_cache"]["window_tokens"].get<int64_t>(), 128);
+  EXPECT_EQ(j["kv_cache"]["layers"]["sliding_window"].get<int64_t>(), 18);
+  EXPECT_DOUBLE_EQ(j["kv_cache"]["bytes_per_sequence_at_context"].get<double>(), 18.0 * 2048 * (8192 + 128));
+  EXPECT_NEAR(j["decode"]["kv_cache_gb"].get<double>(), 18.0 * 2048 * (8192 + 128) * 1e-9, 1e-12);
+  const auto next = estimate({"--model", "qwen3-next-80b-a3b", "--gpu", "h200", "--prompt", "1000", "--tp", "2"});
+  EXPECT_DOUBLE_EQ(next["kv_cache"]["state_bytes_per_sequence"].get<double>(), 36.0 * 1097728);
+  EXPECT_EQ(next["kv_cache"]["layers"]["linear"].get<int64_t>(), 36);
 }
 
 }  // namespace

@@ -105,6 +105,26 @@ TEST(SpeculativeCostModelTest, VerifyingMoeTouchesMoreExperts) {
   EXPECT_NEAR(spec->bytes / plain->bytes, (8 * (1 - std::pow(0.75, 4))) / 2.0, 0.01);
 }
 
+TEST(SpeculativeCostModelTest, DraftsAreQueriesOfEveryAttentionType) {
+  // gpt-oss-120b (18 full and 18 sliding-window layers, window 128, 64 query heads of 64, 8 KV
+  // heads): two sequences at context 1000 verify 3 drafts each. A full layer's queries attend to
+  // 1000..1003 keys; a window layer's to 128 each. Each layer streams the cache once (plus the
+  // drafts' keys), writes 8 tokens' K and V (2048 bytes each) and moves 8 tokens' Q and O.
+  const auto hw = build_hw(hw_config("gpt-oss-120b", "h200"));
+  BatchShape s;
+  add_decodes(s, hw.model->attention_limits(), 2, 1000);
+  s.decode_extra_tokens = 6;
+  s.decode_extra_pairs = 2 * (3 * 1000 + 6);
+  s.decode_extra_window_pairs = 2 * capped_pairs(1000, 3, 128);
+  EXPECT_EQ(s.decode_extra_window_pairs, 2 * 3 * 128);
+  const auto ops = roofline(hw).breakdown(s);
+  const double q_o = 2.0 * 64 * 64 * 2, per_pair = 4.0 * 64 * 64;
+  EXPECT_DOUBLE_EQ(find_op(ops, "attention_decode")->flops, 18 * per_pair * (2000 + 6012));
+  EXPECT_DOUBLE_EQ(find_op(ops, "attention_decode")->bytes, 18 * (2048.0 * (2006 + 8) + q_o * 8));
+  EXPECT_DOUBLE_EQ(find_op(ops, "attention_decode_window")->flops, 18 * per_pair * (256 + 768));
+  EXPECT_DOUBLE_EQ(find_op(ops, "attention_decode_window")->bytes, 18 * (2048.0 * (262 + 8) + q_o * 8));
+}
+
 TEST(SpeculativeCostModelTest, DraftPassesAreCostedByTheDrafter) {
   BatchShape s = verify(4, 500, 3);
   s.prefill_seqs = 1;

@@ -1,5 +1,5 @@
 // Property test: random policy x workload x model x cluster combinations (dense, fp8, MoE and MLA
-// models), each run end to end with the invariant checker on (RunOutputs::check), over 1,000
+// models, and the hybrid and sparse-attention ones: window, state and DSA layers), each run end to end with the invariant checker on (RunOutputs::check), over 1,000
 // seeds. A second checker watches the same signals from outside and its totals must agree with the
 // run's summary, so the metrics and the checker cross-check each other; and an independent oracle
 // (check_against_the_logs) recomputes the latencies from the request records and places every
@@ -89,6 +89,10 @@ Draw draw_config(uint64_t seed) {
                                      {"llama-3-8b", "weight_dtype = \"fp8\"\n", {1, 1, 2, 4}},
                                      {"mixtral-8x7b", "", {2, 4}},
                                      {"deepseek-v3", "num_layers = 4\ndense_layers = 1\n", {1, 2, 4}},
+                                     // Hybrid and sparse attention: window layers, state layers, DSA.
+                                     {"gpt-oss-20b", "sliding_window = 32\n", {1, 2, 4}},
+                                     {"qwen3-next-80b-a3b", "num_layers = 8\n", {1, 2}},
+                                     {"deepseek-v3.2", "num_layers = 4\ndense_layers = 1\nindex_topk = 64\n", {1, 2, 4}},
                                  });
   d.model = m.kind + (m.extra.empty() ? "" : " (" + m.extra.substr(0, m.extra.find('\n')) + ")");
   const std::string gpu = pick(rng, std::vector<std::string>{"h100-sxm", "a100-80gb-sxm", "h200", "reference"});
@@ -363,7 +367,10 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
     EXPECT_GE(tally.decodings[kind], kSeeds / 10) << "decoding " << kind << " rarely ran";
   EXPECT_GE(tally.decodings["mtp"], kSeeds / 50);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
-    EXPECT_GE(tally.models[model], kSeeds / 10) << model << " rarely ran";
+    EXPECT_GE(tally.models[model], kSeeds / 15) << model << " rarely ran";
+  for (const char* model : {"gpt-oss-20b (sliding_window = 32)", "qwen3-next-80b-a3b (num_layers = 8)",
+                            "deepseek-v3.2 (num_layers = 4)"})
+    EXPECT_GE(tally.models[model], kSeeds / 15) << model << " rarely ran";
   std::cout << "[ property ] " << tally.runs << " runs, " << tally.config_errors << " configuration errors, "
             << tally.completed << " requests completed, " << tally.rejected_context << " rejected (context), "
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "

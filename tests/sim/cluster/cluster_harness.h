@@ -43,6 +43,11 @@ struct ClusterSetup {
   std::string decoding;      // the [decoding] section's keys; empty: no speculative decoding
   uint64_t seed = 1;         // the replicas' random streams
   std::optional<double> workload_repetition;  // what [workload] repetition would say
+  // Hybrid models: the cache's layer groups, and the model's attention pattern and window (the
+  // batch shapes' capped sums follow them).
+  sim::KvLayout kv_layout;
+  std::string attention_pattern;
+  int64_t sliding_window = 0;
 };
 
 struct Harness {
@@ -63,6 +68,8 @@ struct Harness {
     cost.mutable_model().num_kv_heads = 1;
     cost.mutable_model().head_dim = 1;
     cost.mutable_model().kv_bytes = s.kv_bytes_per_token / 2.0;
+    cost.mutable_model().attention_pattern = s.attention_pattern;
+    cost.mutable_model().sliding_window = s.sliding_window;
     const std::vector<core::ParamSpec> schema = {
         core::ParamSpec::section("scheduler", "schedulers", "continuous", "s"),
         core::ParamSpec::section("router", "routers", "round_robin", "r"),
@@ -99,6 +106,7 @@ struct Harness {
     rc.swap_capacity_bytes = s.swap_capacity_bytes;
     rc.host_link_bytes_per_s = s.host_link_bytes_per_s;
     rc.kv_bytes_per_token_per_gpu = s.kv_bytes_per_token;
+    rc.kv_layout = s.kv_layout;
     if (s.engine) engine = *s.engine;
     rc.engine = engine ? &*engine : nullptr;
     rc.speculator = decoding.get();

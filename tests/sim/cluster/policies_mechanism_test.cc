@@ -272,5 +272,82 @@ TEST(PolicyPropertyTest, RequestsAndBlocksAreConservedForEveryPolicy) {
   EXPECT_EQ(runs, 24 * 2 * 6);
 }
 
+// ---- hybrid models: the KV cache per layer group -----------------------------------------------
+
+// A model of sliding-window layers only (Mistral-7B-v0.1's shape): 1000 bytes per token, a window
+// of 16 tokens, blocks of 4.
+ClusterSetup window_only(int64_t kv_blocks) {
+  ClusterSetup s;
+  s.kv_blocks = kv_blocks;
+  s.kv_layout.window_bytes_per_token = 1000;
+  s.kv_layout.window = 16;
+  s.attention_pattern = "S";
+  s.sliding_window = 16;
+  return s;
+}
+
+TEST(HybridKvTest, WindowBlocksAreFreedAsTheContextGrows) {
+  // A 400-token prompt and 200 outputs. The prefill writes all 400 tokens' K and V (100 blocks);
+  // every decode step after it keeps the pages of the last 15 computed tokens and the new one:
+  // at most ceil(16 / 4) + 1 = 5 blocks, where full attention would end on 150.
+  Harness h({spec(0.0, 400, 200)}, window_only(200));
+  h.run();
+  ASSERT_EQ(h.obs.done.size(), 1u);
+  int64_t peak = 0, peak_after_first_step = 0;
+  for (size_t i = 0; i < h.obs.states.size(); ++i) {
+    peak = std::max(peak, h.obs.states[i].kv_blocks_used);
+    if (h.obs.states[i].time.ns() > 10 * kMs) peak_after_first_step = std::max(peak_after_first_step, h.obs.states[i].kv_blocks_used);
+  }
+  EXPECT_EQ(peak, 100);
+  EXPECT_LE(peak_after_first_step, 5);
+  // The cost model saw each decode's attention capped at the window.
+  for (const auto& sh : h.cost.shapes)
+    if (sh.decode_seqs == 1) {
+      EXPECT_EQ(sh.decode_window_context_tokens, 16);
+      EXPECT_GT(sh.decode_context_tokens, 400);
+    }
+}
+
+TEST(HybridKvTest, AdmissionAndGrowthChargeWhatTheGroupsNeed) {
+  // Two requests of 40 prompt and 200 output tokens on 70 blocks. With every layer full each ends
+  // on 60 blocks: they cannot both finish without preemptions. With window layers each holds at
+  // most 10 blocks (its prompt) and 5 while decoding: both run side by side, never preempted.
+  ClusterSetup full;
+  full.kv_blocks = 70;
+  Harness dense({spec(0.0, 40, 200), spec(0.0, 40, 200)}, full);
+  dense.run();
+  EXPECT_FALSE(dense.obs.preempted.empty());
+  Harness hybrid({spec(0.0, 40, 200), spec(0.0, 40, 200)}, window_only(70));
+  hybrid.run();
+  EXPECT_TRUE(hybrid.obs.preempted.empty());
+  EXPECT_EQ(hybrid.obs.find(0)->finish, hybrid.obs.find(1)->finish);  // decoded together throughout
+  for (const auto& st : hybrid.obs.states) EXPECT_LE(st.kv_blocks_used, 20);
+}
+
+TEST(HybridKvTest, StateSnapshotsArePrefixCachedAtUnitBoundariesOnly) {
+  // Full layers of 1000 bytes per token beside a 4000-byte state: a block (4 tokens) is 4000 bytes,
+  // so a state is one block. Units of 8 tokens cache 2 blocks of full-layer KV and the state at
+  // their end: 3 blocks.
+  ClusterSetup s;
+  s.prefix_unit_tokens = 8;
+  s.kv_layout.full_bytes_per_token = 1000;
+  s.kv_layout.state_bytes = 4000;
+  s.attention_pattern = "LF";
+  // A caches units [1,2,3]. B's prompt is 20 tokens, units [1,2,3']: its hit resumes at the end of
+  // unit 2 (16 tokens), where a snapshot was taken. C's first 12 tokens match A's (unit 1 and half
+  // of unit 2, hashed differently): the hit ends at 8, the last boundary with a snapshot.
+  Harness h({hashed(0.0, 24, 2, {1, 2, 3}), hashed(1.0, 20, 2, {1, 2, 4}), hashed(2.0, 12, 2, {1, 5})}, s);
+  h.run();
+  ASSERT_EQ(h.obs.lookups.size(), 3u);
+  EXPECT_EQ(h.obs.lookups[1].hit_tokens, 16);
+  EXPECT_EQ(h.obs.lookups[2].hit_tokens, 8);
+  // What stays cached: A's three units, B's unit 3' (4 tokens: 1 block + a state), C's unit 5
+  // (4 tokens) = 3 x 3 + 2 + 2 blocks.
+  const KvCache& kv = h.cluster->replicas()[0]->kv();
+  EXPECT_EQ(kv.unit_blocks_for(8), 3);
+  EXPECT_EQ(kv.cached_blocks(), 3 * 3 + 2 + 2);
+  kv.check();
+}
+
 }  // namespace
 }  // namespace servesim::sim

@@ -57,6 +57,53 @@ TEST(SpeculationTest, RejectedDraftsFreeTheirKv) {
   EXPECT_GT(drafted - accepted, 50);  // rejections happened, and their KV went back
 }
 
+TEST(SpeculationTest, HybridCachesFreeRejectedDraftsToo) {
+  // Sliding-window layers (window 16) and full + linear-attention layers: a decode's drafts take
+  // pages of every per-token layer, and the rejected ones' go back.
+  for (int layout = 0; layout < 2; ++layout) {
+    SCOPED_TRACE(layout == 0 ? "window" : "full + linear");
+    ClusterSetup s;
+    s.kv_blocks = 400;
+    if (layout == 0) {
+      s.kv_layout.window_bytes_per_token = 1000;
+      s.kv_layout.window = 16;
+      s.attention_pattern = "S";
+      s.sliding_window = 16;
+    } else {
+      s.kv_layout.full_bytes_per_token = 1000;
+      s.kv_layout.state_bytes = 4000;
+      s.attention_pattern = "LF";
+    }
+    s.decoding = "kind = \"ngram\"\nmatch_rate = 0.9\nacceptance = [0.5]\nk_schedule = [4, 2]\nk_schedule_batch = [1, 4]\n";
+    std::vector<traces::RequestSpec> specs;
+    for (int i = 0; i < 10; ++i) specs.push_back(spec(0.05 * i, 30 + 3 * i, 40 + 7 * i));
+    Harness h(specs, s);
+    h.cluster->start();
+    while (h.sim.step()) {
+      for (const auto& replica : h.cluster->replicas()) {
+        int64_t held = 0;
+        for (sim::RequestId id : replica->running()) {
+          const sim::Request& r = replica->request(id);
+          // Window pages that fell out of the window go back at the request's next reservation (as
+          // without speculation): measured from its tokens before its last step (at most 1 + 4).
+          if (r.decoding)
+            EXPECT_LE(r.kv_blocks, replica->kv().request_blocks(r.shared_tokens, std::max<int64_t>(0, r.kv_tokens - 5),
+                                                                r.kv_tokens + 1 + r.drafts))
+                << "request " << r.id;
+          held += r.kv_blocks;
+        }
+        EXPECT_EQ(replica->kv().in_use(), held);
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+    h.cluster->check_drained();
+    h.checker.check_drained();
+    int64_t drafted = 0;
+    for (const auto& it : h.obs.iterations) drafted += it.draft_tokens;
+    EXPECT_GT(drafted, 100);
+  }
+}
+
 TEST(SpeculationTest, BudgetCountsVerificationTokens) {
   // Chunked prefill with a 10-token budget: three decoding requests verifying 3 drafts each would
   // need 12 tokens; the last one's drafts are cut to fit. A prompt gets what the decodes and their
