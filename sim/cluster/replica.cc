@@ -243,6 +243,24 @@ bool Replica::reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative) {
   return true;
 }
 
+void IterationPlan::add_drafts(int64_t context_tokens, int64_t drafts) {
+  verifies.push_back({static_cast<uint32_t>(decodes.size() - 1), drafts});
+  decode_extra_tokens += drafts;
+  decode_extra_pairs += drafts * context_tokens + drafts * (drafts + 1) / 2;
+  if (limits.window > 0) decode_extra_window_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.window);
+  if (limits.topk > 0) decode_extra_sparse_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.topk);
+}
+
+int64_t Replica::settle_decode(Request& r, size_t i) {
+  // The input token and the accepted drafts are now in the cache (the bonus token the target
+  // sampled after them is the next step's input); the request stops at its output length.
+  const int64_t tokens = std::min(1 + accepted_[i], r.output_tokens - r.generated);
+  r.kv_tokens += tokens;
+  if (verified_[i] > 0) trim_kv(r);
+  r.drafts = proposed_[i];
+  return tokens;
+}
+
 void Replica::trim_kv(Request& r) {
   const int64_t keep = kv_.request_blocks(r.shared_tokens, r.kv_tokens, r.kv_tokens);
   if (r.kv_blocks > keep) {
@@ -414,12 +432,14 @@ void Replica::try_start_iteration() {
   shape.decode_context_tokens = plan_.decode_context_tokens;
   shape.decode_window_context_tokens = plan_.decode_window_context_tokens;
   shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
-  shape.decode_extra_tokens = plan_.decode_extra_tokens;
-  shape.decode_extra_pairs = plan_.decode_extra_pairs;
-  shape.decode_extra_window_pairs = plan_.decode_extra_window_pairs;
-  shape.decode_extra_sparse_pairs = plan_.decode_extra_sparse_pairs;
   core::IterationRecord rec;
-  if (speculator_) speculate(shape, rec);
+  if (speculator_) [[unlikely]] {
+    shape.decode_extra_tokens = plan_.decode_extra_tokens;
+    shape.decode_extra_pairs = plan_.decode_extra_pairs;
+    shape.decode_extra_window_pairs = plan_.decode_extra_window_pairs;
+    shape.decode_extra_sparse_pairs = plan_.decode_extra_sparse_pairs;
+    speculate(shape, rec);
+  }
 #ifndef NDEBUG
   {
     int64_t context = 0;
@@ -460,11 +480,13 @@ void Replica::speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec)
   const size_t decodes = plan_.decodes.size();
   // Verification: how many of each decode's drafts the target accepts, drawn now (in plan order)
   // because the drafter's first pass, in this same iteration, runs over the accepted tokens.
+  verified_.assign(decodes, 0);
   accepted_.assign(decodes, 0);
   int64_t catchup = 0, catchup_pairs = 0;
-  for (size_t i = 0; i < decodes; ++i) {
-    const int64_t drafts = plan_.decode_drafts[i];
-    if (drafts <= 0) continue;
+  for (const IterationPlan::Verify& v : plan_.verifies) {
+    const size_t i = v.decode;
+    const int64_t drafts = v.drafts;
+    verified_[i] = drafts;
     const Request& r = requests_[plan_.decodes[i]];
     const int64_t a = std::clamp<int64_t>(spec.accept(r, drafts, spec_rng_), 0, drafts);
     accepted_[i] = a;
@@ -532,22 +554,21 @@ void Replica::on_event(uint64_t /*payload*/) {
     account(r, +1);
   }
   int64_t emitted = 0;
-  for (size_t i = 0; i < plan_.decodes.size(); ++i) {
-    Request& r = requests_[plan_.decodes[i]];
-    if (!speculator_) {
+  if (!speculator_) [[likely]] {
+    for (RequestId id : plan_.decodes) {
+      Request& r = requests_[id];
       r.kv_tokens += 1;
       emit_token(r, now);
-    } else {
-      // The input token and the accepted drafts are now in the cache (the bonus token the target
-      // sampled after them is the next step's input); the request stops at its output length.
-      const int64_t tokens = std::min(1 + accepted_[i], r.output_tokens - r.generated);
-      r.kv_tokens += tokens;
-      emit_token(r, now, tokens);
-      if (plan_.decode_drafts[i] > 0) trim_kv(r);
-      r.drafts = proposed_[i];
-      emitted += tokens - 1;
+      leaving = leaving || r.generated >= r.output_tokens;
     }
-    leaving = leaving || r.generated >= r.output_tokens;
+  } else {
+    for (size_t i = 0; i < plan_.decodes.size(); ++i) {
+      Request& r = requests_[plan_.decodes[i]];
+      const int64_t tokens = settle_decode(r, i);
+      emit_token(r, now, tokens);
+      emitted += tokens - 1;
+      leaving = leaving || r.generated >= r.output_tokens;
+    }
   }
   load_.oracle_remaining_tokens -= static_cast<int64_t>(plan_.decodes.size()) + emitted;
 

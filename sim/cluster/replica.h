@@ -43,9 +43,14 @@ struct PlannedPrefill {
 struct IterationPlan {
   std::vector<PlannedPrefill> prefills;
   std::vector<RequestId> decodes;
-  std::vector<int64_t> decode_drafts;  // parallel to decodes: the draft tokens each verifies
+  // The decodes that verify draft tokens (speculative decoding): their index in `decodes` and drafts.
+  struct Verify {
+    uint32_t decode = 0;
+    int64_t drafts = 0;
+  };
+  std::vector<Verify> verifies;
   int64_t decode_context_tokens = 0;  // sum over decodes of the tokens their attention reads
-  int64_t decode_extra_tokens = 0;    // sum of decode_drafts
+  int64_t decode_extra_tokens = 0;    // sum of the verifies' drafts
   int64_t decode_extra_pairs = 0;     // the query-key pairs the drafts add (BatchShape::decode_extra_pairs)
   // The model's caps on the keys a query reads (sliding window, sparse top-k; set by the replica,
   // kept across clear()) and the decodes' capped contexts summed under them (BatchShape's).
@@ -58,23 +63,19 @@ struct IterationPlan {
   // verifies `drafts` draft tokens after it (speculative decoding; at most request.drafts).
   void add_decode(RequestId id, int64_t context_tokens, int64_t drafts = 0) {
     decodes.push_back(id);
-    decode_drafts.push_back(drafts);
     decode_context_tokens += context_tokens;
     if (limits.window > 0) decode_window_context_tokens += std::min(context_tokens, limits.window);
     if (limits.topk > 0) decode_sparse_context_tokens += std::min(context_tokens, limits.topk);
-    if (drafts > 0) {
-      decode_extra_tokens += drafts;
-      decode_extra_pairs += drafts * context_tokens + drafts * (drafts + 1) / 2;
-      if (limits.window > 0) decode_extra_window_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.window);
-      if (limits.topk > 0) decode_extra_sparse_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.topk);
-    }
+    if (drafts > 0) [[unlikely]] add_drafts(context_tokens, drafts);
   }
+  // The last decode added verifies `drafts` draft tokens (out of line: the hot path is a plain decode).
+  void add_drafts(int64_t context_tokens, int64_t drafts);
   // The tokens the decodes process, which a token budget counts: one each, plus the drafts they verify.
   int64_t decode_tokens() const { return static_cast<int64_t>(decodes.size()) + decode_extra_tokens; }
   void clear() {
     prefills.clear();
     decodes.clear();
-    decode_drafts.clear();
+    verifies.clear();
     decode_context_tokens = 0;
     decode_extra_tokens = 0;
     decode_extra_pairs = 0;
@@ -158,6 +159,8 @@ class Replica final : public EventHandler {
   uint32_t index() const { return index_; }
   ReplicaRole role() const { return role_; }
   const hwmodels::StepCostModel& cost_model() const { return cost_; }
+  // Whether the replica runs speculative decoding (requests may carry drafts).
+  bool speculating() const { return speculator_ != nullptr; }
 
   // ---- cluster side ----
   // Why this replica can never serve `r` (too long for the context or for the KV cache), if so.
@@ -273,6 +276,10 @@ class Replica final : public EventHandler {
   void speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec);
   // Frees the private blocks beyond what `r`'s kv_tokens need (the rejected drafts').
   void trim_kv(Request& r);
+  // The end of the speculative decode plan_.decodes[i]: its input and accepted drafts are now
+  // cached, the rejected drafts' KV is freed, its next drafts are taken; returns the tokens it emits
+  // (1 + accepted, never past its output).
+  int64_t settle_decode(Request& r, size_t i);
   void publish_state();
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
@@ -289,9 +296,9 @@ class Replica final : public EventHandler {
   const hwmodels::EngineModel* engine_;
   const Speculator* speculator_;
   core::Rng spec_rng_;
-  // Per iteration, parallel to plan_.decodes: drafts accepted; then to decodes + prefills: drafts
-  // proposed for the next iteration.
-  std::vector<int64_t> accepted_, proposed_;
+  // Per iteration, parallel to plan_.decodes: drafts verified and accepted; then to decodes +
+  // prefills: drafts proposed for the next iteration.
+  std::vector<int64_t> verified_, accepted_, proposed_;
   int64_t first_token_delay_ns_ = 0;
   double swap_used_bytes_ = 0;
   double pending_swap_seconds_ = 0;  // swap traffic the next iteration carries

@@ -91,12 +91,15 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   ReplicaStats& r = replica_stats_[it.replica];
   ++r.iterations;
   r.prefill_tokens += it.prefill_tokens;
-  r.decode_tokens += it.decode_tokens + it.extra_decode_tokens;
-  r.spec_draft_tokens += it.draft_tokens;
-  r.spec_accepted_tokens += it.accepted_tokens;
-  s_.spec_verify_steps += static_cast<uint64_t>(it.verify_seqs);
-  s_.spec_draft_tokens += it.draft_tokens;
-  s_.spec_accepted_tokens += it.accepted_tokens;
+  r.decode_tokens += it.decode_tokens;
+  if (it.draft_tokens > 0) [[unlikely]] {  // speculative decoding (tokens beyond one per decode need drafts)
+    r.decode_tokens += it.extra_decode_tokens;
+    r.spec_draft_tokens += it.draft_tokens;
+    r.spec_accepted_tokens += it.accepted_tokens;
+    s_.spec_verify_steps += static_cast<uint64_t>(it.verify_seqs);
+    s_.spec_draft_tokens += it.draft_tokens;
+    s_.spec_accepted_tokens += it.accepted_tokens;
+  }
   Busy& b = replica_busy_[it.replica];
   b.seconds += d;
   b.gpu_seconds += d * hw.gpus;

@@ -86,10 +86,11 @@ TEST(SpeculationTest, HybridCachesFreeRejectedDraftsToo) {
           const sim::Request& r = replica->request(id);
           // Window pages that fell out of the window go back at the request's next reservation (as
           // without speculation): measured from its tokens before its last step (at most 1 + 4).
-          if (r.decoding)
+          if (r.decoding) {
             EXPECT_LE(r.kv_blocks, replica->kv().request_blocks(r.shared_tokens, std::max<int64_t>(0, r.kv_tokens - 5),
                                                                 r.kv_tokens + 1 + r.drafts))
                 << "request " << r.id;
+          }
           held += r.kv_blocks;
         }
         EXPECT_EQ(replica->kv().in_use(), held);
