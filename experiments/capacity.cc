@@ -76,8 +76,10 @@ Prepared prepare(Experiment& experiment, const CapacitySpec& spec, int jobs, boo
     const core::Params config = experiment.resolve(settings, "configuration " + std::to_string(i));
     std::string knob = spec.knob;
     if (knob.empty()) {
-      const core::ParamSpec* rate = find_param_spec(config, "workload.rate");
-      knob = rate ? "workload.rate" : "workload.rate_scale";
+      // A generator's rate, a composed workload's arrival rate, else a trace's replay speed.
+      knob = find_param_spec(config, "workload.rate")           ? "workload.rate"
+             : find_param_spec(config, "workload.arrival.rate") ? "workload.arrival.rate"
+                                                                 : "workload.rate_scale";
     }
     const core::ParamSpec* knob_spec = find_param_spec(config, knob);
     if (!knob_spec || (knob_spec->type != core::ParamType::kFloat && knob_spec->type != core::ParamType::kInt))

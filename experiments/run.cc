@@ -77,7 +77,7 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .range(0, 1e6),
               ParamSpec::boolean("prefix_caching", false,
                                  "share KV of common prompt prefixes between requests (needs a workload "
-                                 "with prefix block hashes: mooncake_jsonl or sessions)"),
+                                 "with prefix block hashes: mooncake_jsonl, sessions or shared_prefix)"),
               ParamSpec::string("preemption", "recompute",
                                 "what preemption does to a request's KV: drop it and prefill again, or "
                                 "swap it to host memory over network.pcie_gb_s")

@@ -26,7 +26,10 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("routers", {"round_robin", "random", "least_outstanding", "power_of_two", "consistent_hash",
                            "prefix_affinity"});
   expect_kinds("schedulers", {"continuous", "chunked"});
-  expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma", "sessions"});
+  expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma", "sessions", "synthetic",
+                             "shared_prefix"});
+  expect_kinds("arrivals", {"poisson", "gamma", "constant", "poisson_fixed_count", "offline", "stages",
+                            "closed_loop"});
   expect_kinds("length_distributions", {"fixed", "uniform", "lognormal", "empirical"});
   expect_kinds("models", {"llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "teaching-7b", "mistral-7b",
                           "qwen2-7b", "qwen3-32b", "mixtral-8x7b", "deepseek-v3", "deepseek-v3.2", "gpt-oss-120b", "gpt-oss-20b",

@@ -3,6 +3,7 @@
 // model with hand-computable iteration times.
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "hwmodels/cost_model.h"
@@ -13,15 +14,19 @@ namespace servesim::testing {
 
 class VectorSource final : public traces::ArrivalSource {
  public:
-  explicit VectorSource(std::vector<traces::RequestSpec> specs) : specs_(std::move(specs)) {}
+  explicit VectorSource(std::vector<traces::RequestSpec> specs,
+                        std::optional<core::Duration> client_timeout = std::nullopt)
+      : specs_(std::move(specs)), client_timeout_(client_timeout) {}
   bool next(traces::RequestSpec& out) override {
     if (i_ >= specs_.size()) return false;
     out = specs_[i_++];
     return true;
   }
+  std::optional<core::Duration> client_timeout() const override { return client_timeout_; }
 
  private:
   std::vector<traces::RequestSpec> specs_;
+  std::optional<core::Duration> client_timeout_;
   size_t i_ = 0;
 };
 

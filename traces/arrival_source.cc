@@ -16,7 +16,9 @@ namespace servesim::traces {
 using core::ParamSpec;
 
 WorkloadRegistry& workload_registry() {
-  static WorkloadRegistry registry("workloads", "arrival sources: trace readers and generators");
+  static WorkloadRegistry registry("workloads",
+                                   "arrival sources: trace readers, generators, and composed workloads (request "
+                                   "content sent by an arrival process)");
   return registry;
 }
 
@@ -43,14 +45,36 @@ std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
                                    "readers draw nothing and ignore it")
                     .at_least(0)
                     .optional());
-  own.push_back(ParamSpec::real("repetition", 0.0, "fraction",
-                                "how repetitive the requests' outputs are: the chance that a decode step's "
-                                "next tokens continue an n-gram already in the request's context, which a "
-                                "prompt-lookup drafter ([decoding] kind = \"ngram\") finds and proposes; set "
-                                "for every request (unset: unknown)")
-                    .range(0, 1)
-                    .optional());
+  own.push_back(client_timeout_spec());
+  own.push_back(repetition_spec());
   return own;
+}
+
+core::ParamSpec repetition_spec() {
+  return ParamSpec::real("repetition", 0.0, "fraction",
+                         "how repetitive the requests' outputs are: the chance that a decode step's next tokens "
+                         "continue an n-gram already in the request's context, which a prompt-lookup drafter "
+                         "([decoding] kind = \"ngram\") finds and proposes; set for every request (unset: unknown)")
+      .range(0, 1)
+      .optional();
+}
+
+double read_repetition(const core::Params& p) { return p.has("repetition") ? p.get_float("repetition") : -1.0; }
+
+core::ParamSpec client_timeout_spec() {
+  return ParamSpec::real("client_timeout_s", 0, "s",
+                         "client time-out: a request whose client has not received its last token this long after "
+                         "sending it fails (outcome timed_out; the engine aborts it); unset: clients wait forever")
+      .above(0)
+      .range(0, 9.2e9)
+      .optional();
+}
+
+std::optional<core::Duration> read_client_timeout(const core::Params& p) {
+  if (!p.has("client_timeout_s")) return std::nullopt;
+  const core::Duration d = core::Duration::from_seconds(p.get_float("client_timeout_s"));
+  if (d.ns() <= 0) p.fail("client_timeout_s", "must be at least 1 ns");
+  return d;
 }
 
 uint64_t workload_seed(const core::Params& p, uint64_t run_seed) {
@@ -80,9 +104,9 @@ int64_t window_ns(const core::Params& p, std::string_view key, double seconds) {
 }
 }  // namespace
 
-ShapedSource::ShapedSource(const core::Params& p) {
+ShapedSource::ShapedSource(const core::Params& p) : client_timeout_(read_client_timeout(p)) {
   rate_scale_ = p.get_float("rate_scale");
-  if (p.has("repetition")) repetition_ = p.get_float("repetition");
+  repetition_ = read_repetition(p);
   max_requests_ = p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max();
   const double start_s = p.get_float("window_start_s");
   window_start_ns_ = window_ns(p, "window_start_s", start_s);

@@ -1,9 +1,16 @@
 #pragma once
 // The interface of every workload: a stream of requests in arrival order. A workload knows nothing
 // of how it will be served. Sources stream: they never hold a whole trace in memory.
+//
+// Most sources are open loop: their arrival times are fixed in advance and the cluster reads one
+// request ahead. A closed-loop source (clients that send their next request when the previous one
+// has ended, or load stages that wait for a stage to drain) listens to completions: the cluster
+// reports the moment each request ends for its client (request_done) and takes a request with
+// next() only when due() says one is due now.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "sim/core/params.h"
@@ -19,6 +26,7 @@ struct RequestSpec {
   int64_t hashed_tokens = 0;          // tokens block_hashes cover (the last block may be partial);
                                       // 0 = the prompt (Mooncake); generators may cover the output too
   uint64_t session = 0;               // conversation/session id; 0 when unknown
+  uint32_t stage = 0;                 // load stage that sends it (workloads with stages); 0 otherwise
   double repetition = -1;             // how often its output repeats n-grams of its context, in
                                       // [0, 1] (prompt-lookup drafting); < 0 when unknown
 };
@@ -26,11 +34,30 @@ struct RequestSpec {
 class ArrivalSource {
  public:
   virtual ~ArrivalSource() = default;
-  // Writes the next request (arrival times never decrease) and returns true; false at the end.
-  // Malformed input throws core::InputError naming the file, the line and the field.
+  // Writes the next request (arrival times never decrease) and returns true; false at the end (a
+  // closed-loop source: when no request is due). Malformed input throws core::InputError naming
+  // the file, the line and the field.
   virtual bool next(RequestSpec& out) = 0;
   // Tokens covered by one entry of block_hashes (512 for Mooncake traces); 0 when there are none.
   virtual int64_t hash_block_tokens() const { return 0; }
+  // The clients' time-out: a request whose client has not received its last token this long after
+  // sending it fails (the client gives up; the engine aborts it). nullopt: clients wait forever.
+  virtual std::optional<core::Duration> client_timeout() const { return std::nullopt; }
+
+  // ---- closed loop ----
+  // True when requests depend on completions. The cluster then never reads ahead: it asks due()
+  // after every change, calls next() once per request at the time due() gave, and reports every
+  // request's end through request_done().
+  virtual bool closed_loop() const { return false; }
+  // The send time of the earliest request known now (never before the current simulated time);
+  // nullopt while none is: every client waits for a request in flight, or the workload is over.
+  virtual std::optional<core::Time> due() { return std::nullopt; }
+  // Request `id` (the id-th request next() gave, from 0) ended for its client at `t` (>= the current
+  // simulated time): its last token received, given up (time-out), or refused (rejected).
+  virtual void request_done(uint64_t id, core::Time t) {
+    (void)id;
+    (void)t;
+  }
 };
 
 // Family "workloads". Factory arguments: the run's seed (used when the workload sets no seed).

@@ -1,5 +1,6 @@
-// Kind "empirical": lengths drawn uniformly among the rows of a trace file (one column of it).
-// Unlike the workloads, this holds the column in memory: one int64 per row.
+// Kind "empirical": lengths from one column of a trace or a length file, drawn uniformly among its
+// rows or replayed in file order. Unlike the workloads, this holds the column in memory: one int64
+// per row.
 
 #include <filesystem>
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "traces/azure_csv.h"
 #include "traces/length_distribution.h"
+#include "traces/length_file.h"
 #include "traces/mooncake_jsonl.h"
 #include "traces/workload_common.h"
 
@@ -23,41 +25,86 @@ std::vector<int64_t> load_column(const std::string& path, bool prompt) {
   return values;
 }
 
+// The names a length file's prompt and output columns go by in the tools that write them (vllm bench,
+// inference-perf, GuideLLM, ShareGPT token-count exports, the traces).
+const std::vector<std::string> kPromptNames = {"input_length", "prompt_len", "prompt_length", "prompt_tokens",
+                                               "input_tokens", "input_len", "num_prompt_tokens", "ContextTokens"};
+const std::vector<std::string> kOutputNames = {"output_length", "output_len", "completion_tokens", "output_tokens",
+                                               "completion_length", "num_output_tokens", "GeneratedTokens"};
+
+std::string names(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out;
+}
+
 class EmpiricalDistribution final : public LengthDistribution {
  public:
   explicit EmpiricalDistribution(const core::Params& p) {
-    const std::string path = readable_file(p, "path");
     const std::string& format = p.get_string("format");
     const bool prompt = p.get_string("field") == "prompt";
-    values_ = format == "mooncake_jsonl" ? load_column<MooncakeJsonlReader>(path, prompt)
-                                         : load_column<AzureCsvReader>(path, prompt);
+    const bool trace = format == "azure_csv" || format == "mooncake_jsonl";
+    if (trace && p.has("column"))
+      p.fail("column", "a " + format + " trace has fixed columns; `column` applies to json, jsonl and csv files");
+    const std::string order = p.has("order") ? p.get_string("order") : "random";
+    sequential_ = order == "sequential";
+    const std::string path = readable_file(p, "path");
+    if (format == "mooncake_jsonl") {
+      values_ = load_column<MooncakeJsonlReader>(path, prompt);
+    } else if (format == "azure_csv") {
+      values_ = load_column<AzureCsvReader>(path, prompt);
+    } else {
+      const LengthFileFormat f = format == "json"    ? LengthFileFormat::kJson
+                                 : format == "jsonl" ? LengthFileFormat::kJsonl
+                                                     : LengthFileFormat::kCsv;
+      values_ = read_length_column(path, f, p.has("column") ? p.get_string("column") : std::string(),
+                                   prompt ? kPromptNames : kOutputNames)
+                    .values;
+    }
     std::error_code ec;
     auto canonical = std::filesystem::weakly_canonical(path, ec);
-    key_ = format + ":" + (ec ? path : canonical.string());
+    key_ = format + ":" + order + ":" + (ec ? path : canonical.string());
   }
-  int64_t sample(core::Rng& rng) override { return values_[rng.uniform_int(values_.size())]; }
+  int64_t sample(core::Rng& rng) override {
+    if (sequential_) return values_[next_++ % values_.size()];
+    return values_[rng.uniform_int(values_.size())];
+  }
   std::string table_key() const override { return key_; }
   size_t table_rows() const override { return values_.size(); }
   int64_t value_at(size_t row) const override { return values_[row]; }
+  bool sequential() const override { return sequential_; }
 
  private:
   std::vector<int64_t> values_;  // never empty: the readers refuse a file without requests
   std::string key_;
+  bool sequential_ = false;
+  size_t next_ = 0;
 };
 
 const bool kRegistered = distribution_registry().add(
     {"empirical",
-     "lengths drawn uniformly among the rows of a trace file; when a generator's prompt and output "
-     "are both empirical over the same path and format, each request takes both from one row, "
-     "keeping the trace's prompt/output correlation",
-     {core::ParamSpec::path("path", "the trace file"),
-      core::ParamSpec::string("format", "azure_csv", "the trace's format")
-          .one_of({"azure_csv", "mooncake_jsonl"}),
+     "lengths from one column of a trace (azure_csv, mooncake_jsonl) or a length file (json: an array of objects, "
+     "jsonl: an object per line, csv: a header and rows; ShareGPT-style token counts), drawn uniformly among the "
+     "rows or replayed in file order; when a generator's prompt and output are both empirical over the same path, "
+     "format and order, each request takes both from one row, keeping the file's prompt/output correlation",
+     {core::ParamSpec::path("path", "the trace or length file"),
+      core::ParamSpec::string("format", "azure_csv", "the file's format")
+          .one_of({"azure_csv", "mooncake_jsonl", "json", "jsonl", "csv"}),
       core::ParamSpec::string("field", "",
-                              "which length to take: prompt (ContextTokens, "
-                              "input_length) or output (GeneratedTokens, output_length)")
+                              "which length to take: prompt (ContextTokens, input_length, ...) or output "
+                              "(GeneratedTokens, output_length, ...)")
           .one_of({"prompt", "output"})
-          .required()}},
+          .required(),
+      core::ParamSpec::string("column", "",
+                              "json, jsonl, csv: the key or column holding the length; unset: the one the first "
+                              "record has among, for prompts, " + names(kPromptNames) + "; for outputs, " +
+                                  names(kOutputNames))
+          .optional(),
+      core::ParamSpec::string("order", "random",
+                              "random (or unset): each length a uniform draw among the rows; sequential: the rows "
+                              "in file order, from the first, starting over after the last")
+          .one_of({"random", "sequential"})
+          .optional()}},
     [](const core::Params& p) -> std::unique_ptr<LengthDistribution> {
       return std::make_unique<EmpiricalDistribution>(p);
     });

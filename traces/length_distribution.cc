@@ -21,7 +21,7 @@ LengthPair::LengthPair(const core::Params& p, uint64_t seed)
 
 // Joint sampling is documented where users read parameters: `servesim list` and config errors.
 static constexpr const char* kJointNote =
-    "; an empirical prompt and output over the same file and format are sampled jointly (one trace "
+    "; an empirical prompt and output over the same file, format and order are sampled jointly (one "
     "row per request)";
 
 core::ParamSpec prompt_section_spec() {

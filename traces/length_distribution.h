@@ -28,6 +28,8 @@ class LengthDistribution {
     (void)row;
     return 0;
   }
+  // Rows replayed in order (row i for the i-th draw, cycling) rather than drawn at random.
+  virtual bool sequential() const { return false; }
 };
 
 using DistributionRegistry = core::Registry<LengthDistribution>;
@@ -42,8 +44,10 @@ class LengthPair {
 
   void sample(int64_t& prompt, int64_t& output) {
     if (joint_) {
-      // The prompt stream draws the row, exactly as prompt_->sample() would have.
-      const size_t row = static_cast<size_t>(prompt_rng_.uniform_int(rows_));
+      // The prompt stream draws the row, exactly as prompt_->sample() would have; in order when
+      // the rows are replayed.
+      const size_t row = prompt_->sequential() ? static_cast<size_t>(next_row_++ % rows_)
+                                               : static_cast<size_t>(prompt_rng_.uniform_int(rows_));
       prompt = prompt_->value_at(row);
       output = output_->value_at(row);
     } else {
@@ -60,6 +64,7 @@ class LengthPair {
   core::Rng output_rng_;
   bool joint_ = false;
   uint64_t rows_ = 0;
+  uint64_t next_row_ = 0;
 };
 
 // The section declarations a generator appends for its lengths.

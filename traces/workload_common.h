@@ -3,6 +3,7 @@
 // seed) and ShapedSource, which applies them to a kind's raw stream of arrivals.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,8 +14,17 @@
 namespace servesim::traces {
 
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
-// seed, repetition. Every workload kind declares its list through this.
+// seed, client_timeout_s, repetition. Every trace and generator kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
+
+// The declaration of `repetition` (speculative decoding's prompt lookup), which every workload kind
+// takes, and its value (< 0 when unset: RequestSpec::repetition).
+core::ParamSpec repetition_spec();
+double read_repetition(const core::Params& p);
+// The declaration of `client_timeout_s`, which every workload kind takes.
+core::ParamSpec client_timeout_spec();
+// The value of `client_timeout_s` (nullopt when unset).
+std::optional<core::Duration> read_client_timeout(const core::Params& p);
 
 // The workload's seed: its own `seed` when set, else the run's.
 uint64_t workload_seed(const core::Params& p, uint64_t run_seed);
@@ -30,6 +40,7 @@ std::string readable_file(const core::Params& p, std::string_view key);
 class ShapedSource : public ArrivalSource {
  public:
   bool next(RequestSpec& out) final;
+  std::optional<core::Duration> client_timeout() const final { return client_timeout_; }
 
  protected:
   explicit ShapedSource(const core::Params& p);
@@ -49,6 +60,7 @@ class ShapedSource : public ArrivalSource {
   int64_t emitted_ = 0;
   double repetition_ = -1;  // every request's RequestSpec::repetition
   bool done_ = false;
+  std::optional<core::Duration> client_timeout_;
 };
 
 }  // namespace servesim::traces

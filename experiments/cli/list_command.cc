@@ -39,6 +39,12 @@ void print_params(std::ostream& out, const std::vector<core::ParamSpec>& params,
     if (!range.empty()) desc += " (" + range + ")";
     row(p.name, p.type_name(), p.default_str(), p.unit, desc);
   }
+  // A table list's elements have their own keys: listed under it.
+  for (const auto& p : params) {
+    if (p.type != core::ParamType::kTableList) continue;
+    out << indent << "each [[" << p.name << "]] element:\n";
+    print_params(out, p.fields, indent + "  ");
+  }
 }
 
 const core::KindFamily* family_named(const std::string& name) {
@@ -80,7 +86,7 @@ int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 
 const bool kRegistered = register_command(
-    {"list", "[routers|schedulers|decoding|workloads|models|gpus|cost_models|engines|length_distributions]",
+    {"list", "[routers|schedulers|decoding|workloads|arrivals|models|gpus|cost_models|engines|length_distributions]",
      "registered kinds and every parameter: type, default, unit, range, description", cmd_list});
 
 }  // namespace

@@ -43,6 +43,7 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
       << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
+      << (s.requests_timed_out ? grouped(s.requests_timed_out) + " timed out (the client gave up), " : std::string())
       << grouped(s.preemptions) << " preemptions\n";
   const double eps = s.wall_seconds > 0 ? static_cast<double>(s.events) / s.wall_seconds : 0;
   out << "simulated    " << fixed(s.sim_seconds, 1) << " s in " << fixed(s.wall_seconds, 3) << " s wall ("

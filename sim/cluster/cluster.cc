@@ -18,6 +18,10 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
       observer_(observer),
       layout_(layout),
       loads_(layout.replicas) {
+  wake_.cluster = this;
+  timer_.cluster = this;
+  closed_loop_ = source_.closed_loop();
+  timeout_ = source_.client_timeout();
   if (layout_.prefill_replicas > 0 &&
       (layout_.prefill_replicas >= layout_.replicas || !decode_router_ || !network_))
     throw core::Error("internal: a disaggregated cluster needs prefill and decode replicas, a decode router and a network");
@@ -55,7 +59,32 @@ void Cluster::start() {
     s.kv_blocks_total = r->kv().total();
     observer_.on_replica_state(s);
   }
-  if (read_next()) sim_.schedule_at(next_.arrival, this);
+  if (closed_loop_) {
+    poll_source();
+  } else if (read_next()) {
+    sim_.schedule_at(next_.arrival, this);
+  }
+}
+
+void Cluster::poll_source() {
+  const std::optional<core::Time> t = source_.due();
+  if (!t) return;
+  if (*t < sim_.now()) throw core::Error("internal: a closed-loop workload made a request due in the past");
+  if (wake_pending_ && wake_at_ <= *t) return;  // an earlier wake will ask again
+  wake_pending_ = true;
+  wake_at_ = *t;
+  sim_.schedule_at(*t, &wake_, ++wake_version_);
+}
+
+void Cluster::on_wake(uint64_t version) {
+  if (version != wake_version_) return;  // superseded by an earlier wake
+  wake_pending_ = false;
+  for (std::optional<core::Time> t = source_.due(); t && *t <= sim_.now(); t = source_.due()) {
+    if (!source_.next(next_) || next_.arrival != sim_.now())
+      throw core::Error("internal: a closed-loop workload's due request did not come at its time");
+    admit(next_);
+  }
+  poll_source();
 }
 
 bool Cluster::read_next() {
@@ -71,8 +100,10 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.prompt_tokens = r.prompt_tokens;
   rec.output_tokens = r.output_tokens;
   rec.arrival = rec.first_token = rec.finish = rec.client_first_token = rec.client_finish = r.arrival;
+  rec.stage = r.stage;
   ++counters_.rejected;
   observer_.on_request_done(rec);
+  if (closed_loop_) source_.request_done(r.id, sim_.now());  // the client has its error at once
 }
 
 void Cluster::on_event(uint64_t payload) {
@@ -80,20 +111,34 @@ void Cluster::on_event(uint64_t payload) {
     arrive();
   } else {  // past the client path: into the replica's queue
     const RequestId id{static_cast<uint32_t>(payload - 1)};
+    if (requests_[id].timed_out) {  // its client gave up on the way (and it has been signalled)
+      requests_.erase(id);
+      return;
+    }
     replicas_[requests_[id].routed_replica]->enqueue(id);
   }
 }
 
 void Cluster::arrive() {
+  admit(next_);
+  if (read_next()) {
+    if (next_.arrival < sim_.now())
+      throw core::Error("internal: workload produced an arrival before the previous one");
+    sim_.schedule_at(next_.arrival, this);
+  }
+}
+
+void Cluster::admit(const traces::RequestSpec& spec) {
   Request r;
   r.id = counters_.arrived++;
-  r.arrival = next_.arrival;
-  r.prompt_tokens = next_.prompt_tokens;
-  r.output_tokens = next_.output_tokens;
-  r.session = next_.session;
-  r.repetition = next_.repetition;
-  r.hashed_tokens = next_.hashed_tokens;
-  r.block_hashes = next_.block_hashes;
+  r.arrival = spec.arrival;
+  r.prompt_tokens = spec.prompt_tokens;
+  r.output_tokens = spec.output_tokens;
+  r.session = spec.session;
+  r.stage = spec.stage;
+  r.repetition = spec.repetition;
+  r.hashed_tokens = spec.hashed_tokens;
+  r.block_hashes = spec.block_hashes;
   observer_.on_arrival(r.id, r.arrival);
 
   const size_t pool = disaggregated() ? layout_.prefill_replicas : replicas_.size();
@@ -107,21 +152,91 @@ void Cluster::arrive() {
   if (!why && disaggregated() && r.output_tokens > 1) why = replicas_[pool]->rejection(r);
   if (why) {
     reject(r, target, *why);
-  } else {
-    const double ingress_s =
-        layout_.client.ingress_s + layout_.client.ingress_s_per_prompt_token * static_cast<double>(r.prompt_tokens);
-    const RequestId id = requests_.insert(std::move(r));
-    if (ingress_s > 0)
-      sim_.schedule_after(core::Duration::from_seconds(ingress_s), this, uint64_t{id.slot} + 1);
-    else
-      replica.enqueue(id);
+    return;
   }
+  const double ingress_s =
+      layout_.client.ingress_s + layout_.client.ingress_s_per_prompt_token * static_cast<double>(r.prompt_tokens);
+  const uint64_t number = r.id;
+  int64_t deadline = 0;
+  if (timeout_ && __builtin_add_overflow(r.arrival.ns(), timeout_->ns(), &deadline))
+    throw core::Error("client time-out of request " + std::to_string(number) +
+                      " is beyond the int64 nanosecond clock (292 years)");
+  if (ingress_s > 0) r.state = RequestState::kIngress;
+  const RequestId id = requests_.insert(std::move(r));
+  if (timeout_) {
+    deadlines_.push_back({deadline, number, id});
+    if (!timer_pending_) {
+      timer_pending_ = true;
+      sim_.schedule_weak_at(core::Time::from_ns(deadline), &timer_);
+    }
+  }
+  if (ingress_s > 0)
+    sim_.schedule_after(core::Duration::from_seconds(ingress_s), this, uint64_t{id.slot} + 1);
+  else
+    replica.enqueue(id);
+}
 
-  if (read_next()) {
-    if (next_.arrival < sim_.now())
-      throw core::Error("internal: workload produced an arrival before the previous one");
-    sim_.schedule_at(next_.arrival, this);
+void Cluster::on_deadline() {
+  timer_pending_ = false;
+  const int64_t now = sim_.now().ns();
+  auto live = [&](const Deadline& d) { return requests_.holds(d.slot, d.id) && !requests_[d.slot].timed_out; };
+  while (!deadlines_.empty() && deadlines_.front().ns <= now) {
+    const Deadline d = deadlines_.front();
+    deadlines_.pop_front();
+    if (live(d)) time_out(d.slot);
   }
+  // Requests that completed in time need no timer.
+  while (!deadlines_.empty() && !live(deadlines_.front())) deadlines_.pop_front();
+  if (!deadlines_.empty()) {
+    timer_pending_ = true;
+    sim_.schedule_weak_at(core::Time::from_ns(deadlines_.front().ns), &timer_);
+  }
+  if (closed_loop_) poll_source();
+}
+
+void Cluster::time_out(RequestId id) {
+  Request& r = requests_[id];
+  r.timed_out = true;
+  // The client is free now, whatever the engine still does with the request.
+  if (closed_loop_) source_.request_done(r.id, sim_.now());
+  switch (r.state) {
+    case RequestState::kIngress: {
+      // Not in a queue yet: it leaves now; its slot waits for the ingress event (which is how the
+      // engine would see a request whose connection is already closed).
+      core::RequestRecord rec;
+      rec.id = r.id;
+      rec.replica = rec.decode_replica = r.routed_replica;
+      rec.outcome = core::RequestOutcome::kTimedOut;
+      rec.prompt_tokens = r.prompt_tokens;
+      rec.output_tokens = r.output_tokens;
+      rec.arrival = r.arrival;
+      rec.first_token = rec.finish = sim_.now();
+      rec.stage = r.stage;
+      signal_timed_out(rec);
+      break;
+    }
+    case RequestState::kWaiting:
+    case RequestState::kRunning:
+      replicas_[r.replica]->abort(id);  // signals it, through on_request_done
+      break;
+    case RequestState::kTransferring:
+      break;  // its KV is on the wire: it leaves when the transfer ends (on_transfer_done)
+    case RequestState::kDone:
+      throw core::Error("internal: timing out a request that has left");
+  }
+}
+
+void Cluster::signal_timed_out(core::RequestRecord& rec) {
+  ++counters_.timed_out;
+  const core::Time gave_up = rec.arrival + *timeout_;
+  rec.client_finish = gave_up;
+  rec.client_first_token = gave_up;
+  if (rec.generated_tokens > 0) {
+    const core::Time first = rec.first_token + core::Duration::from_seconds(layout_.client.egress_s) +
+                             core::Duration::from_seconds(layout_.client.first_token_s);
+    rec.client_first_token = std::min(first, gave_up);
+  }
+  observer_.on_request_done(rec);
 }
 
 void Cluster::on_prefill_done(Replica& replica, RequestId id) {
@@ -181,18 +296,50 @@ void Cluster::on_transfer_done(uint64_t tag) {
   rec.start = t.start;
   rec.end = sim_.now();
   observer_.on_kv_transfer(rec);
+  if (r.timed_out) {  // its client gave up while the KV was on the wire: the prefill replica let go above
+    core::RequestRecord done;
+    done.id = r.id;
+    done.replica = done.decode_replica = t.from;
+    done.outcome = core::RequestOutcome::kTimedOut;
+    done.prompt_tokens = r.prompt_tokens;
+    done.output_tokens = r.output_tokens;
+    done.generated_tokens = r.generated;
+    done.arrival = r.arrival;
+    done.first_token = r.first_token;
+    done.finish = sim_.now();
+    done.preemptions = r.preemptions;
+    done.cached_tokens = r.cached_tokens;
+    done.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
+    done.stage = r.stage;
+    requests_.erase(id);
+    signal_timed_out(done);
+    return;
+  }
   replicas_[t.to]->enqueue(id);
 }
 
 void Cluster::on_request_done(const core::RequestRecord& r) {
-  ++counters_.completed;
   core::RequestRecord rec = r;
+  if (r.outcome == core::RequestOutcome::kTimedOut) {  // a replica let go of a request whose client gave up
+    signal_timed_out(rec);
+    return;
+  }
   // The client has each token egress_s after the iteration that produced it, the first one
   // first_token_s later still.
   const core::Duration egress = core::Duration::from_seconds(layout_.client.egress_s);
   rec.client_first_token = r.first_token + egress + core::Duration::from_seconds(layout_.client.first_token_s);
   rec.client_finish = std::max(r.finish + egress, rec.client_first_token);
-  observer_.on_request_done(rec);
+  if (timeout_ && rec.client_finish > r.arrival + *timeout_) {
+    // The engine finished, but the last token would reach the client after it gave up.
+    rec.outcome = core::RequestOutcome::kTimedOut;
+    if (closed_loop_) source_.request_done(rec.id, r.arrival + *timeout_);
+    signal_timed_out(rec);
+  } else {
+    ++counters_.completed;
+    if (closed_loop_) source_.request_done(rec.id, rec.client_finish);
+    observer_.on_request_done(rec);
+  }
+  if (closed_loop_) poll_source();
 }
 
 void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
@@ -201,11 +348,13 @@ void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
 }
 
 void Cluster::check_drained() const {
-  if (has_next_ || counters_.arrived != counters_.completed + counters_.rejected || requests_.live() != 0)
+  if (has_next_ || (closed_loop_ && source_.due()) ||
+      counters_.arrived != counters_.completed + counters_.rejected + counters_.timed_out || requests_.live() != 0)
     throw core::Error("internal: requests not conserved: arrived " + std::to_string(counters_.arrived) +
                       ", completed " + std::to_string(counters_.completed) + ", rejected " +
-                      std::to_string(counters_.rejected) + ", still in flight " +
-                      std::to_string(requests_.live()));
+                      std::to_string(counters_.rejected) + ", timed out " + std::to_string(counters_.timed_out) +
+                      ", still in flight " + std::to_string(requests_.live()) +
+                      (closed_loop_ && source_.due() ? ", and the closed-loop workload has a request due" : ""));
   for (size_t i = 0; i < loads_.size(); ++i)
     if (loads_[i].oracle_remaining_tokens != 0 || loads_[i].prefill_tokens_waiting != 0)
       throw core::Error("internal: replica " + std::to_string(i) + " ends with " +

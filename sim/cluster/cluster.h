@@ -4,7 +4,9 @@
 // prefilled request's KV cache over the network to a decode replica.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct ClusterCounters {
   uint64_t arrived = 0;
   uint64_t completed = 0;
   uint64_t rejected = 0;
+  uint64_t timed_out = 0;
   uint64_t preemptions = 0;
   uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0;
@@ -78,6 +81,7 @@ class Cluster final : public EventHandler,
   // Payload 0: the arrival of the request read ahead from the source (the client sends it). Payload
   // slot + 1: that request reaches its replica's queue (after the client path's ingress).
   void on_event(uint64_t payload) override;
+  // (Closed-loop sources and client time-outs have their own handlers: SourceWake, TimeoutTimer.)
 
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
   std::span<const ReplicaLoad> loads() const { return loads_; }
@@ -85,14 +89,42 @@ class Cluster final : public EventHandler,
   size_t in_flight() const { return requests_.live(); }
   bool disaggregated() const { return layout_.prefill_replicas > 0; }
 
-  // Throws core::Error unless every arrived request has completed or been rejected and all KV
-  // blocks are back: call after the simulation ends.
+  // Throws core::Error unless every arrived request has completed, been rejected or timed out and
+  // all KV blocks are back: call after the simulation ends.
   void check_drained() const;
 
  private:
+  // A closed-loop source's next request is due (payload: the wake's version; older ones are stale).
+  struct SourceWake final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t version) override { cluster->on_wake(version); }
+  };
+  // The earliest client deadline has come (a weak event: it never keeps the run going).
+  struct TimeoutTimer final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t) override { cluster->on_deadline(); }
+  };
+  // A request's client time-out, in send order (the time-out is the same for every request, so the
+  // deadlines are too): one pending timer serves them all.
+  struct Deadline {
+    int64_t ns = 0;
+    uint64_t id = 0;
+    RequestId slot;
+  };
+
   bool read_next();
   void arrive();
+  // The arrival of `spec`: a new request is routed, rejected or enqueued (after the ingress).
+  void admit(const traces::RequestSpec& spec);
   void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
+  // Closed loop: (re)schedules the wake for the source's earliest due request.
+  void poll_source();
+  void on_wake(uint64_t version);
+  // Client time-outs.
+  void on_deadline();
+  void time_out(RequestId id);
+  // Counts a timed-out request and fills its client times, then signals it.
+  void signal_timed_out(core::RequestRecord& rec);
   // LifecycleObserver: counts, then forwards to the user's observer.
   void on_arrival(uint64_t id, core::Time t) override { observer_.on_arrival(id, t); }
   void on_request_done(const core::RequestRecord& r) override;
@@ -127,6 +159,15 @@ class Cluster final : public EventHandler,
   std::vector<PendingTransfer> transfers_;  // by request slot
   traces::RequestSpec next_;
   bool has_next_ = false;
+  bool closed_loop_ = false;
+  SourceWake wake_;
+  uint64_t wake_version_ = 0;
+  bool wake_pending_ = false;
+  core::Time wake_at_;
+  std::optional<core::Duration> timeout_;  // the clients' time-out, if any
+  TimeoutTimer timer_;
+  std::deque<Deadline> deadlines_;
+  bool timer_pending_ = false;
   ClusterCounters counters_;
   std::vector<std::pair<int64_t, int64_t>> pairs_;  // scratch
 };

@@ -377,6 +377,57 @@ void Replica::preempt(RequestId id) {
   observer_.on_preempt(r.id, index_, sim_.now());
 }
 
+void Replica::abort(RequestId id) {
+  Request& r = requests_[id];
+  if (r.state == RequestState::kWaiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), id);
+    if (it == waiting_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
+    waiting_.erase(it);
+    account(r, -1);
+    if (r.swapped) {
+      swap_used_bytes_ -= static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+      r.swapped = false;
+    }
+    leave_timed_out(id);
+  } else if (r.state == RequestState::kRunning) {
+    if (busy_) {  // on_event lets it go when the iteration ends
+      ++aborts_pending_;
+      return;
+    }
+    auto it = std::find(running_.begin(), running_.end(), id);
+    if (it == running_.end()) throw core::Error("internal: aborting a request that is not running");
+    running_.erase(it);
+    account(r, -1);
+    release_kv(r);
+    leave_timed_out(id);
+  } else {
+    throw core::Error("internal: aborting a request that is neither waiting nor running on replica " +
+                      std::to_string(index_));
+  }
+  if (!busy_) try_start_iteration(); else publish_state();
+}
+
+void Replica::leave_timed_out(RequestId id) {
+  const Request& r = requests_[id];
+  core::RequestRecord rec;
+  rec.id = r.id;
+  rec.replica = r.routed_replica;
+  rec.decode_replica = index_;
+  rec.outcome = core::RequestOutcome::kTimedOut;
+  rec.prompt_tokens = r.prompt_tokens;
+  rec.output_tokens = r.output_tokens;
+  rec.generated_tokens = r.generated;
+  rec.arrival = r.arrival;
+  rec.finish = sim_.now();
+  rec.first_token = r.generated > 0 ? r.first_token : rec.finish;
+  rec.preemptions = r.preemptions;
+  rec.cached_tokens = r.cached_tokens;
+  rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
+  rec.stage = r.stage;
+  observer_.on_request_done(rec);
+  requests_.erase(id);
+}
+
 void Replica::finish_handoff(RequestId id) {
   Request& r = requests_[id];
   release_kv(r);
@@ -577,10 +628,16 @@ void Replica::on_event(uint64_t /*payload*/) {
   size_t kept = 0;
   std::vector<RequestId>& handoffs = handoffs_;
   handoffs.clear();
+  leaving = leaving || aborts_pending_ > 0;
   if (!leaving) kept = running_.size();
   for (RequestId id : leaving ? std::span<const RequestId>(running_) : std::span<const RequestId>()) {
     Request& r = requests_[id];
-    if (r.generated >= r.output_tokens) {
+    if (r.timed_out) {  // its client gave up during the iteration
+      --aborts_pending_;
+      account(r, -1);
+      release_kv(r);
+      leave_timed_out(id);
+    } else if (r.generated >= r.output_tokens) {
       release_kv(r);
       core::RequestRecord rec;
       rec.id = r.id;
@@ -595,6 +652,8 @@ void Replica::on_event(uint64_t /*payload*/) {
       rec.preemptions = r.preemptions;
       rec.cached_tokens = r.cached_tokens;
       rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
+      rec.generated_tokens = r.generated;
+      rec.stage = r.stage;
       observer_.on_request_done(rec);
       requests_.erase(id);
     } else if (role_ == ReplicaRole::kPrefill && r.decoding) {

@@ -170,6 +170,11 @@ class Replica final : public EventHandler {
   void enqueue(RequestId id);
   // The KV transfer of a handed-off request is over: free its blocks here.
   void finish_handoff(RequestId id);
+  // The client of request `id`, waiting or running here, has given up (the cluster has set
+  // Request::timed_out). It leaves with outcome timed_out, its blocks, prefix-unit references and
+  // swap space freed: now, or, when an iteration is in progress, once that iteration ends (the
+  // engine aborts between steps; the iteration's tokens are computed and thrown away).
+  void abort(RequestId id);
   core::Duration last_iteration() const { return last_duration_; }
   // KV bytes one token occupies on each of its GPUs (a share of the heads, or a whole MLA latent).
   double kv_bytes_per_token_per_gpu() const { return kv_bytes_per_token_per_gpu_; }
@@ -248,6 +253,8 @@ class Replica final : public EventHandler {
   Lookup lookup(const Request& r) const;
   int64_t unit_end(const Request& r, size_t j) const;
   void release_kv(Request& r);
+  // Signals that the timed-out request `id` has left and frees its slot.
+  void leave_timed_out(RequestId id);
   void try_start_iteration();
   // Moves the requests the scheduler can see now from arriving_ into the waiting queue.
   void admit_arrivals(bool chained);
@@ -319,6 +326,7 @@ class Replica final : public EventHandler {
   core::Time last_start_;  // the start of the iteration in flight (or the last one)
   std::vector<RequestId> running_;
   int64_t transferring_ = 0;
+  int64_t aborts_pending_ = 0;  // running requests timed out during the iteration in progress
   IterationPlan plan_;
   std::vector<core::GapRun> gaps_;
   std::vector<RequestId> handoffs_;   // scratch of on_event

@@ -16,6 +16,7 @@ struct RequestId {
 };
 
 enum class RequestState : uint8_t {
+  kIngress,       // sent, on its way through the engine's frontend to a replica's queue
   kWaiting,       // in a replica's waiting queue
   kRunning,       // in a replica's running set, holding KV blocks
   kTransferring,  // prefilled on a prefill replica, its KV on the way to a decode replica
@@ -52,6 +53,8 @@ struct Request {
   double repetition = -1;
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
+  uint32_t stage = 0;           // the workload's load stage
+  bool timed_out = false;       // its client gave up: it leaves as soon as the engine can let go of it
   std::vector<uint64_t> block_hashes;  // prefix block ids from the workload, if any
 
   // Tokens a (re)prefill must process: the prompt plus everything generated before a preemption.
@@ -83,6 +86,10 @@ class RequestTable {
     slots_[id.slot].block_hashes = {};
     free_.push_back(id.slot);
     --live_;
+  }
+  // Whether slot `id` holds request number `request` (still in flight).
+  bool holds(RequestId id, uint64_t request) const {
+    return id.slot < slots_.size() && slots_[id.slot].state != RequestState::kDone && slots_[id.slot].id == request;
   }
   Request& operator[](RequestId id) { return slots_[id.slot]; }
   const Request& operator[](RequestId id) const { return slots_[id.slot]; }

@@ -63,10 +63,13 @@ class Validator {
     for (const auto& spec : specs) {
       const toml::node* node = table ? table->get(spec.name) : nullptr;
       // An optional section or table that is absent is simply not there (Params::has is false).
-      if (!node && spec.optional_ && (spec.type == ParamType::kSection || spec.type == ParamType::kTable)) continue;
+      if (!node && spec.optional_ &&
+          (spec.type == ParamType::kSection || spec.type == ParamType::kTable || spec.type == ParamType::kTableList))
+        continue;
       switch (spec.type) {
         case ParamType::kSection: fill_section(out, spec, node); break;
         case ParamType::kTable: fill_table(out, spec, node); break;
+        case ParamType::kTableList: fill_table_list(out, spec, node); break;
         default: fill_scalar(out, spec, node); break;
       }
     }
@@ -79,6 +82,39 @@ class Validator {
     Params child(out.key_path(spec.name), "", where);
     fill(child, table, spec.fields);
     out.add_section(spec.name, std::move(child));
+  }
+
+  // An array of tables ([[key]] sections, or key = [{...}, ...]), each element checked against the
+  // list's fields; element i's keys are reported as key[i].field.
+  void fill_table_list(Params& out, const ParamSpec& spec, const toml::node* node) {
+    const std::string key = out.key_path(spec.name);
+    auto fields_hint = [&] {
+      std::vector<std::string> names;
+      for (const auto& f : spec.fields) names.push_back(f.name);
+      return " (" + spec.description + "; each element has the keys " + join(names) + ")";
+    };
+    if (!node)
+      throw ConfigError(out.where(), key, "missing required list of tables [[" + key + "]]" + fields_hint());
+    const toml::array* array = node->as_array();
+    if (!array)
+      throw ConfigError(location_of(*node, file_), key,
+                        "expected a list of tables ([[" + key + "]] sections), got " + toml_type_name(*node) +
+                            fields_hint());
+    if (array->empty())
+      throw ConfigError(location_of(*node, file_), key, "the list is empty; give at least one [[" + key + "]]" +
+                                                           fields_hint());
+    std::vector<Params> elements;
+    for (size_t i = 0; i < array->size(); ++i) {
+      const toml::node& element = *array->get(i);
+      const std::string element_key = key + "[" + std::to_string(i) + "]";
+      if (!element.is_table())
+        throw ConfigError(location_of(element, file_), element_key,
+                          "expected a table, got " + toml_type_name(element) + fields_hint());
+      Params child(element_key, "", location_of(element, file_));
+      fill(child, element.as_table(), spec.fields);
+      elements.push_back(std::move(child));
+    }
+    out.add_list(spec.name, std::move(elements), location_of(*node, file_));
   }
 
   void fill_section(Params& out, const ParamSpec& spec, const toml::node* node) {

@@ -15,10 +15,11 @@ enum class RequestOutcome : uint8_t {
   kCompleted,
   kRejectedContext,     // prompt + output longer than the model's context
   kRejectedKvCapacity,  // the request could never fit in the replica's KV cache
+  kTimedOut,            // its client gave up (the workload's client time-out) before the last token
 };
-std::string_view outcome_name(RequestOutcome outcome);  // "completed", "rejected_context", ...
+std::string_view outcome_name(RequestOutcome outcome);  // "completed", "rejected_context", ..., "timed_out"
 
-// A request that has left the system, completed or rejected.
+// A request that has left the system: completed, rejected, or timed out.
 struct RequestRecord {
   uint64_t id = 0;            // arrival order, from 0
   uint32_t replica = 0;       // the replica it was routed to
@@ -26,12 +27,18 @@ struct RequestRecord {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // requested (and, when completed, produced)
   Time arrival;               // the client sends it (the workload's arrival time)
-  Time first_token;           // the iteration that produced the first token ends (== arrival when rejected)
-  Time finish;                // the iteration that produced the last token ends (== arrival when rejected)
+  Time first_token;           // the iteration that produced the first token ends (== arrival when rejected;
+                              // == finish when timed out before any token)
+  Time finish;                // completed: the iteration that produced the last token ends; rejected: ==
+                              // arrival; timed out: the engine let go of it (aborted, KV freed)
   // When the client has them: the engine's streaming path added (== first_token and finish without
-  // an engine frontend). TTFT, TPOT and E2E are measured here, where a client measures them.
+  // an engine frontend). TTFT, TPOT and E2E are measured here, where a client measures them. Timed
+  // out: client_finish is when the client gave up (arrival + the time-out), client_first_token the
+  // first token's arrival at the client if that came before, else client_finish.
   Time client_first_token;
   Time client_finish;
+  int64_t generated_tokens = 0;  // output tokens the engine produced (== output_tokens when completed)
+  uint32_t stage = 0;            // the workload's load stage that sent it (0 without stages)
   uint32_t preemptions = 0;
   int64_t cached_tokens = 0;  // prompt tokens a prefix-cache hit spared
   double kv_transfer_bytes = 0;  // moved from a prefill to a decode replica

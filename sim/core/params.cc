@@ -86,10 +86,17 @@ ParamSpec ParamSpec::table(std::string name, std::vector<ParamSpec> fields, std:
   return p;
 }
 
+ParamSpec ParamSpec::table_list(std::string name, std::vector<ParamSpec> fields, std::string description) {
+  ParamSpec p = table(std::move(name), std::move(fields), std::move(description));
+  p.type = ParamType::kTableList;
+  return p;
+}
+
 bool ParamSpec::is_required() const {
   switch (type) {
     case ParamType::kSection: return !optional_ && default_kind.empty();
     case ParamType::kTable: return false;
+    case ParamType::kTableList: return !optional_;
     default: return !optional_ && std::holds_alternative<std::monostate>(default_value);
   }
 }
@@ -103,6 +110,7 @@ std::string ParamSpec::type_name() const {
     case ParamType::kPath: return "path";
     case ParamType::kSection: return "section";
     case ParamType::kTable: return "table";
+    case ParamType::kTableList: return "table list";
     case ParamType::kFloatList: return "list of floats";
   }
   return "?";
@@ -130,6 +138,7 @@ std::string ParamSpec::default_str() const {
     return default_kind.empty() ? "(required)" : "kind = " + toml_quote(default_kind);
   }
   if (type == ParamType::kTable) return optional_ ? "(optional)" : "";
+  if (type == ParamType::kTableList) return optional_ ? "(optional)" : "(required)";
   if (optional_) return "(unset)";
   if (std::holds_alternative<std::monostate>(default_value)) return "(required)";
   return scalar_str(default_value);
@@ -205,8 +214,14 @@ const std::vector<double>& Params::get_float_list(std::string_view name) const {
 
 const Params& Params::section(std::string_view name) const {
   const auto& e = entry(name);
-  if (e.section.empty()) throw Error("internal: '" + key_path(name) + "' is not a section");
+  if (e.section.empty() || e.list) throw Error("internal: '" + key_path(name) + "' is not a section");
   return e.section.front();
+}
+
+const std::vector<Params>& Params::list(std::string_view name) const {
+  const auto& e = entry(name);
+  if (!e.list) throw Error("internal: '" + key_path(name) + "' is not a table list");
+  return e.section;
 }
 
 const SourceLocation& Params::where(std::string_view name) const {
@@ -234,6 +249,11 @@ Params& Params::add_section(std::string name, Params section) {
   return entries_.back().section.front();
 }
 
+void Params::add_list(std::string name, std::vector<Params> elements, SourceLocation where) {
+  for (auto& e : elements) e.list_element_ = true;
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, std::move(elements), true});
+}
+
 std::string Params::to_toml() const {
   std::string out;
   emit_toml(out);
@@ -243,7 +263,17 @@ std::string Params::to_toml() const {
 void Params::emit_toml(std::string& out) const {
   if (!path_.empty()) {
     if (!out.empty()) out += "\n";
-    out += "[" + path_ + "]\n";
+    // A table-list element's path carries its index ("a.b[1]", "a.b[1].c"); TOML names it without:
+    // [[a.b]] opens the next element, and [a.b.c] is a table of the element just opened.
+    std::string header;
+    for (size_t i = 0; i < path_.size(); ++i) {
+      if (path_[i] == '[') {
+        while (i < path_.size() && path_[i] != ']') ++i;
+        continue;
+      }
+      header += path_[i];
+    }
+    out += list_element_ ? "[[" + header + "]]\n" : "[" + header + "]\n";
     if (!kind_.empty()) out += "kind = " + toml_quote(kind_) + "\n";
   }
   for (const auto& e : entries_) {
@@ -251,7 +281,7 @@ void Params::emit_toml(std::string& out) const {
     out += e.name + " = " + scalar_str(e.value) + "\n";
   }
   for (const auto& e : entries_)
-    if (!e.section.empty()) e.section.front().emit_toml(out);
+    for (const Params& s : e.section) s.emit_toml(out);
 }
 
 // ---- Families ----------------------------------------------------------------------------------

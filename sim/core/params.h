@@ -20,7 +20,7 @@
 
 namespace servesim::core {
 
-enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable, kFloatList };
+enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable, kTableList, kFloatList };
 
 // monostate = no value (an optional parameter that was not given). A list of numbers is a TOML
 // array (`acceptance = [0.8, 0.7]`).
@@ -40,7 +40,7 @@ struct ParamSpec {
                                      // keywords accepted besides paths and kept as written
   std::string family;                // kSection: the kind family its `kind` is looked up in
   std::string default_kind;          // kSection: kind used when the section or its `kind` is absent
-  std::vector<ParamSpec> fields;     // kTable: the fixed keys of the table
+  std::vector<ParamSpec> fields;     // kTable, kTableList: the fixed keys of the table (of each element)
 
   static ParamSpec integer(std::string name, int64_t def, std::string unit, std::string description);
   static ParamSpec real(std::string name, double def, std::string unit, std::string description);
@@ -55,6 +55,9 @@ struct ParamSpec {
                            std::string description);
   // A sub-section with a fixed set of keys.
   static ParamSpec table(std::string name, std::vector<ParamSpec> fields, std::string description);
+  // A list of tables with the same fixed keys, written as TOML's array of tables ([[name]] headers,
+  // or an inline array of inline tables); required and non-empty unless optional().
+  static ParamSpec table_list(std::string name, std::vector<ParamSpec> fields, std::string description);
 
   ParamSpec& range(double lo, double hi) { min = lo; max = hi; return *this; }
   ParamSpec& at_least(double lo) { min = lo; return *this; }
@@ -67,7 +70,8 @@ struct ParamSpec {
   ParamSpec& required() { default_value = std::monostate{}; optional_ = false; return *this; }
 
   bool is_required() const;
-  std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table", "list of floats"
+  std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table",
+                                     // "table list", "list of floats"
   std::string default_str() const;   // "256", "\"fcfs\"", "(required)", "(unset)"
   std::string range_str() const;     // "[1, 1024]", "> 0", "one of: a, b", or ""
 };
@@ -91,6 +95,8 @@ class Params {
   const std::string& get_string(std::string_view name) const;  // strings and paths
   const std::vector<double>& get_float_list(std::string_view name) const;
   const Params& section(std::string_view name) const;
+  // The elements of a table list, in the order written (each a Params whose path ends in "[i]").
+  const std::vector<Params>& list(std::string_view name) const;
   const SourceLocation& where(std::string_view name) const;
   std::string key_path(std::string_view name) const;  // "scheduler.max_num_seqs"
 
@@ -104,6 +110,7 @@ class Params {
   // Used by the validator to fill the tree.
   void set(std::string name, Scalar value, SourceLocation where, bool given);
   Params& add_section(std::string name, Params section);
+  void add_list(std::string name, std::vector<Params> elements, SourceLocation where);
 
  private:
   struct Entry {
@@ -111,7 +118,8 @@ class Params {
     Scalar value;
     SourceLocation where;
     bool given = false;
-    std::vector<Params> section;  // exactly one element for a section entry
+    std::vector<Params> section;  // exactly one element for a section entry; the elements of a list
+    bool list = false;
   };
   const Entry& entry(std::string_view name) const;
   void emit_toml(std::string& out) const;
@@ -119,6 +127,7 @@ class Params {
   std::string path_;
   std::string kind_;
   SourceLocation where_;
+  bool list_element_ = false;  // an element of a table list: printed under a [[...]] header
   std::vector<Entry> entries_;
 };
 

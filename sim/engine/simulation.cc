@@ -1,5 +1,6 @@
 #include "sim/engine/simulation.h"
 
+#include <algorithm>
 #include <string>
 
 #include "sim/core/error.h"
@@ -46,6 +47,14 @@ void Simulation::schedule_at(core::Time t, EventHandler* handler, uint64_t paylo
   sift_up(heap_.size() - 1, e);
 }
 
+void Simulation::schedule_weak_at(core::Time t, EventHandler* handler, uint64_t payload) {
+  if (t < now_)
+    throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
+                      std::to_string(now_.ns()) + " ns)");
+  weak_.push_back(Event{t.ns(), next_seq_++, handler, payload});
+  std::push_heap(weak_.begin(), weak_.end(), [](const Event& a, const Event& b) { return before(b, a); });
+}
+
 bool Simulation::step() {
   if (root_is_done_) {  // the previous handler scheduled nothing (or threw): drop its event
     root_is_done_ = false;
@@ -53,7 +62,11 @@ bool Simulation::step() {
     heap_.pop_back();
     if (!heap_.empty()) replace_root(last);
   }
-  if (heap_.empty()) return false;
+  if (heap_.empty()) return false;  // nothing, or weak events only: they never keep the run going
+  if (!weak_.empty() && before(weak_.front(), heap_[0])) [[unlikely]] {
+    step_weak();
+    return true;
+  }
   const Event e = heap_[0];
   now_ = core::Time::from_ns(e.t);
   ++processed_;
@@ -62,9 +75,19 @@ bool Simulation::step() {
   return true;
 }
 
+void Simulation::step_weak() {
+  std::pop_heap(weak_.begin(), weak_.end(), [](const Event& a, const Event& b) { return before(b, a); });
+  const Event e = weak_.back();
+  weak_.pop_back();
+  now_ = core::Time::from_ns(e.t);
+  ++processed_;
+  e.handler->on_event(e.payload);
+}
+
 void Simulation::run() {
   while (step()) {
   }
+  weak_.clear();  // what is left is weak: dropped unhandled
 }
 
 }  // namespace servesim::sim

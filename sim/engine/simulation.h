@@ -24,17 +24,22 @@ class Simulation {
  public:
   core::Time now() const { return now_; }
   uint64_t events_processed() const { return processed_; }
-  size_t pending() const { return heap_.size() - (root_is_done_ ? 1 : 0); }
+  size_t pending() const { return heap_.size() - (root_is_done_ ? 1 : 0) + weak_.size(); }
 
   // Schedules `handler` at `t` (>= now); throws core::Error if `t` is in the past.
   void schedule_at(core::Time t, EventHandler* handler, uint64_t payload = 0);
   void schedule_after(core::Duration d, EventHandler* handler, uint64_t payload = 0) {
     schedule_at(now_ + d, handler, payload);
   }
+  // A weak event: ordered and handled like any other, but it does not keep the simulation going.
+  // run() ends when only weak events are left, without handling them (the clock stays at the last
+  // ordinary event). For timers that guard against something that may never happen, such as a
+  // client time-out after the last request has completed.
+  void schedule_weak_at(core::Time t, EventHandler* handler, uint64_t payload = 0);
 
-  // Processes events until none is left.
+  // Processes events until none but weak ones are left (those are dropped).
   void run();
-  // Processes one event; false when the queue is empty.
+  // Processes one event; false when no ordinary (not weak) event is left.
   bool step();
 
  private:
@@ -46,6 +51,7 @@ class Simulation {
   };
   static bool before(const Event& a, const Event& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; }
   void sift_up(size_t i, Event e);
+  [[gnu::noinline]] void step_weak();  // handles the earliest weak event (off the hot path)
   void replace_root(Event e);
 
   core::Time now_;
@@ -58,6 +64,9 @@ class Simulation {
   // is the same for any valid heap.
   std::vector<Event> heap_;
   bool root_is_done_ = false;  // heap_[0] is the event being handled
+  // Weak events, in a heap of their own (by the same (t, seq) order, seq shared with heap_), so that
+  // the ordinary events keep the hot path and run() knows when only weak ones are left.
+  std::vector<Event> weak_;
 };
 
 }  // namespace servesim::sim

@@ -67,6 +67,10 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
       ++s_.requests_rejected;
       ++s_.rejected_kv_capacity;
       break;
+    case core::RequestOutcome::kTimedOut:
+      // A failure: no latency, no tokens delivered; it misses the SLO.
+      ++s_.requests_timed_out;
+      break;
   }
   ++replica_stats_[r.replica].routed;
   if (r.outcome == core::RequestOutcome::kCompleted) ++replica_stats_[r.decode_replica].completed;

@@ -92,7 +92,7 @@ void CsvSink::begin_run(RunInfo& info) {
   open_table(requests_, "requests.csv",
              "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,"
              "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo,cached_tokens,decode_replica,kv_transfer_bytes,"
-             "engine_first_token_ns,engine_finish_ns");
+             "engine_first_token_ns,engine_finish_ns,stage");
   open_table(samples_, "replica_timeseries.csv",
              "run_id,replica,time_ns,queued,running,kv_blocks_used,kv_blocks_total");
   std::string stats_header = "run_id,replica,role,gpu";
@@ -106,17 +106,21 @@ void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m)
   const bool completed = r.outcome == core::RequestOutcome::kCompleted;
   o << info_.run_id << ',' << r.id << ',' << r.replica << ',' << core::outcome_name(r.outcome) << ','
     << r.prompt_tokens << ',' << r.output_tokens << ',' << r.arrival.ns() << ',';
+  const bool timed_out = r.outcome == core::RequestOutcome::kTimedOut;
   if (completed) {
     o << r.client_first_token.ns() << ',' << r.client_finish.ns() << ',' << core::format_double(m.ttft_ms) << ','
       << (m.tpot_ms ? core::format_double(*m.tpot_ms) : std::string()) << ',' << core::format_double(m.e2e_ms);
+  } else if (timed_out) {
+    o << ',' << r.client_finish.ns() << ",,,";  // when the client gave up; no latencies
   } else {
     o << ",,,,";
   }
   o << ',' << r.preemptions << ',' << (m.meets_slo ? 1 : 0) << ',' << r.cached_tokens << ',' << r.decode_replica
     << ',' << core::format_double(r.kv_transfer_bytes) << ',';
   if (completed) o << r.first_token.ns() << ',' << r.finish.ns();
+  else if (timed_out) o << ',' << r.finish.ns();
   else o << ',';
-  o << '\n';
+  o << ',' << r.stage << '\n';
 }
 
 void CsvSink::add_sample(const ReplicaSample& s) {

@@ -70,6 +70,7 @@ void InvariantChecker::on_arrival(uint64_t id, core::Time t) {
 
 void InvariantChecker::on_request_done(const core::RequestRecord& r) {
   const bool completed = r.outcome == core::RequestOutcome::kCompleted;
+  const bool timed_out = r.outcome == core::RequestOutcome::kTimedOut;
   advance_clock(r.finish, "request-done");
   Pending& p = pending(r.id, "request-done", r.finish);
   const auto who = [&] {
@@ -118,6 +119,24 @@ void InvariantChecker::on_request_done(const core::RequestRecord& r) {
     ++totals_.completed;
     totals_.completed_prompt_tokens += r.prompt_tokens;
     totals_.completed_output_tokens += r.output_tokens;
+  } else if (timed_out) {
+    check(r.arrival <= r.finish && r.arrival < r.client_finish, "requests", r.finish, [&] {
+      return std::string(who() + ": expected arrival <= finish and arrival < the client's give-up, got arrival " +
+                         n(r.arrival.ns()) + ", finish " + n(r.finish.ns()) + ", client gave up at " +
+                         n(r.client_finish.ns()) + " ns");
+    });
+    check(r.generated_tokens >= 0 && r.generated_tokens <= r.output_tokens, "tokens", r.finish, [&] {
+      return std::string(who() + " produced " + n(r.generated_tokens) + " of " + n(r.output_tokens) +
+                         " output tokens");
+    });
+    check(r.generated_tokens > 0 ? r.arrival < r.first_token && r.first_token <= r.finish : r.first_token == r.finish,
+          "requests", r.finish, [&] {
+            return std::string(who() + " produced " + n(r.generated_tokens) + " tokens, first at " +
+                               n(r.first_token.ns()) + " ns (arrival " + n(r.arrival.ns()) + ", finish " +
+                               n(r.finish.ns()) + " ns)");
+          });
+    ++totals_.timed_out;
+    totals_.timed_out_gaps += std::max<int64_t>(0, r.generated_tokens - 1);
   } else {
     check(r.first_token == r.arrival && r.finish == r.arrival, "requests", r.finish, [&] {
       return std::string(who() + ": a rejected request leaves when it arrives (first token and finish = arrival " +
@@ -227,7 +246,8 @@ void InvariantChecker::on_replica_state(const core::ReplicaState& s) {
   check(replica_queued_running_ <= static_cast<int64_t>(in_flight_.size()), "requests", s.time, [&] {
     return std::string("the replicas hold " + n(replica_queued_running_) + " queued or running requests, but only " +
                        n(static_cast<uint64_t>(in_flight_.size())) + " are in flight (arrived " + n(totals_.arrived) +
-                       " - completed " + n(totals_.completed) + " - rejected " + n(totals_.rejected) + ")");
+                       " - completed " + n(totals_.completed) + " - rejected " + n(totals_.rejected) +
+                       " - timed out " + n(totals_.timed_out) + ")");
   });
   rv.seen = true;
   rv.state = s;
@@ -276,9 +296,10 @@ void InvariantChecker::check_drained() {
       ids += (ids.empty() ? "" : ", ") + n(id);
     }
     fail("requests",
-         n(static_cast<uint64_t>(in_flight_.size())) + " requests arrived but never completed nor were rejected (ids " +
-             ids + "); arrived " + n(totals_.arrived) + ", completed " + n(totals_.completed) + ", rejected " +
-             n(totals_.rejected),
+         n(static_cast<uint64_t>(in_flight_.size())) +
+             " requests arrived but never completed, were rejected nor timed out (ids " + ids + "); arrived " +
+             n(totals_.arrived) + ", completed " + n(totals_.completed) + ", rejected " + n(totals_.rejected) +
+             ", timed out " + n(totals_.timed_out),
          now_);
   }
   for (size_t i = 0; i < replicas_.size(); ++i) {
@@ -292,13 +313,16 @@ void InvariantChecker::check_drained() {
     });
   }
   // Every token but each request's first arrives after a gap, alone or with others in one chunk.
-  const int64_t expected_tokens = totals_.completed_output_tokens - static_cast<int64_t>(totals_.completed);
+  const int64_t expected_tokens =
+      totals_.completed_output_tokens - static_cast<int64_t>(totals_.completed) + totals_.timed_out_gaps;
   const int64_t tokens = totals_.gap_tokens;
   const int64_t gaps = static_cast<int64_t>(totals_.token_gaps);
   check(tokens == expected_tokens, "tokens", now_, [&] {
-    return std::string("the completed requests produced " + n(totals_.completed_output_tokens) + " output tokens, so " +
-                       n(expected_tokens) + " after an inter-token gap (all but each request's first token), but the " +
-                       n(gaps) + " gaps signalled delivered " + n(tokens));
+    return std::string("the completed requests produced " + n(totals_.completed_output_tokens) +
+                       " output tokens and the timed-out ones " + n(totals_.timed_out_gaps) +
+                       " after their first, so " + n(expected_tokens) +
+                       " after an inter-token gap (all but each request's first token), but the " + n(gaps) +
+                       " gaps signalled delivered " + n(tokens));
   });
   check(totals_.decode_output <= tokens && tokens <= totals_.decode_output + static_cast<int64_t>(totals_.preemptions),
         "tokens", now_, [&] {

@@ -19,14 +19,18 @@
 //   a request   rejected: first token = finish = arrival, never preempted; completed: arrival < first
 //               token <= finish, finish is the end of its replica's last iteration, finish - first
 //               token >= output tokens - 1 ns, its preemption count equals the preemption signals it
-//               got, prompt and output tokens >= 1.
+//               got, prompt and output tokens >= 1; timed out (its client gave up): arrival <= finish
+//               (when the engine let go), the client gave up after it sent the request (arrival <
+//               client finish), it produced 0 to output tokens, and arrival < first token <= finish
+//               when it produced any (first token = finish when none).
 //   tokens      every token after a request's first arrives after an inter-token gap (> 0 ns), alone
 //               or with others in one chunk (speculative decoding): tokens the gaps deliver = sum over
-//               completed requests of (output tokens - 1); decode output <= those tokens <= decode
-//               output + preemptions, and decode steps <= gaps <= decode steps + preemptions (a
-//               recompute prefill emits a token too); a verifying decode has >= 1 draft, accepts at
-//               most its drafts and emits at most what it accepts; prefilled tokens >= the completed
-//               requests' prompt tokens.
+//               completed requests of (output tokens - 1) + sum over timed-out ones of (tokens
+//               produced - 1, when any); decode output <= those tokens <= decode output +
+//               preemptions, and decode steps <= gaps <= decode steps + preemptions (a recompute
+//               prefill emits a token too); a verifying decode has >= 1 draft, accepts at most its
+//               drafts and emits at most what it accepts; prefilled tokens >= the completed requests'
+//               prompt tokens.
 //
 //   prefix      a lookup matches at most the prompt's units and tokens; the hits of all lookups add
 //               up to the cached tokens the requests' records report; prefilled tokens >= prompt
@@ -57,6 +61,8 @@ class InvariantChecker final : public core::LifecycleObserver {
     uint64_t arrived = 0;
     uint64_t completed = 0;
     uint64_t rejected = 0;
+    uint64_t timed_out = 0;
+    int64_t timed_out_gaps = 0;  // inter-token gaps of the timed-out requests' tokens
     uint64_t preemptions = 0;
     uint64_t iterations = 0;
     uint64_t token_gaps = 0;

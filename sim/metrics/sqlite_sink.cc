@@ -10,9 +10,10 @@
 namespace servesim::metrics {
 namespace {
 
-// 2: MFU per precision, arrival-window figures, requests in system, engine times; 3: speculative
-// decoding (runs: spec_*, tokens_per_gap; replica_stats: spec_draft_tokens, spec_accepted_tokens).
-constexpr int kSchemaVersion = 3;
+// 2: MFU per precision, arrival-window figures, requests in system, engine times; 3: timed-out requests,
+// the requests' load stage; 4: speculative decoding (runs: spec_*, tokens_per_gap; replica_stats:
+// spec_draft_tokens, spec_accepted_tokens).
+constexpr int kSchemaVersion = 4;
 
 std::string runs_columns_sql() {
   std::string cols =
@@ -53,7 +54,8 @@ std::string sqlite_schema() {
          "  decode_replica INTEGER NOT NULL,\n"
          "  kv_transfer_bytes REAL NOT NULL,\n"
          "  engine_first_token_ns INTEGER,\n"
-         "  engine_finish_ns INTEGER\n"
+         "  engine_finish_ns INTEGER,\n"
+         "  stage INTEGER NOT NULL\n"
          ");\n"
          "CREATE INDEX IF NOT EXISTS requests_by_run ON requests(run_id, request_id);\n"
          "CREATE TABLE IF NOT EXISTS replica_timeseries (\n"
@@ -118,8 +120,8 @@ void SqliteSink::begin_run(RunInfo& info) {
         *db_,
         "INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, arrival_ns, "
         "first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo, cached_tokens, "
-        "decode_replica, kv_transfer_bytes, engine_first_token_ns, engine_finish_ns) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "decode_replica, kv_transfer_bytes, engine_first_token_ns, engine_finish_ns, stage) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     insert_sample_ = std::make_unique<SQLite::Statement>(
         *db_,
         "INSERT INTO replica_timeseries (run_id, replica, time_ns, queued, running, kv_blocks_used, "
@@ -148,9 +150,15 @@ void SqliteSink::add_request(const core::RequestRecord& r, const RequestMetrics&
       st.bind(12, m.e2e_ms);
       st.bind(18, r.first_token.ns());
       st.bind(19, r.finish.ns());
+    } else if (r.outcome == core::RequestOutcome::kTimedOut) {
+      // When the client gave up, and when the engine let go; no latencies.
+      for (int i : {8, 10, 11, 12, 18}) st.bind(i);
+      st.bind(9, r.client_finish.ns());
+      st.bind(19, r.finish.ns());
     } else {
       for (int i : {8, 9, 10, 11, 12, 18, 19}) st.bind(i);
     }
+    st.bind(20, static_cast<int64_t>(r.stage));
     st.bind(13, static_cast<int64_t>(r.preemptions));
     st.bind(14, m.meets_slo ? 1 : 0);
     st.bind(15, r.cached_tokens);

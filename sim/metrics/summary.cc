@@ -23,6 +23,7 @@ std::vector<NamedValue> flatten(const RunSummary& s) {
       i("requests_rejected", s.requests_rejected),
       i("rejected_context", s.rejected_context),
       i("rejected_kv_capacity", s.rejected_kv_capacity),
+      i("requests_timed_out", s.requests_timed_out),
       f("sim_seconds", s.sim_seconds),
       i("events", s.events),
       i("iterations", s.iterations),

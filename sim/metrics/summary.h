@@ -45,6 +45,7 @@ struct RunSummary {
   uint64_t requests_rejected = 0;
   uint64_t rejected_context = 0;
   uint64_t rejected_kv_capacity = 0;
+  uint64_t requests_timed_out = 0;  // their client gave up (the workload's client_timeout_s)
   double sim_seconds = 0;       // from 0 to the last event
   double wall_seconds = 0;      // host time of the simulation (not stored in the database)
   uint64_t events = 0;
@@ -56,7 +57,7 @@ struct RunSummary {
   double throughput_output_tok_s = 0;
   uint64_t requests_meeting_slo = 0;
   double goodput_req_s = 0;     // completed requests meeting every SLO limit, per simulated second
-  double slo_attainment = 0;    // requests meeting the SLO / all requests (rejected ones miss it)
+  double slo_attainment = 0;    // requests meeting the SLO / all requests (rejected and timed-out ones miss it)
   double gpu_hours = 0;         // replicas x TP x sim_seconds / 3600
   double cost_usd = 0;
   double cost_usd_per_mtok_output = 0;

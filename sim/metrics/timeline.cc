@@ -184,13 +184,18 @@ void TimelineRecorder::write(const std::string& path, const RunInfo& info) const
         event("\"ph\":\"e\"," + name + common + micros(rec.t2_ns));
         break;
       }
-      case Kind::kRejected:
-        event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"request\",\"name\":\"rejected " +
-              std::string(core::outcome_name(static_cast<core::RequestOutcome>(rec.outcome))) + "\"," + pid +
-              ",\"tid\":1,\"ts\":" + micros(rec.t0_ns) + ",\"args\":{\"request\":" + std::to_string(rec.id) +
+      case Kind::kRejected: {
+        // A rejected request leaves at its arrival; a timed-out one when the engine let go of it.
+        const auto outcome = static_cast<core::RequestOutcome>(rec.outcome);
+        const bool timed_out = outcome == core::RequestOutcome::kTimedOut;
+        event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"request\",\"name\":\"" +
+              (timed_out ? std::string("timed_out") : "rejected " + std::string(core::outcome_name(outcome))) +
+              "\"," + pid + ",\"tid\":1,\"ts\":" + micros(timed_out ? rec.t2_ns : rec.t0_ns) +
+              ",\"args\":{\"request\":" + std::to_string(rec.id) +
               ",\"prompt_tokens\":" + std::to_string(rec.a) + ",\"output_tokens\":" + std::to_string(rec.b) +
               "}");
         break;
+      }
       case Kind::kPreempt:
         event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"preemption\",\"name\":\"preempt " + std::to_string(rec.id) +
               "\"," + pid + ",\"tid\":2,\"ts\":" + micros(rec.t0_ns) + ",\"args\":{\"request\":" +

@@ -121,6 +121,28 @@ TEST(CapacityTest, FindsTheKneeOfASingleServer) {
   EXPECT_DOUBLE_EQ(run_capacity(third, plain).configurations.front().knee->value, c.knee->value);
 }
 
+// A composed workload's knob is its arrival rate. Evenly spaced arrivals (kind constant, request k
+// at k / rate) have no jitter: request k meets TTFT <= 3 S while k (S - 1/rate) <= 2 S, so 90% of
+// 300 meet it exactly up to rate = mu / (1 - 2 / 269), which the bisection must bracket.
+TEST(CapacityTest, AComposedWorkloadsKnobIsItsArrivalRate) {
+  const double s_ms = service_ms();
+  const double expected = 1000.0 / s_ms / (1.0 - 2.0 / 269.0);
+  std::string base = with_slo(3 * s_ms, "[capacity]\ntarget = 0.9\ntolerance = 0.005\nstart = 2.0\n");
+  const std::string gamma = "kind = \"gamma\"\nrate = 1.0\ncv = 0.01\nmax_requests = 300\n";
+  ASSERT_NE(base.find(gamma), std::string::npos);
+  base.replace(base.find(gamma), gamma.size(), "kind = \"synthetic\"\n");
+  base += "[base.workload.arrival]\nkind = \"constant\"\nrate = 1.0\nrequests = 300\n";
+  Experiment e = Experiment::parse(base, "constant.toml", ".");
+  CapacityOptions o;
+  o.jobs = 2;
+  const CapacityResult r = run_capacity(e, o);
+  const ConfigurationCapacity& c = r.configurations.front();
+  EXPECT_EQ(c.knob, "workload.arrival.rate");
+  ASSERT_EQ(c.status, KneeStatus::kFound);
+  EXPECT_LE(c.knee->value, expected * (1 + 1e-9));
+  EXPECT_GE(c.lowest_failing, expected * (1 - 1e-9));
+}
+
 TEST(CapacityTest, OneRowPerConfigurationAndSeedsPool) {
   const double s_ms = service_ms();
   const double mu = 1000.0 / s_ms;

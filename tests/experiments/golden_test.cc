@@ -50,6 +50,12 @@ std::vector<Example> examples() {
       {"policies_azure_schedulers", {"run", "experiments/policies/azure_schedulers.toml"}, true},
       {"policies_mooncake_routers", {"run", "experiments/policies/mooncake_routers.toml"}, true},
       {"sweep_smoke", {"sweep", "experiments/sweeps/smoke.toml", "--jobs", "2", "--quiet"}, false},
+      // Issue 12's load shapes: a prompt pool in draining stages with a client time-out, and a
+      // closed loop over a trace's lengths (that run's time-out at 2 s, so that some requests fail).
+      {"workloads_shared_prefix_stages", {"run", "experiments/workloads/shared_prefix_stages.toml"}, false},
+      {"workloads_closed_loop_azure_lengths",
+       {"run", "experiments/workloads/closed_loop_azure_lengths.toml", "--set", "workload.client_timeout_s=2"},
+       true},
       // MoE, MLA and fp8 models, under the invariant checker.
       {"sweep_models", {"sweep", "experiments/sweeps/models.toml", "--jobs", "2", "--quiet", "--check"}, false},
       // Speculative decoding (MTP, a draft model) across load on DeepSeek-V3, under the checker.

@@ -288,6 +288,59 @@ TEST(CliTest, TableCsvAndNoDb) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("csv/replica_timeseries.csv")));
 }
 
+// Issue 12 end to end: the shared-prefix example in two small draining stages (constant arrivals:
+// 20 requests at 4 req/s for 5 s, then 20 at 10 req/s for 2 s), from the command line into the
+// database and CSV, with the stage and the timed-out outcome in every row.
+TEST(CliTest, StagesAndClientTimeOutsEndToEnd) {
+  const std::string config = servesim::testing::source_dir() + "/experiments/workloads/shared_prefix_stages.toml";
+  const std::string stages =
+      "workload.arrival.stages=[{rate = 4.0, duration_s = 5.0, type = \"constant\"}, "
+      "{rate = 10.0, duration_s = 2.0, type = \"constant\"}]";
+  TempDir dir;
+  std::string out, err;
+  // A 1 ms time-out: every client gives up before its first token, so stage 0's clients are all
+  // done at 4.751 s and stage 1 starts when its duration is over plus the 1 s interval: at 6 s.
+  ASSERT_EQ(cli({"run", config, "--json", "--check", "--db", dir.file("a.db"), "--csv", dir.file("csv"), "--set", stages,
+                 "--set", "workload.client_timeout_s=0.001"},
+                &out, &err),
+            0)
+      << err;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["requests_total"], 40);
+  EXPECT_EQ(j["requests_timed_out"], 40);
+  EXPECT_EQ(j["requests_completed"], 0);
+  {
+    SQLite::Database db(dir.file("a.db"));
+    SQLite::Statement st(db, "SELECT stage, COUNT(*), MIN(arrival_ns), SUM(outcome = 'timed_out'), "
+                             "SUM(finish_ns - arrival_ns = 1000000) FROM requests GROUP BY stage ORDER BY stage");
+    ASSERT_TRUE(st.executeStep());
+    EXPECT_EQ(st.getColumn(0).getInt(), 0);
+    EXPECT_EQ(st.getColumn(1).getInt(), 20);
+    EXPECT_EQ(st.getColumn(2).getInt64(), 0);
+    EXPECT_EQ(st.getColumn(3).getInt(), 20);
+    EXPECT_EQ(st.getColumn(4).getInt(), 20);  // finish_ns: when the client gave up
+    ASSERT_TRUE(st.executeStep());
+    EXPECT_EQ(st.getColumn(0).getInt(), 1);
+    EXPECT_EQ(st.getColumn(1).getInt(), 20);
+    EXPECT_EQ(st.getColumn(2).getInt64(), 6'000'000'000);
+    EXPECT_FALSE(st.executeStep());
+  }
+  const std::string csv = slurp(dir.file("csv/requests.csv"));
+  EXPECT_NE(csv.find(",engine_finish_ns,stage\n"), std::string::npos) << csv.substr(0, 300);
+  EXPECT_NE(csv.find(",timed_out,"), std::string::npos);
+  // Without a time-out every request completes, and stage 1 starts 1 s after the later of its
+  // predecessor's end and the last response of stage 0 to reach its client.
+  ASSERT_EQ(cli({"run", config, "--json", "--check", "--db", dir.file("b.db"), "--set", stages}, &out, &err), 0) << err;
+  j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["requests_completed"], 40);
+  EXPECT_EQ(j["requests_timed_out"], 0);
+  SQLite::Database db(dir.file("b.db"));
+  const int64_t last_response = db.execAndGet("SELECT MAX(finish_ns) FROM requests WHERE stage = 0").getInt64();
+  EXPECT_GT(last_response, 4'750'000'000);
+  EXPECT_EQ(db.execAndGet("SELECT MIN(arrival_ns) FROM requests WHERE stage = 1").getInt64(),
+            std::max<int64_t>(5'000'000'000, last_response) + 1'000'000'000);
+}
+
 TEST(CliTest, ErrorsExitNonZeroWithOneParagraph) {
   std::string out, err;
   EXPECT_EQ(cli({"run", "/nonexistent/config.toml"}, &out, &err), 1);

@@ -101,6 +101,21 @@ TEST(TimelineTest, IterationsAndRequestSpansMatchTheRun) {
   EXPECT_GE(prefill_tokens, summary["prompt_tokens"].get<int64_t>());
 }
 
+// A request whose client gave up is an instant event "timed_out" when the engine let go of it.
+TEST(TimelineTest, TimedOutRequestsAreMarkedWhenTheyLeave) {
+  TempDir dir;
+  const nlohmann::json j = run_with_timeline(dir, {"--set", "workload.client_timeout_s=0.2"});
+  ASSERT_GT(j["summary"]["requests_timed_out"].get<int64_t>(), 0);
+  std::map<int64_t, double> marked;  // request -> ts
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "i" && e["name"] == "timed_out") marked[e["args"]["request"].get<int64_t>()] = e["ts"].get<double>();
+  EXPECT_EQ(static_cast<int64_t>(marked.size()), j["summary"]["requests_timed_out"].get<int64_t>());
+  SQLite::Database db(dir.file("r.db"), SQLite::OPEN_READONLY);
+  SQLite::Statement st(db, "SELECT request_id, engine_finish_ns FROM requests WHERE outcome = 'timed_out'");
+  while (st.executeStep())
+    EXPECT_NEAR(marked.at(st.getColumn(0).getInt64()), static_cast<double>(st.getColumn(1).getInt64()) / 1000.0, 1e-3);
+}
+
 TEST(TimelineTest, TheEventCapBoundsTheFileAndSaysSo) {
   TempDir dir;
   const nlohmann::json full = run_with_timeline(dir, {});

@@ -23,6 +23,7 @@
 #include "traces/arrival_source.h"
 #include "traces/azure_csv.h"
 #include "traces/length_distribution.h"
+#include "traces/length_file.h"
 #include "traces/line_reader.h"
 #include "traces/mooncake_jsonl.h"
 
@@ -208,8 +209,8 @@ void run_small(const std::string& text, std::vector<std::string> overrides, cons
     outputs.check = true;
     const experiments::RunResult result = experiments::run_simulation(capped, outputs);
     const auto& s = result.summary;
-    expect(s.requests_completed + s.requests_rejected == s.requests_total,
-           [&] { return std::string("completed + rejected != total in the summary"); });
+    expect(s.requests_completed + s.requests_rejected + s.requests_timed_out == s.requests_total,
+           [&] { return std::string("completed + rejected + timed out != total in the summary"); });
     for (const auto& v : metrics::flatten(s))
       expect(std::isfinite(v.value) && v.value >= 0, [&] {
         return std::string("summary value " + v.name + " = " + core::format_double(v.value) +
@@ -372,6 +373,64 @@ void fuzz_empirical(std::string_view data, const std::string& scratch) {
   }
 }
 
+void fuzz_length_file(std::string_view data, const std::string& scratch) {
+  if (data.empty()) return;
+  const auto mode = static_cast<unsigned char>(data[0]);
+  const traces::LengthFileFormat format = (mode & 3) == 1   ? traces::LengthFileFormat::kJsonl
+                                          : (mode & 3) == 2 ? traces::LengthFileFormat::kCsv
+                                                            : traces::LengthFileFormat::kJson;
+  const std::vector<std::string> candidates =
+      (mode & 4) ? std::vector<std::string>{"output_len", "completion_tokens"}
+                 : std::vector<std::string>{"prompt_len", "input_length", "prompt_tokens"};
+  const std::string column = (mode & 8) ? "n" : "";
+  const std::string_view body = data.substr(1);
+  write_file(scratch, body);
+  traces::LengthColumn got;
+  try {
+    got = traces::read_length_column(scratch, format, column, candidates);
+  } catch (const core::InputError& e) {
+    expect_names_file(e, scratch);
+    return;
+  }
+  expect(!got.values.empty(), [&] { return std::string("a length file accepted without rows"); });
+  for (int64_t v : got.values)
+    expect(v >= 1, [&] { return std::string("accepted a length of " + std::to_string(v)); });
+  // (A CSV column matches in any case.)
+  expect(column.empty() || got.column == column ||
+             (format == traces::LengthFileFormat::kCsv && core::to_lower(got.column) == column),
+         [&] { return std::string("read column '" + got.column + "' instead of '" + column + "'"); });
+  // A JSON array the reader accepted is JSON, and its objects hold the values read (printable ASCII
+  // without escapes only: the reader does not decode the insides of strings).
+  if (format != traces::LengthFileFormat::kJson) return;
+  std::string_view text = body;
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  // (Line breaks only as line ends: a control character inside a string is not checked either.)
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
+    if (c != '\n' && (c < 0x20 || c > 0x7e || c == '\\')) return;
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::out_of_range&) {
+    return;  // a number beyond double in a key the reader skips (JSON itself sets no limit)
+  } catch (const nlohmann::json::exception& e) {
+    oracle("the length-file reader accepted what nlohmann::json refuses (" + std::string(e.what()) + ")");
+  }
+  expect(j.is_array() && j.size() == got.values.size(), [&] {
+    return std::string("read " + std::to_string(got.values.size()) + " rows of a JSON value of " +
+                       std::to_string(j.size()) + " elements");
+  });
+  for (size_t i = 0; i < got.values.size(); ++i) {
+    const auto& v = j[i].at(got.column);
+    expect(v.is_number_integer() && v.get<int64_t>() == got.values[i], [&] {
+      return std::string("row " + std::to_string(i) + ": read " + std::to_string(got.values[i]) + ", the file says " +
+                         v.dump());
+    });
+  }
+}
+
 // Issue 3's readers parse text in memory and promise core::InputError naming the source and
 // nothing else: any other exception escapes and fails the oracle.
 void fuzz_hf_config(std::string_view data, const std::string& /*scratch*/) {
@@ -489,6 +548,7 @@ std::span<const FuzzTarget> fuzz_targets() {
       {"azure_csv", fuzz_azure_csv},
       {"mooncake_jsonl", fuzz_mooncake_jsonl},
       {"empirical", fuzz_empirical},
+      {"length_file", fuzz_length_file},
       {"hf_config", fuzz_hf_config},
       {"calibration_profile", fuzz_calibration_profile},
       {"operator_csv", fuzz_operator_csv},

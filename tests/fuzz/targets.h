@@ -49,6 +49,10 @@ void fuzz_mooncake_jsonl(std::string_view data, const std::string& scratch);
 // The `empirical` length distribution (both formats, both fields, joint sampling) over the input:
 // the first byte picks the format and field, the rest is the file.
 void fuzz_empirical(std::string_view data, const std::string& scratch);
+// traces::read_length_column (a JSON array, JSON lines or CSV of token counts): the first byte picks
+// the format (bits 0-1), the field's candidate names (bit 2) and an explicit column "n" (bit 3).
+// What is accepted holds lengths >= 1; an accepted JSON array is checked against nlohmann::json.
+void fuzz_length_file(std::string_view data, const std::string& scratch);
 // hwmodels::parse_hf_config (a Hugging Face config.json); an accepted model must be usable at TP 1.
 void fuzz_hf_config(std::string_view data, const std::string& scratch);
 // hwmodels::parse_calibration_profile; an accepted profile must write and read back unchanged.

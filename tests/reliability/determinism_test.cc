@@ -39,7 +39,8 @@ const char* kLengths =
     "[workload.output]\nkind = \"uniform\"\nmin = 1\nmax = 300\n";
 
 // One configuration per mechanism: generators, both trace formats, every router family, both
-// schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions), speculative decoding.
+// schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions), load stages,
+// closed-loop clients and client time-outs, speculative decoding.
 std::vector<std::pair<std::string, std::string>> configurations() {
   const std::string model = "[model]\nkind = \"llama-3-8b\"\n[gpu]\nkind = \"h100-sxm\"\n";
   return {
@@ -70,6 +71,20 @@ std::vector<std::pair<std::string, std::string>> configurations() {
            "\nmax_requests = 300\nrate_scale = 8\n" + model +
            "[cluster.prefill]\nreplicas = 2\n[cluster.decode]\nreplicas = 2\n[router]\nkind = \"consistent_hash\"\n"
            "[decode_router]\nkind = \"least_outstanding\"\n"},
+      // Issue 12: a prompt pool in draining stages with prefix caching and client time-outs that fire;
+      // closed-loop clients with think time and time-outs on a disaggregated cluster.
+      {"shared_prefix_stages_timeouts",
+       "seed = 17\n[workload]\nkind = \"shared_prefix\"\ngroups = 3\nprompts_per_group = 4\nsystem_prompt_len = 700\n"
+       "question_len = 200\nclient_timeout_s = 1.5\n[workload.extra_tokens]\nkind = \"uniform\"\nmin = 1\nmax = 40\n"
+       "[workload.output]\nkind = \"uniform\"\nmin = 20\nmax = 300\n[workload.arrival]\nkind = \"stages\"\n"
+       "[[workload.arrival.stages]]\nrate = 20\nduration_s = 6\n[[workload.arrival.stages]]\nrate = 60\nduration_s = 3\n"
+       "type = \"poisson\"\n" +
+           model + "[cluster]\nreplicas = 2\nprefix_caching = true\nactivation_reserve_gib = 53\n"
+                   "[router]\nkind = \"prefix_affinity\"\n[scheduler]\nkind = \"chunked\"\n"},
+      {"closed_loop_disaggregated_timeouts",
+       "seed = 18\n[workload]\nkind = \"synthetic\"\nclient_timeout_s = 0.8\n" + std::string(kLengths) +
+           "[workload.arrival]\nkind = \"closed_loop\"\nconcurrency = 24\nrequests = 300\nthink_time_s = 0.05\n" +
+           model + "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n"},
       {"poisson_speculative_draft_head_chunked_tight_kv",
        "seed = 17\n[workload]\nkind = \"poisson\"\nrate = 40\nmax_requests = 300\n" + std::string(kLengths) + model +
            "[cluster]\nreplicas = 2\nactivation_reserve_gib = 53\n[router]\nkind = \"least_outstanding\"\n"

@@ -59,6 +59,16 @@ std::string csv_rows() {
   return s;
 }
 std::string csv_with(const std::string& line7) { return kCsvHeader + csv_rows() + line7 + "\n"; }
+// A synthetic workload whose lengths come from lengths.json (a JSON array), sent offline; `arrival`
+// replaces the arrival section.
+std::string length_file_config(const std::string& format = "json",
+                               const std::string& arrival = "[workload.arrival]\nkind = \"offline\"\nrequests = 20\n") {
+  std::string t = "[workload]\nkind = \"synthetic\"\n";
+  for (const char* field : {"prompt", "output"})
+    t += std::string("[workload.") + field + "]\nkind = \"empirical\"\npath = \"lengths." + format +
+         "\"\nformat = \"" + format + "\"\nfield = \"" + field + "\"\n";
+  return t + arrival + kModelGpu;
+}
 std::string jsonl_line(const std::string& ts, const std::string& in, const std::string& out) {
   return "{\"timestamp\": " + ts + ", \"input_length\": " + in + ", \"output_length\": " + out +
          ", \"hash_ids\": [1, 2]}\n";
@@ -203,6 +213,33 @@ std::vector<ErrorCase> cases() {
        {{"run.toml", azure_config()},
         {"trace.csv", csv_with("2023-11-16 18:15:49,9223372036854775807,9223372036854775807")}},
        {"run", "run.toml", "--json"}, 0, {}, "accepted: the request is rejected on arrival (`rejected_context`)"});
+
+  // Length files and load shapes (issue 12).
+  add({"length_file_string", "non-numeric field (length file, JSON `\"prompt_len\": \"x\"`)",
+       {{"run.toml", length_file_config()},
+        {"lengths.json", "[\n  {\"prompt_len\": 100, \"output_len\": 20},\n  {\"prompt_len\": \"x\", \"output_len\": 20}\n]\n"}},
+       run_azure, 1, {"lengths.json:3", "prompt_len", "got a string"}});
+  add({"length_file_missing_key", "missing key (length file, JSONL line without `output_len`)",
+       {{"run.toml", length_file_config("jsonl")},
+        {"lengths.jsonl", "{\"prompt_len\": 100, \"output_len\": 20}\n{\"prompt_len\": 100, \"output_len\": 20}\n"
+                          "{\"prompt_len\": 100}\n"}},
+       run_azure, 1, {"lengths.jsonl:3", "output_len", "missing key"}});
+  add({"length_file_no_column", "no length column (length file, CSV header `id,text`)",
+       {{"run.toml", length_file_config("csv")}, {"lengths.csv", "id,text\n1,hello\n"}}, run_azure, 1,
+       {"lengths.csv:1", "no length column", "input_length"}});
+  add({"length_file_truncated", "a truncated JSON array (length file)",
+       {{"run.toml", length_file_config()}, {"lengths.json", "[{\"prompt_len\": 100, \"output_len\": 20},\n {\"prom"}},
+       run_azure, 1, {"lengths.json:2", "not closed"}});
+  add({"stages_empty", "an empty list of load stages (`stages = []`)",
+       {{"run.toml", length_file_config("json", "[workload.arrival]\nkind = \"stages\"\nstages = []\n")},
+        {"lengths.json", "[{\"prompt_len\": 100, \"output_len\": 20}]"}},
+       run_azure, 2, {"run.toml:15:10", "workload.arrival.stages", "empty"}});
+  add({"closed_loop_endless", "a closed loop without an end (no `requests` nor `duration_s`)",
+       {{"run.toml", length_file_config("json", "[workload.arrival]\nkind = \"closed_loop\"\nconcurrency = 4\n")},
+        {"lengths.json", "[{\"prompt_len\": 100, \"output_len\": 20}]"}},
+       run_azure, 2, {"workload.arrival.requests", "never ends"}});
+  add({"client_timeout_zero", "client time-out 0 (`--set workload.client_timeout_s=0`)", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "workload.client_timeout_s=0"}, 2, {"workload.client_timeout_s", "out of range"}});
 
   // Truncation and encodings.
   add({"truncated_jsonl", "a truncated JSON line",

@@ -39,8 +39,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Draw {
   std::string toml;
-  std::string router, scheduler, workload, model, decoding = "none";
-  bool disaggregated = false, prefix_caching = false, swap = false;
+  std::string router, scheduler, workload, model, arrival, decoding = "none";
+  bool disaggregated = false, prefix_caching = false, swap = false, timeout = false;
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -66,6 +66,58 @@ std::string lengths(core::Rng& rng, const std::string& section, int64_t hi) {
              "\nsd = " + num(std::round(mean * (0.1 + 2 * rng.uniform())) + 1) + "\n";
     }
   }
+}
+
+// A composed workload's [workload.arrival] for about `n` requests: every arrival kind, closed loop and
+// draining stages included.
+std::string arrival(core::Rng& rng, int64_t n, std::string& kind) {
+  const double rate = 0.5 + rng.uniform() * 60;
+  std::string t = "[workload.arrival]\n";
+  switch (rng.uniform_int(7)) {
+    case 0:
+      kind = "poisson";
+      t += "kind = \"poisson\"\nrate = " + num(rate) + "\nrequests = " + std::to_string(n) + "\n";
+      break;
+    case 1:
+      kind = "constant";
+      t += "kind = \"constant\"\nrate = " + num(rate) + "\nrequests = " + std::to_string(n) + "\n";
+      break;
+    case 2:
+      kind = "poisson_fixed_count";
+      t += "kind = \"poisson_fixed_count\"\nrate = " + num(rate) + "\nduration_s = " +
+           num(static_cast<double>(n) / rate) + "\n";
+      break;
+    case 3:
+      kind = "offline";
+      t += "kind = \"offline\"\nrequests = " + std::to_string(n) + "\n";
+      break;
+    case 4:
+    case 5: {
+      kind = "closed_loop";
+      const uint64_t clients = 1 + rng.uniform_int(24);
+      const double think = rng.uniform_int(2) ? 0.0 : rng.uniform() * 0.5;
+      t += "kind = \"closed_loop\"\nconcurrency = " + std::to_string(clients) + "\nrequests = " + std::to_string(n) +
+           "\nthink_time_s = " + num(think) + "\n";
+      break;
+    }
+    default: {
+      kind = "stages";
+      const bool drain = rng.uniform_int(3) != 0;
+      const double interval = rng.uniform() * 0.5;
+      t += "kind = \"stages\"\ndrain = " + std::string(drain ? "true" : "false") + "\ninterval_s = " + num(interval) +
+           "\n";
+      const uint64_t stages = 1 + rng.uniform_int(3);
+      for (uint64_t k = 0; k < stages; ++k) {
+        const double stage_rate = 0.5 + rng.uniform() * 60;
+        const std::string type = pick(rng, std::vector<std::string>{"poisson_fixed_count", "poisson", "constant"});
+        t += "[[workload.arrival.stages]]\nrate = " + num(stage_rate) + "\nduration_s = " +
+             num(static_cast<double>(n) / static_cast<double>(stages) / stage_rate + 0.01) + "\ntype = \"" + type +
+             "\"\n";
+      }
+      break;
+    }
+  }
+  return t;
 }
 
 // A random run configuration; the KV capacity is set afterwards (needs the model's sizes). At most one
@@ -98,13 +150,18 @@ Draw draw_config(uint64_t seed) {
   const std::string gpu = pick(rng, std::vector<std::string>{"h100-sxm", "a100-80gb-sxm", "h200", "reference"});
   const int64_t max_requests = 10 + static_cast<int64_t>(rng.uniform_int(50));
   std::string t = "seed = " + std::to_string(seed) + "\n";
-  switch (rng.uniform_int(5)) {
+  // Client time-outs, tight enough that some fire (every workload kind takes client_timeout_s).
+  d.timeout = rng.uniform_int(3) == 0;
+  const double timeout_s = 0.05 + rng.uniform() * 4;
+  const std::string timeout = d.timeout ? "client_timeout_s = " + num(timeout_s) + "\n" : "";
+  switch (rng.uniform_int(7)) {
     case 0:
     case 1: {
       d.workload = rng.uniform_int(2) ? "poisson" : "gamma";
       t += "[workload]\nkind = \"" + d.workload + "\"\nrate = " + num(0.5 + rng.uniform() * 100) +
            "\nmax_requests = " + std::to_string(max_requests) + "\n";
       if (d.workload == "gamma") t += "cv = " + num(0.2 + rng.uniform() * 4) + "\n";
+      t += timeout;
       // Long prompts now and then: some exceed the context and are rejected.
       t += lengths(rng, "workload.prompt", rng.uniform_int(4) == 0 ? 9000 : 2000);
       t += lengths(rng, "workload.output", rng.uniform_int(4) == 0 ? 2000 : 300);
@@ -119,7 +176,7 @@ Draw draw_config(uint64_t seed) {
            core::toml_quote(shared_file(std::string("traces/azure-2023/AzureLLMInferenceTrace_") +
                                         (conv ? "conv" : "code") + ".csv")) +
            "\nwindow_start_s = " + num(window_start) + "\nmax_requests = " + std::to_string(max_requests) +
-           "\nrate_scale = " + num(rate_scale) + "\n";
+           "\nrate_scale = " + num(rate_scale) + "\n" + timeout;
       break;
     }
     case 3: {
@@ -130,11 +187,35 @@ Draw draw_config(uint64_t seed) {
       const uint64_t system_prompts = 1 + rng.uniform_int(4);
       t += "[workload]\nkind = \"sessions\"\nrate = " + num(rate) + "\nthink_time_s = " + num(think) +
            "\nsystem_prompts = " + std::to_string(system_prompts) + "\nblock_tokens = " + std::to_string(d.hash_block) +
-           "\nmax_requests = " + std::to_string(max_requests) + "\n";
+           "\nmax_requests = " + std::to_string(max_requests) + "\n" + timeout;
       t += "[workload.turns]\nkind = \"uniform\"\nmin = 1\nmax = " + std::to_string(1 + rng.uniform_int(6)) + "\n";
       t += lengths(rng, "workload.system_tokens", 1500);
       t += lengths(rng, "workload.user", 400);
       t += lengths(rng, "workload.output", 300);
+      break;
+    }
+    case 5: {
+      // The shared-prefix pool (prefix hashes in blocks of block_tokens).
+      d.workload = "shared_prefix";
+      d.hash_block = pick(rng, std::vector<int64_t>{16, 16, 32, 64});
+      const uint64_t groups = 1 + rng.uniform_int(4);
+      const uint64_t per_group = 1 + rng.uniform_int(4);
+      const uint64_t system = rng.uniform_int(1500);
+      const uint64_t question = 1 + rng.uniform_int(500);
+      t += "[workload]\nkind = \"shared_prefix\"\ngroups = " + std::to_string(groups) + "\nprompts_per_group = " +
+           std::to_string(per_group) + "\nsystem_prompt_len = " + std::to_string(system) + "\nquestion_len = " +
+           std::to_string(question) + "\nblock_tokens = " + std::to_string(d.hash_block) + "\n" + timeout;
+      if (rng.uniform_int(2)) t += lengths(rng, "workload.extra_tokens", 60);
+      t += lengths(rng, "workload.output", 300);
+      t += arrival(rng, max_requests, d.arrival);
+      break;
+    }
+    case 6: {
+      d.workload = "synthetic";
+      t += "[workload]\nkind = \"synthetic\"\n" + timeout;
+      t += lengths(rng, "workload.prompt", rng.uniform_int(4) == 0 ? 9000 : 2000);
+      t += lengths(rng, "workload.output", 300);
+      t += arrival(rng, max_requests, d.arrival);
       break;
     }
     default: {
@@ -145,7 +226,7 @@ Draw draw_config(uint64_t seed) {
       t += "[workload]\nkind = \"mooncake_jsonl\"\npath = " +
            core::toml_quote(shared_file("traces/mooncake-fast25/conversation_trace.jsonl")) +
            "\nwindow_start_s = " + num(window_start) + "\nmax_requests = " + std::to_string(max_requests) +
-           "\nrate_scale = " + num(rate_scale) + "\n";
+           "\nrate_scale = " + num(rate_scale) + "\n" + timeout;
       break;
     }
   }
@@ -153,7 +234,8 @@ Draw draw_config(uint64_t seed) {
   // Issue 4's mechanisms: prefix caching (workloads with prefix hashes), swap preemption,
   // prefill/decode disaggregation.
   d.disaggregated = rng.uniform_int(4) == 0;
-  d.prefix_caching = (d.workload == "mooncake_jsonl" || d.workload == "sessions") && rng.uniform_int(2) == 0;
+  d.prefix_caching = (d.workload == "mooncake_jsonl" || d.workload == "sessions" || d.workload == "shared_prefix") &&
+                     rng.uniform_int(2) == 0;
   d.swap = rng.uniform_int(3) == 0;
   t += "[cluster]\n";
   // With prefix caching the KV block must divide the workload's hash block (else a ConfigError).
@@ -186,7 +268,10 @@ Draw draw_config(uint64_t seed) {
     d.decoding = "ngram";
     t += "[decoding]\nkind = \"ngram\"\nmatch_rate = " + num(std::round(rng.uniform() * 100) / 100) + "\n" + common;
   } else if (speculation == 3) {
-    d.decoding = m.kind == "deepseek-v3" ? "mtp" : "draft_model";
+    // DeepSeek models draft with their MTP module; a draft model must have full attention layers,
+    // so hybrid models take a head instead.
+    const bool hybrid = m.kind == "gpt-oss-20b" || m.kind == "qwen3-next-80b-a3b";
+    d.decoding = m.kind.rfind("deepseek-v3", 0) == 0 ? "mtp" : hybrid ? "draft_head" : "draft_model";
     t += "[decoding]\nkind = \"" + d.decoding + "\"\n" + common;
     if (d.decoding == "draft_model")
       t += "[decoding.model]\nkind = \"" + m.kind + "\"\n" + m.extra + "num_layers = 1\n";
@@ -280,7 +365,8 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
 struct Tally {
   uint64_t runs = 0, config_errors = 0, completed = 0, rejected_context = 0, rejected_kv = 0, preemptions = 0;
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
-  std::map<std::string, uint64_t> routers, schedulers, workloads, models, decodings;
+  uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
+  std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
 
@@ -314,6 +400,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(s.requests_total, t.arrived);
       EXPECT_EQ(s.requests_completed, t.completed);
       EXPECT_EQ(s.requests_rejected, t.rejected);
+      EXPECT_EQ(s.requests_timed_out, t.timed_out);
+      EXPECT_EQ(s.requests_completed + s.requests_rejected + s.requests_timed_out, s.requests_total);
+      if (!d.timeout) {
+        EXPECT_EQ(s.requests_timed_out, 0u);
+      }
       EXPECT_EQ(s.rejected_context + s.rejected_kv_capacity, s.requests_rejected);
       EXPECT_EQ(s.preemptions, t.preemptions);
       EXPECT_EQ(s.iterations, t.iterations);
@@ -335,6 +426,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.swap += d.swap;
       tally.prefix_hit_tokens += static_cast<uint64_t>(s.prefix_hit_tokens);
       tally.kv_transfers += s.kv_transfers;
+      tally.timed_out += s.requests_timed_out;
+      tally.timeout_runs += d.timeout;
+      if (d.disaggregated) tally.timed_out_disaggregated += s.requests_timed_out;
+      if (d.workload == "shared_prefix") tally.pool_prefix_hit_tokens += static_cast<uint64_t>(s.prefix_hit_tokens);
+      if (!d.arrival.empty()) ++tally.arrivals[d.arrival];
       ++tally.routers[d.router];
       ++tally.schedulers[d.scheduler];
       ++tally.workloads[d.workload];
@@ -363,6 +459,15 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.rejected_context, 10u);
   EXPECT_GT(tally.completed, kSeeds * 10);
+  // The workloads of issue 12: every arrival kind of the composed workloads, closed loop included;
+  // the shared-prefix pool with prefix caching; client time-outs that fire, also on disaggregated
+  // clusters (requests leave from queues, iterations and KV transfers).
+  for (const char* kind : {"poisson", "constant", "poisson_fixed_count", "offline", "closed_loop", "stages"})
+    EXPECT_GE(tally.arrivals[kind], kSeeds / 100) << "arrival kind " << kind << " rarely ran";
+  EXPECT_GT(tally.pool_prefix_hit_tokens, 0u);
+  EXPECT_GT(tally.timeout_runs, kSeeds / 5);
+  EXPECT_GT(tally.timed_out, 100u);
+  EXPECT_GT(tally.timed_out_disaggregated, 0u);
   for (const char* kind : {"none", "draft_head", "ngram", "draft_model"})
     EXPECT_GE(tally.decodings[kind], kSeeds / 10) << "decoding " << kind << " rarely ran";
   EXPECT_GE(tally.decodings["mtp"], kSeeds / 50);
@@ -376,7 +481,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "
             << tally.disaggregated << " disaggregated, " << tally.prefix_caching << " with prefix caching ("
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.kv_transfers
-            << " KV transfers; decoding:";
+            << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
+            << " runs with a client time-out; decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

@@ -289,13 +289,19 @@ TEST(WorkloadRegistryTest, KindsAreRegistered) {
     EXPECT_NE(distribution_registry().find(kind), nullptr) << kind;
   EXPECT_EQ(core::find_family("workloads"), &workload_registry());
   EXPECT_EQ(core::find_family("length_distributions"), &distribution_registry());
-  // Every kind declares the common parameters.
+  // Every kind declares the common parameters: traces and generators those of with_common_params,
+  // composed kinds (an [arrival] section and request content) those of composed_params.
   for (const core::KindInfo* info : workload_registry().kinds()) {
-    for (const char* key : {"rate_scale", "max_requests", "window_start_s", "window_end_s", "seed"}) {
-      bool found = false;
-      for (const auto& spec : info->params) found = found || spec.name == key;
-      EXPECT_TRUE(found) << info->name << " lacks " << key;
-    }
+    auto has = [&](const char* key) {
+      for (const auto& spec : info->params)
+        if (spec.name == key) return true;
+      return false;
+    };
+    for (const char* key : {"max_requests", "seed", "client_timeout_s"})
+      EXPECT_TRUE(has(key)) << info->name << " lacks " << key;
+    const bool composed = has("arrival");
+    for (const char* key : {"rate_scale", "window_start_s", "window_end_s"})
+      EXPECT_EQ(has(key), !composed) << info->name << (composed ? " has " : " lacks ") << key;
   }
 }
 

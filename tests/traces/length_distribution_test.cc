@@ -170,7 +170,7 @@ TEST(LengthDistributionTest, EmpiricalErrors) {
   EXPECT_NE(m.find("dist.field"), std::string::npos) << m;
   m = config_error([&] {
     make_distribution("[dist]\nkind = \"empirical\"\npath = " + q(missing) +
-                      "\nfield = \"prompt\"\nformat = \"csv\"\n");
+                      "\nfield = \"prompt\"\nformat = \"xlsx\"\n");
   });
   EXPECT_NE(m.find("dist.format"), std::string::npos) << m;
   // Malformed files fail the same way as when they are replayed.

@@ -48,6 +48,8 @@ struct ClusterSetup {
   sim::KvLayout kv_layout;
   std::string attention_pattern;
   int64_t sliding_window = 0;
+  sim::ClientPath client;        // the engine's frontend delays (none by default)
+  std::optional<core::Duration> client_timeout;  // of the vector workload
 };
 
 struct Harness {
@@ -55,14 +57,18 @@ struct Harness {
   RecordingObserver obs;
   metrics::InvariantChecker checker{&obs};  // every signal is checked, then recorded
   LinearCostModel cost;
-  VectorSource source;
+  std::unique_ptr<traces::ArrivalSource> source;
   std::optional<hwmodels::EngineModel> engine;
   std::unique_ptr<sim::Network> network;
   std::unique_ptr<policies::DecodingMethod> decoding;
   std::unique_ptr<sim::Cluster> cluster;
 
   explicit Harness(std::vector<traces::RequestSpec> specs, const ClusterSetup& s = ClusterSetup())
-      : cost(s.base_s, s.per_token_s), source(std::move(specs)) {
+      : Harness(std::make_unique<VectorSource>(std::move(specs), s.client_timeout), s) {}
+
+  // Any workload (a closed-loop one, say) in place of the vector.
+  Harness(std::unique_ptr<traces::ArrivalSource> workload, const ClusterSetup& s)
+      : cost(s.base_s, s.per_token_s), source(std::move(workload)) {
     // A model whose KV bytes per token are s.kv_bytes_per_token (2 x layers x heads x dim x bytes).
     cost.mutable_model().num_layers = 1;
     cost.mutable_model().num_kv_heads = 1;
@@ -86,6 +92,7 @@ struct Harness {
     layout.replicas = static_cast<size_t>(s.replicas);
     layout.prefill_replicas = static_cast<size_t>(s.prefill_replicas);
     layout.layerwise_kv_transfer = s.layerwise;
+    layout.client = s.client;
     std::unique_ptr<sim::Router> decode_router;
     if (s.prefill_replicas > 0) {
       sim::TopologyConfig t = s.topology;
@@ -93,7 +100,7 @@ struct Harness {
       network = std::make_unique<sim::Network>(sim, sim::Topology(t));
       decode_router = policies::router_registry().make(cfg.section("decode_router"), 8);
     }
-    cluster = std::make_unique<sim::Cluster>(sim, source, policies::router_registry().make(cfg.section("router"), 7),
+    cluster = std::make_unique<sim::Cluster>(sim, *source, policies::router_registry().make(cfg.section("router"), 7),
                                              checker, layout, std::move(decode_router), network.get());
     policies::SchedulerContext ctx;
     ctx.max_context = std::min<int64_t>(s.max_context, 2048);

@@ -74,5 +74,43 @@ TEST(SimulationTest, SchedulingInThePastThrows) {
   EXPECT_THROW(sim.schedule_at(core::Time::from_ns(99), &r), core::Error);
 }
 
+// A weak event (a client time-out timer) is handled in (time, seq) order among the others, but once
+// only weak events are left the run ends without them: the clock stays at the last ordinary event.
+TEST(SimulationTest, WeakEventsNeverKeepTheRunGoing) {
+  Simulation sim;
+  Recorder r;
+  r.sim = &sim;
+  sim.schedule_weak_at(core::Time::from_ns(15), &r, 1);
+  sim.schedule_at(core::Time::from_ns(20), &r, 2);
+  sim.schedule_weak_at(core::Time::from_ns(20), &r, 3);  // a tie after an ordinary event: still handled
+  sim.schedule_weak_at(core::Time::from_ns(50), &r, 4);  // after the last ordinary event: never handled
+  sim.schedule_at(core::Time::from_ns(10), &r, 5);
+  sim.run();
+  const std::vector<std::pair<int64_t, uint64_t>> expected = {{10, 5}, {15, 1}, {20, 2}};
+  EXPECT_EQ(r.seen, expected);
+  EXPECT_EQ(sim.now().ns(), 20);
+  EXPECT_EQ(sim.events_processed(), 3u);
+  EXPECT_EQ(sim.pending(), 0u);
+  EXPECT_THROW(sim.schedule_weak_at(core::Time::from_ns(19), &r, 6), core::Error);
+}
+
+// A handler that schedules an ordinary event from a weak one keeps the run alive.
+TEST(SimulationTest, AWeakEventsFollowUpKeepsTheRunGoing) {
+  Simulation sim;
+  struct Chain : EventHandler {
+    Simulation* sim = nullptr;
+    std::vector<int64_t> seen;
+    void on_event(uint64_t payload) override {
+      seen.push_back(sim->now().ns());
+      if (payload == 1) sim->schedule_at(sim->now() + core::Duration::from_ns(100), this, 2);
+    }
+  } c;
+  c.sim = &sim;
+  sim.schedule_at(core::Time::from_ns(5), &c, 0);
+  sim.schedule_weak_at(core::Time::from_ns(3), &c, 1);
+  sim.run();
+  EXPECT_EQ(c.seen, (std::vector<int64_t>{3, 5, 103}));
+}
+
 }  // namespace
 }  // namespace servesim::sim

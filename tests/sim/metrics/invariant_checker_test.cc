@@ -286,6 +286,57 @@ TEST(InvariantCheckerTest, SpeculativeDecodesAddUp) {
   }, {"[iterations]", "verifying 2 draft tokens, 3 accepted"});
 }
 
+// A timed-out request: its tokens' gaps count (tokens produced - 1), its times hold together.
+core::RequestRecord timed_out(uint64_t id, int64_t arrival, int64_t first, int64_t finish, int64_t generated) {
+  core::RequestRecord r = completed(id, 0, arrival, first, finish, 10, 5);
+  r.outcome = core::RequestOutcome::kTimedOut;
+  r.generated_tokens = generated;
+  r.client_finish = at(arrival + 120);
+  return r;
+}
+
+TEST(InvariantCheckerTest, TimedOutRequestsKeepTheirContract) {
+  // Request 0 produced 3 of 5 tokens (prefill [0, 100), decodes to 200) before its client gave up.
+  auto run = [](InvariantChecker& c) {
+    two_replicas(c);
+    c.on_arrival(0, at(0));
+    c.on_iteration(iteration(0, 0, 100, 10, 0, 1));
+    c.on_iteration(iteration(0, 100, 50, 0, 1, 1));
+    c.on_iteration(iteration(0, 150, 50, 0, 1, 1));
+    const core::GapRun gaps[] = {{50, 2}};
+    c.on_token_gaps(gaps);
+  };
+  {
+    InvariantChecker c;
+    run(c);
+    c.on_request_done(timed_out(0, 0, 100, 200, 3));
+    EXPECT_NO_THROW(c.check_drained());
+    EXPECT_EQ(c.totals().timed_out, 1u);
+    EXPECT_EQ(c.totals().timed_out_gaps, 2);
+  }
+  expect_violation(run, [](InvariantChecker& c) { c.on_request_done(timed_out(0, 0, 100, 200, 6)); },
+                   {"[tokens]", "produced 6 of 5 output tokens"});
+  expect_violation(run, [](InvariantChecker& c) { c.on_request_done(timed_out(0, 0, 0, 200, 3)); },
+                   {"[requests]", "produced 3 tokens, first at 0 ns"});
+  expect_violation(run, [](InvariantChecker& c) { c.on_request_done(timed_out(0, 0, 150, 200, 0)); },
+                   {"[requests]", "produced 0 tokens"});
+  expect_violation(
+      run,
+      [](InvariantChecker& c) {
+        core::RequestRecord r = timed_out(0, 0, 100, 200, 3);
+        r.client_finish = at(0);
+        c.on_request_done(r);
+      },
+      {"[requests]", "client gave up at 0 ns"});
+  // Two gaps signalled, but the record says one token: the totals disagree at the end.
+  expect_violation(
+      [&](InvariantChecker& c) {
+        run(c);
+        c.on_request_done(timed_out(0, 0, 100, 200, 1));
+      },
+      [](InvariantChecker& c) { c.check_drained(); }, {"[tokens]", "so 0 after an inter-token gap", "the 2 gaps signalled delivered 2"});
+}
+
 TEST(InvariantCheckerTest, PrefixHitsAndTransfersAddUp) {
   auto arrived = [](InvariantChecker& c) {
     two_replicas(c);

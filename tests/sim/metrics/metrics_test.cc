@@ -133,6 +133,35 @@ TEST(CollectorTest, GoodputAttainmentAndRejections) {
   EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 1000);
 }
 
+// A timed-out request (its client gave up) is a failure: counted in requests_total and
+// requests_timed_out, never in completed, latencies, tokens or goodput, and it misses the SLO.
+TEST(CollectorTest, TimedOutRequestsFailWithoutLatencies) {
+  CollectorConfig cfg;
+  cfg.slo.ttft_ms = 1000;
+  cfg.replicas = {ReplicaHardware{}};
+  MetricsCollector c(cfg, {});
+  c.on_request_done(completed(0, 0, 0.5, 2, 3));  // meets
+  core::RequestRecord late = completed(1, 0, 0.2, 9, 3);
+  late.outcome = core::RequestOutcome::kTimedOut;
+  late.client_finish = sec(5);
+  late.generated_tokens = 2;
+  c.on_request_done(late);
+  const RunSummary s = c.finish(sec(10), 1, 0);
+  EXPECT_EQ(s.requests_total, 2u);
+  EXPECT_EQ(s.requests_completed, 1u);
+  EXPECT_EQ(s.requests_timed_out, 1u);
+  EXPECT_EQ(s.requests_rejected, 0u);
+  EXPECT_EQ(s.output_tokens, 3);
+  EXPECT_DOUBLE_EQ(s.ttft_ms.mean, 500);
+  EXPECT_DOUBLE_EQ(s.e2e_ms.p99, 2000);
+  EXPECT_DOUBLE_EQ(s.slo_attainment, 0.5);
+  EXPECT_DOUBLE_EQ(s.goodput_req_s, 0.1);
+  EXPECT_DOUBLE_EQ(s.throughput_req_s, 0.1);
+  bool listed = false;
+  for (const auto& v : flatten(s)) listed = listed || (v.name == "requests_timed_out" && v.value == 1 && v.integer);
+  EXPECT_TRUE(listed);
+}
+
 // Issue 11: the arrival window's figures count what completed by the last arrival, per second of
 // the window; the whole-run figures divide by the drain too.
 TEST(CollectorTest, ArrivalWindowFiguresCountWhatFinishedWhileRequestsArrived) {
@@ -272,6 +301,38 @@ TEST(SqliteSinkTest, WritesARunAtomically) {
   EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
 }
 
+// A timed-out row: when the client gave up (finish_ns) and when the engine let go
+// (engine_finish_ns), no latencies; every row carries its load stage.
+TEST(SqliteSinkTest, TimedOutRowsAndStages) {
+  testing::TempDir dir;
+  const std::string path = dir.file("r.db");
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    core::RequestRecord r = completed(0, 0, 1, 4, 3);
+    r.outcome = core::RequestOutcome::kTimedOut;
+    r.client_finish = sec(3);
+    r.stage = 2;
+    sink.add_request(r, RequestMetrics{});
+    sink.end_run(RunSummary{});
+  }
+  SQLite::Database db(path);
+  SQLite::Statement st(db,
+                       "SELECT outcome, first_token_ns IS NULL, finish_ns, ttft_ms IS NULL, e2e_ms IS NULL, "
+                       "engine_first_token_ns IS NULL, engine_finish_ns, stage FROM requests");
+  ASSERT_TRUE(st.executeStep());
+  EXPECT_EQ(st.getColumn(0).getString(), "timed_out");
+  EXPECT_EQ(st.getColumn(1).getInt(), 1);
+  EXPECT_EQ(st.getColumn(2).getInt64(), 3'000'000'000);
+  EXPECT_EQ(st.getColumn(3).getInt(), 1);
+  EXPECT_EQ(st.getColumn(4).getInt(), 1);
+  EXPECT_EQ(st.getColumn(5).getInt(), 1);
+  EXPECT_EQ(st.getColumn(6).getInt64(), 4'000'000'000);
+  EXPECT_EQ(st.getColumn(7).getInt(), 2);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 4);
+}
+
 TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
   testing::TempDir dir;
   const std::string path = dir.file("old.db");
@@ -316,9 +377,23 @@ TEST(CsvSinkTest, AppendsRunsAndDropsUnfinishedOnes) {
   }
   const std::string requests = slurp(dir.file("requests.csv"));
   EXPECT_EQ(requests.find("run_id,request_id"), 0u);
-  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1,0,0,0,1000000000,2000000000\n"), std::string::npos)
+  EXPECT_NE(requests.find("\n1,7,0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1,0,0,0,1000000000,2000000000,0\n"), std::string::npos)
       << requests;
   EXPECT_NE(requests.find("\n2,7,"), std::string::npos);
+  {
+    CsvSink sink(dir.path());
+    RunInfo i = info();
+    sink.begin_run(i);
+    core::RequestRecord r = completed(9, 0, 1, 4, 3);
+    r.outcome = core::RequestOutcome::kTimedOut;
+    r.client_finish = sec(3);
+    r.stage = 1;
+    sink.add_request(r, RequestMetrics{});
+    sink.end_run(RunSummary{});
+  }
+  EXPECT_NE(slurp(dir.file("requests.csv")).find("\n3,9,0,timed_out,100,3,0,,3000000000,,,,0,0,0,0,0,,4000000000,1\n"),
+            std::string::npos)
+      << slurp(dir.file("requests.csv"));
   EXPECT_EQ(requests.find(",8,"), std::string::npos);  // the abandoned run left nothing
   const std::string runs = slurp(dir.file("runs.csv"));
   EXPECT_NE(runs.find("\"seed = 1\n[x]\nname = \"\"a,b\"\"\n\""), std::string::npos) << runs;

@@ -1,0 +1,51 @@
+#include "traces/composed_source.h"
+
+#include <limits>
+
+#include "traces/workload_common.h"
+
+namespace servesim::traces {
+
+std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own) {
+  own.push_back(arrival_section_spec());
+  own.push_back(core::ParamSpec::integer("max_requests", 0, "requests",
+                                         "stop after this many requests, whatever the arrival process says (unset: "
+                                         "no limit)")
+                    .at_least(1)
+                    .optional());
+  own.push_back(core::ParamSpec::integer("seed", 0, "", "random seed of this workload (unset: the run's seed)")
+                    .at_least(0)
+                    .optional());
+  own.push_back(client_timeout_spec());
+  own.push_back(repetition_spec());
+  return own;
+}
+
+ComposedSource::ComposedSource(const core::Params& p, uint64_t seed, std::unique_ptr<RequestContent> content)
+    : process_(arrival_registry().make(p.section("arrival"), seed)),
+      content_(std::move(content)),
+      max_requests_(p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max()),
+      client_timeout_(read_client_timeout(p)),
+      repetition_(read_repetition(p)) {}
+
+bool ComposedSource::next(RequestSpec& out) {
+  if (static_cast<int64_t>(sent_) >= max_requests_) return false;
+  const std::optional<Send> send = process_->peek();
+  if (!send) return false;
+  process_->take(sent_);
+  content_->fill(sent_, out);
+  out.arrival = send->time;
+  out.stage = send->stage;
+  out.repetition = repetition_;
+  ++sent_;
+  return true;
+}
+
+std::optional<core::Time> ComposedSource::due() {
+  if (static_cast<int64_t>(sent_) >= max_requests_) return std::nullopt;
+  const std::optional<Send> send = process_->peek();
+  if (!send) return std::nullopt;
+  return send->time;
+}
+
+}  // namespace servesim::traces
