@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 
 namespace servesim::calibration {
 
@@ -114,15 +115,7 @@ CsvTable parse_csv(std::string_view text, const std::string& source, char delimi
 }
 
 std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw core::InputError(path, 0, "", "no such file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > kMaxCsvBytes) throw core::InputError(path, 0, "", "larger than 256 MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::InputError(path, 0, "", "cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return core::read_input_file(path, "a CSV table of measurements", kMaxCsvBytes);
 }
 
 }  // namespace servesim::calibration

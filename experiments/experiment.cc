@@ -18,6 +18,8 @@
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
+#include "sim/core/output_file.h"
 #include "sim/core/rng.h"
 #include "sim/core/toml_node.h"
 
@@ -128,7 +130,7 @@ const core::ParamSpec* find_spec_impl(const core::Params& root, const std::strin
 // The message of an error without its "file:line:col: 'key': " prefix.
 std::string bare_message(const core::ConfigError& e) {
   std::string prefix = e.where().str() + ": ";
-  if (!e.key().empty()) prefix += "'" + e.key() + "': ";
+  if (!e.key().empty()) prefix += "'" + core::printable(e.key(), 120) + "': ";
   const std::string what = e.what();
   return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
 }
@@ -229,7 +231,8 @@ std::optional<double> get_number(const core::Params& config, const std::string& 
 }
 
 std::string Setting::display_value() const {
-  if (auto s = toml_string(value)) return *s;
+  // Shown on terminals and in one-line messages: control and invisible characters escaped.
+  if (auto s = toml_string(value)) return core::printable(*s, std::string::npos);
   if (value.empty() || (value.front() != '{' && value.front() != '[')) return value;
   try {
     const toml::table t = toml::parse("v = " + value);
@@ -244,7 +247,7 @@ std::string Setting::display_value() const {
         for (const auto& v : *n.as_array()) out += (out.size() > 1 ? ", " : "") + compact(v);
         return out + "]";
       }
-      if (n.is_string()) return *n.value<std::string>();
+      if (n.is_string()) return core::printable(*n.value<std::string>(), std::string::npos);
       return toml_text(n, "");
     };
     return compact(*t.get("v"));
@@ -260,10 +263,11 @@ std::string settings_label(const std::vector<Setting>& settings) {
     if (!s.label.empty()) {
       if (s.axis == labelled_axis) continue;
       labelled_axis = s.axis;
-      out += (out.empty() ? "" : " ") + s.axis_name + "=" + s.label;
+      out += (out.empty() ? "" : " ") + core::printable(s.axis_name, std::string::npos) + "=" +
+             core::printable(s.label, std::string::npos);
       continue;
     }
-    out += (out.empty() ? "" : " ") + s.key + "=" + s.display_value();
+    out += (out.empty() ? "" : " ") + core::printable(s.key, std::string::npos) + "=" + s.display_value();
   }
   return out.empty() ? "(base)" : out;
 }
@@ -280,25 +284,42 @@ std::string Point::label() const { return settings_label(settings); }
 std::string Point::configuration() const { return configuration_label(settings); }
 
 std::string point_context(const Point& p) {
-  return "point " + std::to_string(p.index) + (p.settings.empty() ? " (the base)" : " (" + p.label() + ")");
+  return "point " + std::to_string(p.index) +
+         (p.settings.empty() ? " (the base)" : " (" + core::printable(p.label(), 300) + ")");
 }
 
 int resolve_jobs(int jobs) {
-  if (jobs < 0) throw core::Error("--jobs must be 0 (all cores) or a positive number, got " + std::to_string(jobs));
-  if (jobs == 0) return std::max(1, tbb::info::default_concurrency());
+  const int cores = std::max(1, tbb::info::default_concurrency());
+  // oneTBB crashed with 100,000 threads and ran out of memory with 10^8: more threads than this
+  // machine could ever use are refused, not attempted.
+  if (jobs < 0 || jobs > kMaxJobs)
+    throw core::UsageError("--jobs " + std::to_string(jobs) + ": valid: 0 (all cores) to " + std::to_string(kMaxJobs) +
+                           " threads");
+  if (jobs == 0) return cores;
   return jobs;
 }
 
+void check_experiment_outputs(const Experiment& experiment, const std::string& experiment_path,
+                              const std::string& db_path) {
+  if (db_path.empty()) return;
+  core::PathPlan plan;
+  plan.input(experiment_path, "the experiment file");
+  plan.input(experiment.base_file(), "the base configuration");
+  if (!experiment.points().empty()) {
+    const core::Params config = experiment.resolve(experiment.points().front().settings);
+    config.for_each_path([&](const core::Params& section, const std::string& name) {
+      plan.input(section.get_string(name), "'" + section.key_path(name) + "'");
+    });
+  }
+  plan.output(db_path, "--db");
+  plan.output(db_path + "-journal", "--db's journal");
+  plan.check();
+}
+
 Experiment Experiment::load(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw core::Error(path + ": is a directory, expected an experiment file (TOML)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::Error(path + ": cannot open the experiment file (does it exist and is it readable?)");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::filesystem::path abs = std::filesystem::absolute(path).lexically_normal();
-  Experiment e = parse(buf.str(), path, abs.parent_path().string());
+  const std::string text = core::read_input_file(path, "an experiment file (TOML)", core::kMaxConfigBytes);
+  const std::filesystem::path abs = core::absolute_path(path);
+  Experiment e = parse(text, path, abs.parent_path().string());
   if (e.name_.empty()) e.name_ = std::filesystem::path(path).stem().string();
   return e;
 }
@@ -314,8 +335,23 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
   try {
     doc = toml::parse(text, source_name);
   } catch (const toml::parse_error& err) {
+    std::string what(err.description());
+    for (char& c : what)
+      if (c == '\n' || c == '\r') c = ' ';
     throw core::ConfigError(core::SourceLocation{source_name, err.source().begin.line, err.source().begin.column}, "",
-                            "TOML syntax error: " + std::string(err.description()));
+                            "TOML syntax error: " + core::printable(what, 300));
+  }
+  // A run configuration given where an experiment belongs: say what it is and how to use it.
+  if (!doc.get("base") && !doc.get("axis")) {
+    for (const auto& spec : run_schema()) {
+      const toml::node* n = doc.get(spec.name);
+      if (!n || spec.name == "seed") continue;
+      throw core::ConfigError(where_of(*n, source_name), spec.name,
+                              "this is a run configuration (it has '" + spec.name +
+                                  "'), not an experiment file: run it with servesim run " + source_name +
+                                  ", or name it in an experiment file as base = \"" + source_name +
+                                  "\" with the [[axis]] tables to vary");
+    }
   }
   p.check_keys(doc, "",
                {"name", "description", "base", "set", "seeds", "repetitions", "infeasible", "axis", "capacity"});
@@ -334,15 +370,13 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     std::filesystem::path bp(*base->value<std::string>());
     if (bp.empty()) p.fail(*base, "base", "empty path");
     if (bp.is_relative()) bp = std::filesystem::path(e.base_dir_) / bp;
-    bp = bp.lexically_normal();
-    std::ifstream in(bp, std::ios::binary);
-    std::error_code ec;
-    if (!in || std::filesystem::is_directory(bp, ec))
-      p.fail(*base, "base", "cannot read the base configuration " + bp.string() + " (does it exist?)");
-    std::stringstream buf;
-    buf << in.rdbuf();
+    bp = core::absolute_path(bp.string());
+    try {
+      e.base_text_ = core::read_input_file(bp.string(), "a TOML run configuration", core::kMaxConfigBytes);
+    } catch (const core::InputError& err) {
+      p.fail(*base, "base", "cannot read the base configuration: " + std::string(err.what()));
+    }
     e.base_file_ = bp.string();
-    e.base_text_ = buf.str();
     e.base_source_ = bp.string();
     e.base_dir_of_base_ = bp.parent_path().string();
   } else if (base->is_table()) {
@@ -379,7 +413,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
   if (const toml::node* n = doc.get("infeasible")) {
     const std::string v = p.string(*n, "infeasible");
     if (v != "error" && v != "skip")
-      p.fail(*n, "infeasible", "invalid value '" + v + "'; valid: error (default), skip");
+      p.fail(*n, "infeasible", "invalid value " + core::in_quotes(v) + "; valid: error (default), skip");
     e.skip_infeasible_ = v == "skip";
   }
 
@@ -412,13 +446,13 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
       for (size_t i = 0; i < axis.keys.size(); ++i) {
         const std::string& k = axis.keys[i];
         if (!valid_key_path(k))
-          throw core::ConfigError(key_where[i], "axis.key", "'" + k + "' is not a configuration key (section.key)");
+          throw core::ConfigError(key_where[i], "axis.key", core::in_quotes(k) + " is not a configuration key (section.key)");
         if (k == "seed" && (seeds || reps))
           throw core::ConfigError(key_where[i], "axis.key",
                                   "an axis on 'seed' and seeds/repetitions at " + e.seeds_where_.str() +
                                       " both set the seed; keep one");
         if (auto it = seen.find(k); it != seen.end())
-          throw core::ConfigError(key_where[i], "axis.key", "'" + k + "' is already an axis at " + it->second.str());
+          throw core::ConfigError(key_where[i], "axis.key", core::in_quotes(k) + " is already an axis at " + it->second.str());
         seen[k] = key_where[i];
       }
 
@@ -464,7 +498,8 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
         std::string scale = "linear";
         if (const toml::node* s = t.get("scale")) {
           scale = p.string(*s, "axis.scale");
-          if (scale != "linear" && scale != "log") p.fail(*s, "axis.scale", "invalid value '" + scale + "'; valid: linear, log");
+          if (scale != "linear" && scale != "log")
+            p.fail(*s, "axis.scale", "invalid value " + core::in_quotes(scale) + "; valid: linear, log");
         }
         if (!step && !count) p.fail(node, "axis", "a range axis needs step = ... or count = ...");
         if (step && count) p.fail(*count, "axis.count", "give either step or count, not both");
@@ -526,7 +561,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
           std::string label = p.string(l, "axis.labels");
           if (label.empty()) p.fail(l, "axis.labels", "a label is not empty");
           if (std::find(labels.begin(), labels.end(), label) != labels.end())
-            p.fail(l, "axis.labels", "the label '" + label + "' is given twice");
+            p.fail(l, "axis.labels", "the label " + core::in_quotes(label) + " is given twice");
           labels.push_back(std::move(label));
         }
       }
@@ -562,7 +597,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     }
     if (const toml::node* n = t.get("knob")) {
       c.knob = p.string(*n, "capacity.knob");
-      if (!valid_key_path(c.knob)) p.fail(*n, "capacity.knob", "'" + c.knob + "' is not a configuration key");
+      if (!valid_key_path(c.knob)) p.fail(*n, "capacity.knob", core::in_quotes(c.knob) + " is not a configuration key");
     }
     c.start = positive("start");
     if (auto v = positive("min")) c.min = *v;
@@ -704,7 +739,6 @@ void Experiment::check(int jobs) {
       const std::string context = point_context(p);
       try {
         core::Params config = resolve(p.settings, context);
-        p.key = config_hash(config);
         p.seed = static_cast<uint64_t>(config.get_int("seed"));
         RunOutputs outputs;
         outputs.build_only = true;
@@ -713,8 +747,11 @@ void Experiment::check(int jobs) {
         } catch (const core::ConfigError& e) {
           if (!skip_infeasible_) rethrow_located(e, p.settings, context);
           p.skipped = true;
-          p.skip_reason = (e.key().empty() ? "" : "'" + e.key() + "': ") + bare_message(e);
+          p.skip_reason = (e.key().empty() ? "" : "'" + core::printable(e.key(), 120) + "': ") + bare_message(e);
         }
+        // After building, which reports an unreadable file at its key: the key covers the content
+        // of every file the point reads.
+        p.key = config_hash(config);
       } catch (const core::ConfigError&) {
         errors[i] = std::current_exception();
       } catch (const core::InputError& e) {

@@ -117,6 +117,8 @@ class Experiment {
   const std::vector<uint64_t>& seeds() const { return seeds_; }
   const core::SourceLocation& seeds_where() const { return seeds_where_; }
   bool skip_infeasible() const { return skip_infeasible_; }
+  // The base configuration's file ("" for an inline [base]).
+  const std::string& base_file() const { return base_file_; }
   const CapacitySpec& capacity() const { return capacity_; }
   CapacitySpec& capacity() { return capacity_; }
 
@@ -175,8 +177,14 @@ const core::ParamSpec* find_param_spec(const core::Params& config, const std::st
 // The value of a dotted float (or integer) key of a resolved configuration; nullopt when unset.
 std::optional<double> get_number(const core::Params& config, const std::string& key);
 
-// The number of threads for --jobs N (0 = the machine's cores); throws UsageError-like core::Error
-// for negative values.
+// The number of threads for --jobs N (0 = the machine's cores); throws core::UsageError for a
+// negative value or more than kMaxJobs.
+inline constexpr int kMaxJobs = 1024;
 int resolve_jobs(int jobs);
+
+// Refuses (core::UsageError) a results database that is one of the files an experiment reads: the
+// experiment file, its base, or a file its first point names. Checked points only.
+void check_experiment_outputs(const Experiment& experiment, const std::string& experiment_path,
+                              const std::string& db_path);
 
 }  // namespace servesim::experiments

@@ -14,6 +14,7 @@
 
 #include "experiments/process.h"
 #include "sim/core/error.h"
+#include "sim/core/output_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::experiments {
@@ -81,11 +82,16 @@ std::string num(double v, int digits) {
 
 std::string pct(double f) { return num(100 * f, 1) + "%"; }
 
+constexpr const char* kIndexPrefix = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>servesim report";
+
+// Each file whole or not at all; an existing file is replaced only when it is the report's own kind
+// (an index.html of another site, a .dat of another tool, stays).
 void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw core::Error(path.string() + ": cannot write (is the directory writable?)");
+  const std::string ext = path.extension().string();
+  const core::KindTest kind = ext == ".html" ? core::starts_with(kIndexPrefix)
+                              : ext == ".gp" ? core::starts_with("reset\n")
+                                             : core::starts_with("# ");
+  core::write_file_atomically(path.string(), "a servesim report file", kind, text);
 }
 
 }  // namespace
@@ -257,6 +263,9 @@ ReportData load_report(const ReportOptions& options) {
 std::vector<std::string> write_report(const ReportData& data, const ReportOptions& options) {
   const fs::path dir = fs::absolute(options.out_dir).lexically_normal();
   std::error_code ec;
+  // The files a person may have put there are checked before anything is written.
+  core::check_replaceable((dir / "index.html").string(), "a servesim report file", core::starts_with(kIndexPrefix));
+  core::check_replaceable((dir / "plots.gp").string(), "a servesim report file", core::starts_with("reset\n"));
   fs::create_directories(dir / "data", ec);
   if (ec) throw core::Error(dir.string() + ": cannot create the report directory: " + ec.message());
   std::string gnuplot;
@@ -441,6 +450,14 @@ std::vector<std::string> write_report(const ReportData& data, const ReportOption
   }
   write_file(dir / "plots.gp", gp.str());
   if (options.run_gnuplot) {
+    // gnuplot writes the images itself: an existing file there must be an image servesim drew.
+    for (const std::string& png : images) {
+      const std::string svg = png.substr(0, png.size() - 4) + ".svg";
+      core::check_replaceable((dir / png).string(), "a PNG image of the report", core::starts_with("\x89PNG"));
+      core::check_replaceable((dir / svg).string(), "an SVG image of the report", [](std::string_view head) {
+        return head.rfind("<?xml", 0) == 0 || head.rfind("<svg", 0) == 0;
+      });
+    }
     const ProcessResult r = run_process({gnuplot, (dir / "plots.gp").string()});
     if (r.exit_code != 0)
       throw core::Error("gnuplot failed on " + (dir / "plots.gp").string() + " (exit " + std::to_string(r.exit_code) +

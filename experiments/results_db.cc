@@ -156,6 +156,10 @@ ResultsDb::ResultsDb(const std::string& path, const ExperimentRecord& experiment
       const ExperimentRecord have = record_from(rows);
       if (have.identity != experiment.identity || have.kind != experiment.kind)
         throw core::Error(path + ": holds the results of " + describe(have) + ", not of " + describe(experiment) +
+                          (have.name == experiment.name && have.kind == experiment.kind
+                               ? " (its points resolve to other runs now: a setting, or the content of a file the "
+                                 "runs read, changed since)"
+                               : "") +
                           "; results of different experiments are never mixed: use another --db");
     }
     const int64_t orphans =

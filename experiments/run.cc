@@ -1,5 +1,8 @@
 #include "experiments/run.h"
 
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -70,11 +73,10 @@ const std::vector<core::ParamSpec>& run_schema() {
               ParamSpec::integer("block_size", 16, "tokens", "tokens per paged KV-cache block").range(1, 1 << 16),
               ParamSpec::real("gpu_memory_utilization", 0.9, "fraction",
                               "share of GPU memory the engine may use (weights + activations + KV cache)")
-                  .above(0)
-                  .range(0, 1),
+                  .range(0.01, 1),
               ParamSpec::real("activation_reserve_gib", 2.0, "GiB",
                               "memory per GPU kept for activations, CUDA graphs and the runtime")
-                  .range(0, 1e6),
+                  .range(0, 1e5),
               ParamSpec::boolean("prefix_caching", false,
                                  "share KV of common prompt prefixes between requests (needs a workload "
                                  "with prefix block hashes: mooncake_jsonl, sessions or shared_prefix)"),
@@ -85,7 +87,7 @@ const std::vector<core::ParamSpec>& run_schema() {
               ParamSpec::real("swap_space_gib", 4.0, "GiB",
                               "host memory per GPU for swapped-out KV (vLLM's swap_space); when full, "
                               "preemption falls back to recompute")
-                  .range(0, 1e6),
+                  .range(0, 1e5),
               pool_table("prefill", "prefill/decode disaggregation: the prefill pool (with [cluster.decode])"),
               pool_table("decode", "prefill/decode disaggregation: the decode pool (with [cluster.prefill])"),
           },
@@ -96,25 +98,25 @@ const std::vector<core::ParamSpec>& run_schema() {
               ParamSpec::integer("gpus_per_node", 8, "GPUs", "GPUs per node, joined by NVLink through an NVSwitch")
                   .range(1, 1024),
               ParamSpec::real("nvlink_gb_s", 0, "GB/s", "NVLink bandwidth per GPU, one direction; unset = the GPU's nvlink_gb_s")
-                  .above(0)
+                  .range(0.1, 1e5)
                   .optional(),
               ParamSpec::real("nvlink_latency_us", 1, "us", "latency of a GPU - NVSwitch hop").range(0, 1e6),
               ParamSpec::real("pcie_gb_s", 50, "GB/s",
                               "GPU - NIC and GPU - host bandwidth, one direction (PCIe Gen5 x16: 64 theoretical)")
-                  .above(0),
+                  .range(0.1, 1e4),
               ParamSpec::real("pcie_latency_us", 1, "us", "latency of a PCIe hop").range(0, 1e6),
               ParamSpec::integer("nics_per_node", 8, "NICs", "NICs per node; GPU i uses NIC i mod nics_per_node")
                   .range(1, 1024),
               ParamSpec::real("nic_gb_s", 50, "GB/s",
                               "NIC - switch bandwidth, one direction (400 Gb/s InfiniBand NDR or RoCE = 50)")
-                  .above(0),
+                  .range(0.1, 1e4),
               ParamSpec::real("nic_latency_us", 2, "us", "latency of a NIC - leaf switch hop (InfiniBand ~1-2, RoCE ~2-5)")
                   .range(0, 1e6),
               ParamSpec::integer("nodes_per_switch", 32, "nodes", "nodes per leaf switch; leaf switches join through a spine")
                   .range(1, 1 << 20),
               ParamSpec::real("spine_gb_s", 0, "GB/s",
                               "leaf - spine uplink bandwidth, one direction; unset = non-blocking (sum of the leaf's NICs)")
-                  .above(0)
+                  .range(0.1, 1e6)
                   .optional(),
               ParamSpec::real("switch_latency_us", 1, "us", "latency of a leaf - spine hop").range(0, 1e6),
               ParamSpec::boolean("layerwise_kv_transfer", false,
@@ -134,9 +136,9 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::table(
           "slo",
           {
-              ParamSpec::real("ttft_ms", 0, "ms", "time-to-first-token limit for goodput").above(0).optional(),
-              ParamSpec::real("tpot_ms", 0, "ms", "time-per-output-token limit for goodput").above(0).optional(),
-              ParamSpec::real("e2e_ms", 0, "ms", "end-to-end latency limit for goodput").above(0).optional(),
+              ParamSpec::real("ttft_ms", 0, "ms", "time-to-first-token limit for goodput").range(1e-3, 1e10).optional(),
+              ParamSpec::real("tpot_ms", 0, "ms", "time-per-output-token limit for goodput").range(1e-3, 1e10).optional(),
+              ParamSpec::real("e2e_ms", 0, "ms", "end-to-end latency limit for goodput").range(1e-3, 1e10).optional(),
           },
           "latency limits a request must meet to count towards goodput (unset = no limit)"),
       ParamSpec::table(
@@ -152,19 +154,54 @@ const std::vector<core::ParamSpec>& run_schema() {
 }
 
 core::Params load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return core::load_config(path, run_schema(), overrides);
+  try {
+    return core::load_config(path, run_schema(), overrides);
+  } catch (const core::ConfigError& e) {
+    // An experiment file given to `run`: say what it is and which command runs it, rather than
+    // "'axis': unknown key".
+    static const std::vector<std::string> kExperimentKeys = {"axis", "base", "seeds", "repetitions", "infeasible",
+                                                             "capacity"};
+    const bool in_file = e.where().file == path;
+    if (in_file && std::find(kExperimentKeys.begin(), kExperimentKeys.end(), e.key()) != kExperimentKeys.end())
+      throw core::ConfigError(e.where(), e.key(),
+                              "this is an experiment file (it has '" + e.key() +
+                                  "'), not a run configuration: run its points with servesim sweep " + path +
+                                  " --db RESULTS.db (or find their capacity with servesim capacity " + path + ")");
+    throw;
+  }
 }
 
-std::string config_hash(const core::Params& config) {
+std::map<std::string, core::FileDigest> input_files(const core::Params& config) {
+  std::map<std::string, core::FileDigest> files;
+  config.for_each_path([&](const core::Params& section, const std::string& name) {
+    const std::string& path = section.get_string(name);
+    if (files.count(path)) return;
+    try {
+      files[path] = core::file_digest(path, "'" + section.key_path(name) + "'");
+    } catch (const core::Error&) {
+      // Unreadable: building the run reports it where the configuration names it.
+    }
+  });
+  return files;
+}
+
+std::string config_hash(const core::Params& config, const std::map<std::string, core::FileDigest>& files) {
+  const std::string identity = config.to_identity_toml([&](const std::string& path) {
+    const auto it = files.find(path);
+    return it == files.end() ? std::string("unreadable") : it->second.digest;
+  });
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(core::fnv1a64(config.to_toml())));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(core::fnv1a64(identity)));
   return buf;
 }
+
+std::string config_hash(const core::Params& config) { return config_hash(config, input_files(config)); }
 
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMaxKvBlocks = 1e12;
+constexpr double kMaxKvTokens = 1e15;
 
 std::string gib(double bytes) { return core::format_double(std::round(bytes / kGiB * 100) / 100) + " GiB"; }
 
@@ -186,8 +223,9 @@ sim::KvLayout kv_layout(const hwmodels::ModelSpec& model, int64_t tp, const poli
 // KV blocks per replica, from what GPU memory leaves after weights (a drafter's too) and the
 // activation reserve. A hybrid model's block is block_size tokens of its per-token layers (full and
 // window).
-int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const hwmodels::ModelSpec& model,
-                  const hwmodels::GpuSpec& gpu, int64_t tp, const policies::DecodingMethod* decoding) {
+int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const core::Params& gpu_cfg,
+                  const hwmodels::ModelSpec& model, const hwmodels::GpuSpec& gpu, int64_t tp,
+                  const policies::DecodingMethod* decoding) {
   const int64_t block_size = cluster.get_int("block_size");
   const double util = cluster.get_float("gpu_memory_utilization");
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
@@ -213,7 +251,49 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const h
                      " - activation_reserve_gib " + core::format_double(reserve / kGiB) + " leaves " +
                      gib(budget) + ", not enough for the weights and one KV block; raise tensor_parallel, "
                      "choose a GPU with more memory, or lower activation_reserve_gib");
-  return static_cast<int64_t>(std::floor(left / kv_per_block));
+  // Block and token counts are int64 all the way down (tokens = blocks x block_size): a cache larger
+  // than any GPU memory would overflow them, so it is refused with the keys that made it.
+  const double blocks = std::floor(left / kv_per_block);
+  if (!(blocks <= kMaxKvBlocks) || !(blocks * static_cast<double>(block_size) <= kMaxKvTokens))
+    gpu_cfg.fail("memory_gib",
+              "the KV cache would hold " + core::format_double(blocks) + " blocks of " + std::to_string(block_size) +
+                  " tokens per replica (gpu.memory_gib = " + core::format_double(gpu.memory_bytes / kGiB) +
+                  ", model KV bytes per token per GPU = " + core::format_double(kv_per_token) + "), more than the " +
+                  core::format_double(kMaxKvBlocks) + " blocks and " + core::format_double(kMaxKvTokens) +
+                  " tokens servesim counts; check gpu.memory_gib, the model's kv_bytes and cluster.block_size");
+  return static_cast<int64_t>(blocks);
+}
+
+// An iteration longer than this is no GPU's: a value of the [gpu] or [cost_model] sections is out of
+// proportion (each is within its range, but not together), and the run would be meaningless.
+constexpr double kMaxIterationSeconds = 1e6;
+
+// Times a prefill of the model's context (at most 8192 tokens) and a one-sequence decode, and refuses
+// a pool whose iterations could not be a real engine's.
+void check_iteration_times(const core::Params& config, const core::Params& pool, const hwmodels::StepCostModel& cost,
+                           int64_t max_context) {
+  hwmodels::BatchShape prefill;
+  prefill.prefill_seqs = 1;
+  prefill.prefill_tokens = std::min<int64_t>(max_context, 8192);
+  prefill.prefill_logits = 1;
+  prefill.prefill_attention_pairs = prefill.prefill_tokens * (prefill.prefill_tokens + 1) / 2;
+  hwmodels::BatchShape decode;
+  decode.decode_seqs = 1;
+  decode.decode_context_tokens = 1;
+  for (const auto& [shape, what] : {std::pair{prefill, "a prefill of " + std::to_string(prefill.prefill_tokens) + " tokens"},
+                                    std::pair{decode, std::string("a one-token decode")}}) {
+    const double s = cost.step(shape).seconds;
+    if (s > 0 && s <= kMaxIterationSeconds) continue;
+    const core::Params& gpu = pool.has("gpu") ? pool.section("gpu") : config.section("gpu");
+    std::string values;
+    for (const char* key : {"peak_tflops", "hbm_bandwidth_gb_s"})
+      values += std::string(values.empty() ? "" : ", ") + gpu.key_path(key) + " = " + core::format_double(gpu.get_float(key));
+    throw core::ConfigError(gpu.where(), gpu.path(),
+                            what + " would take " + core::format_double(s) + " s on this GPU (" + values +
+                                ", and the [cost_model] efficiencies and overheads): no engine's iteration takes "
+                                "more than " + core::format_double(kMaxIterationSeconds) +
+                                " s or no time at all; bring the [gpu] and [cost_model] values into proportion");
+  }
 }
 
 }  // namespace
@@ -254,7 +334,7 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
     if (std::string why = hwmodels::tp_problem(*drafter, tp); !why.empty())
       config.section("decoding").fail(config.section("decoding").kind() == "draft_model" ? "model" : "kind",
                                       "the drafter at the target's tensor parallelism: " + why);
-  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, model, *p.gpu, tp, decoding);
+  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, gpu_cfg, model, *p.gpu, tp, decoding);
   const core::Params& cost_cfg = config.section("cost_model");
   std::optional<hwmodels::CalibrationProfile> profile;
   if (const std::optional<std::string> path = hwmodels::selected_calibration(cost_cfg, p.gpu->name)) {
@@ -271,6 +351,7 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
     p.cost = std::make_unique<hwmodels::SpeculativeCostModel>(
         std::move(p.cost), hwmodels::cost_model_registry().make(cost_cfg, *drafter, *p.gpu, tp, selected),
         p.engine.get());
+  check_iteration_times(config, pool_cfg, *p.cost, model.max_context);
   p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");
   p.scheduler_kind = p.scheduler->kind();
   return p;
@@ -393,6 +474,19 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     config.section("output").fail("sample_interval_ms",
                                   "must be 0 (no time series) or at least 1 ms; got " + core::format_double(interval_ms));
   collector_cfg.sample_interval_ns = std::llround(interval_ms * 1e6);
+  // A generator knows how long its arrivals span: a time series too long to write is refused now.
+  if (interval_ms > 0 && source->expected_span_s() > 0) {
+    const double rows = source->expected_span_s() * 1e3 / interval_ms * static_cast<double>(replicas);
+    if (rows > metrics::kMaxSampleRows)
+      config.section("output").fail(
+          "sample_interval_ms",
+          "a sample every " + core::format_double(interval_ms) + " ms of the workload's about " +
+              core::format_double(source->expected_span_s()) + " simulated seconds (workload.rate, max_requests, "
+              "window_end_s, rate_scale) on " + std::to_string(replicas) + (replicas == 1 ? " replica" : " replicas") +
+              " is about " +
+              core::format_double(rows) + " time-series rows, more than the " +
+              core::format_double(metrics::kMaxSampleRows) + " a run writes; raise sample_interval_ms or set it to 0");
+  }
   for (const auto& p : pools) {
     for (int64_t i = 0; i < p.replicas; ++i) {
       metrics::ReplicaHardware hw;
@@ -409,14 +503,25 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   // ---- Outputs: opened now, committed only when the run has finished cleanly.
   std::vector<std::unique_ptr<metrics::ResultSink>> sinks;
-  if (!outputs.db_path.empty()) sinks.push_back(std::make_unique<metrics::SqliteSink>(outputs.db_path));
+  if (!outputs.db_path.empty()) {
+    auto db = std::make_unique<metrics::SqliteSink>(outputs.db_path);
+    // A sweep numbers its runs after its points (run_id = point index + 1): a single run there
+    // would take a number a later point needs, and the sweep could not resume.
+    if (db->database().tableExists("experiment"))
+      throw core::Error(outputs.db_path + ": holds the results of an experiment (servesim sweep or capacity), "
+                        "which numbers its runs after its points; write single runs to another database");
+    sinks.push_back(std::move(db));
+  }
   if (!outputs.csv_dir.empty()) sinks.push_back(std::make_unique<metrics::CsvSink>(outputs.csv_dir));
   std::vector<metrics::ResultSink*> sink_ptrs;
   for (auto& s : sinks) sink_ptrs.push_back(s.get());
   sink_ptrs.insert(sink_ptrs.end(), outputs.sinks.begin(), outputs.sinks.end());
 
+  // The files the run reads, digested once (the readers have opened them: a missing file has been
+  // reported at its key). They must not change until the run is committed.
+  const std::map<std::string, core::FileDigest> files = input_files(config);
   result.info.config_toml = config.to_toml();
-  result.info.config_hash = config_hash(config);
+  result.info.config_hash = config_hash(config, files);
   result.info.seed = seed;
   result.info.version = SERVESIM_VERSION;
   result.info.run_id = outputs.run_id;
@@ -473,10 +578,20 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   cluster.check_drained();
   if (outputs.check) checker.check_drained();
 
+  for (const auto& [path, digest] : files)
+    if (core::file_version(path) != digest.version)
+      throw core::InputError(path, 0, "",
+                             "changed while the run read it (its content digest, part of the run's identity, was "
+                             "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
+  // Every output is written where it is not yet visible, then committed: the database first, so
+  // that a run is in the database once it is anywhere, and a failure before leaves nothing.
+  for (auto* s : sink_ptrs) s->stage(result.summary);
+  if (outputs.stage) outputs.stage(result.info);
   for (auto* s : sink_ptrs) s->end_run(result.summary);
+  if (outputs.publish) outputs.publish();
 
   result.workload_kind = config.section("workload").kind();
   result.model_kind = config.section("model").kind();

@@ -3,9 +3,12 @@
 // cluster, router and schedulers from their registries, runs the event loop, and hands the results
 // to the sinks. This is the only place that knows every kind of component.
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "sim/core/digest.h"
 #include "sim/core/params.h"
 #include "sim/core/lifecycle.h"
 #include "sim/metrics/sink.h"
@@ -32,6 +35,11 @@ struct RunOutputs {
   std::vector<core::LifecycleObserver*> observers = {};
   int64_t run_id = 0;
   bool build_only = false;
+  // Other outputs of the run (the CLI's --timeline), committed with the sinks: `stage` runs once
+  // the run has finished and every sink has staged its rows, before anything is committed (a throw
+  // leaves every output as it was); `publish` runs after the sinks have committed.
+  std::function<void(const metrics::RunInfo&)> stage = {};
+  std::function<void()> publish = {};
 };
 
 struct RunResult {
@@ -60,7 +68,16 @@ struct RunResult {
 // leaves no rows in the outputs.
 RunResult run_simulation(const core::Params& config, const RunOutputs& outputs);
 
-// The resolved configuration's hash: 16 hex digits of FNV-1a 64 over Params::to_toml().
+// Every file the configuration names (its path parameters: trace, model config.json, length files,
+// calibration profile), by resolved path, with its content digest. A file that cannot be read is
+// left out (building the run reports it, at its key).
+std::map<std::string, core::FileDigest> input_files(const core::Params& config);
+
+// The identity of a run: 16 hex digits of FNV-1a 64 over the resolved configuration
+// (Params::to_toml()) in which every file path is replaced by the file's content digest, so that
+// the hash changes with what a file holds and not with where it lies or the working directory.
+// A configuration without paths hashes its to_toml() text.
 std::string config_hash(const core::Params& config);
+std::string config_hash(const core::Params& config, const std::map<std::string, core::FileDigest>& files);
 
 }  // namespace servesim::experiments

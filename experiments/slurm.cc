@@ -10,6 +10,7 @@
 
 #include "experiments/process.h"
 #include "sim/core/error.h"
+#include "sim/core/output_file.h"
 
 namespace servesim::experiments {
 namespace {
@@ -26,11 +27,14 @@ bool matches(const std::string& s, const std::string& allowed) {
   return !s.empty() && s.find_first_not_of(allowed) == std::string::npos;
 }
 
-void write_script(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw core::Error(path.string() + ": cannot write the script");
+// How the scripts start: an existing file is replaced only when it starts so (a script servesim wrote).
+constexpr const char* kSbatchPrefix = "#!/bin/bash\n#SBATCH --job-name=servesim-";
+constexpr const char* kSubmitPrefix = "#!/bin/bash\n# Written by servesim slurm";
+constexpr const char* kScriptWhat = "a script servesim slurm writes";
+
+// Whole or not at all.
+void write_script(const fs::path& path, const std::string& text, const char* prefix) {
+  core::write_file_atomically(path.string(), kScriptWhat, core::starts_with(prefix), text);
   ::chmod(path.c_str(), 0755);
 }
 
@@ -76,6 +80,11 @@ SlurmJob write_slurm(Experiment& experiment, const SlurmOptions& options) {
   std::string job_name;
   for (char c : "servesim-" + name) job_name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
 
+  // Every script checked before any is written: none replaces a file of another kind.
+  for (const auto& [name, prefix] : {std::pair{"sweep.sbatch", kSbatchPrefix}, std::pair{"merge.sbatch", kSbatchPrefix},
+                                     std::pair{"submit.sh", kSubmitPrefix}})
+    core::check_replaceable((dir / name).string(), kScriptWhat, core::starts_with(prefix));
+
   std::ostringstream common;
   if (!options.partition.empty()) common << "#SBATCH --partition=" << options.partition << "\n";
   if (!options.time_limit.empty()) common << "#SBATCH --time=" << options.time_limit << "\n";
@@ -98,7 +107,7 @@ SlurmJob write_slurm(Experiment& experiment, const SlurmOptions& options) {
         << " --shard \"${task}/" << job.tasks << "\" --jobs \"${SLURM_CPUS_PER_TASK:-" << options.cpus_per_task
         << "}\" --progress-interval 60\n";
   job.sweep_script = (dir / "sweep.sbatch").string();
-  write_script(job.sweep_script, sweep.str());
+  write_script(job.sweep_script, sweep.str(), kSbatchPrefix);
 
   std::ostringstream merge;
   merge << "#!/bin/bash\n"
@@ -118,11 +127,11 @@ SlurmJob write_slurm(Experiment& experiment, const SlurmOptions& options) {
         << "if [ ${#shards[@]} -eq 0 ]; then echo 'no shard database to merge' >&2; exit 1; fi\n"
         << "exec " << sh(exe) << " merge " << sh(job.db) << " \"${shards[@]}\" --require-complete\n";
   job.merge_script = (dir / "merge.sbatch").string();
-  write_script(job.merge_script, merge.str());
+  write_script(job.merge_script, merge.str(), kSbatchPrefix);
 
   std::ostringstream submit;
   submit << "#!/bin/bash\n"
-         << "# Submits the sweep's job array and the merge job that waits for it.\n"
+         << "# Written by servesim slurm: submits the sweep's job array and the merge job that waits for it.\n"
          << "set -euo pipefail\n"
          << "array=$(sbatch --parsable " << sh(job.sweep_script) << ")\n"
          << "array=${array%%;*}\n"
@@ -130,7 +139,7 @@ SlurmJob write_slurm(Experiment& experiment, const SlurmOptions& options) {
          << "echo \"array job $array (" << job.tasks << " tasks), merge job ${merge%%;*}: results in "
          << job.db << "\"\n";
   job.submit_script = (dir / "submit.sh").string();
-  write_script(job.submit_script, submit.str());
+  write_script(job.submit_script, submit.str(), kSubmitPrefix);
   return job;
 }
 

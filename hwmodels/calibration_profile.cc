@@ -14,6 +14,8 @@
 
 #include "hwmodels/engine/engine_model.h"
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
+#include "sim/core/output_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -422,14 +424,10 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
 }
 
 CalibrationProfile read_calibration_profile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw core::InputError(path, 0, "", "no such calibration profile (a file written by servesim fit or calibrate)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::InputError(path, 0, "", "cannot open the calibration profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_calibration_profile(text.str(), path);
+  return parse_calibration_profile(
+      core::read_input_file(path, "a calibration profile (a file written by servesim fit or calibrate)",
+                            core::kMaxDataFileBytes),
+      path);
 }
 
 namespace {
@@ -583,21 +581,9 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
 }
 
 void write_calibration_profile(const CalibrationProfile& profile, const std::string& path) {
-  const std::string text = calibration_profile_toml(profile);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw core::Error("cannot write " + tmp + " (for the profile " + path + ")");
-    out << text;
-    out.flush();
-    if (!out) throw core::Error("writing " + tmp + " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw core::Error("cannot move the profile into place at " + path);
-  }
+  // Whole or not at all, and only over another profile (never over a file of another kind).
+  core::write_file_atomically(path, "a servesim calibration profile (--out)",
+                              core::starts_with("# servesim calibration profile"), calibration_profile_toml(profile));
 }
 
 std::string executable_dir() {
@@ -629,7 +615,8 @@ std::optional<std::string> selected_calibration(const core::Params& cost_model, 
   if (cost_model.has("calibration")) {
     const std::string& value = cost_model.get_string("calibration");
     if (value == kNoCalibration) return std::nullopt;
-    return value;
+    // Checked here, where a problem can name the key: readable, a regular file, within the size cap.
+    return cost_model.readable_file("calibration", "a calibration profile", core::kMaxDataFileBytes);
   }
   return shipped_profile(gpu_name);
 }

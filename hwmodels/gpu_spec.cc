@@ -101,43 +101,46 @@ const std::vector<GpuPreset>& gpu_presets() {
 
 }  // namespace
 
+// Plausible ranges (issue 14): from far below any accelerator a model is served on to far above any
+// announced one, so that a typo (1e-12, 1e300) is refused instead of giving zero latencies, an MFU
+// above 100% or a clock overflow.
 std::vector<core::ParamSpec> gpu_param_specs(const GpuSpec& d) {
   using core::ParamSpec;
   // Declared with a default only where the GPU has fp4 units, so that the resolved configuration
   // (and its hash) of every other GPU is what it was before fp4 existed.
   ParamSpec fp4 = ParamSpec::real("fp4_peak_tflops", d.fp4_peak_flops / kFlopsPerTflop, "TFLOP/s",
                                   "dense fp4 tensor-core peak (nvfp4 W4A4 GEMMs); unset or 0 = no fp4 units")
-                      .at_least(0);
+                      .zero_or(0.1, 4e5);
   if (d.fp4_peak_flops <= 0) fp4.optional();
   return {
       ParamSpec::real("peak_tflops", d.peak_flops / kFlopsPerTflop, "TFLOP/s",
                       "dense fp16/bf16 tensor-core peak (no sparsity)")
-          .above(0),
+          .range(0.1, 1e5),
       ParamSpec::real("fp8_peak_tflops", d.fp8_peak_flops / kFlopsPerTflop, "TFLOP/s",
                       "dense fp8 tensor-core peak; 0 = no fp8 units (fp8 weights then run weight-only)")
-          .at_least(0),
+          .zero_or(0.1, 2e5),
       ParamSpec::real("int8_peak_tops", d.int8_peak_ops / kFlopsPerTflop, "TOP/s",
                       "dense int8 tensor-core peak; 0 = no int8 units")
-          .at_least(0),
+          .zero_or(0.1, 2e5),
       fp4,
       ParamSpec::real("hbm_bandwidth_gb_s", d.hbm_bandwidth / kBytesPerGb, "GB/s",
                       "HBM bandwidth (decimal GB)")
-          .above(0),
-      ParamSpec::real("memory_gib", d.memory_bytes / kBytesPerGib, "GiB", "HBM capacity").above(0),
+          .range(1, 1e6),
+      ParamSpec::real("memory_gib", d.memory_bytes / kBytesPerGib, "GiB", "HBM capacity").range(0.5, 1e5),
       ParamSpec::real("sram_mib", d.sram_bytes / kBytesPerMib, "MiB",
                       "on-chip SRAM: L2 plus all SMs' L1/shared memory")
-          .at_least(0),
+          .range(0, 1e5),
       ParamSpec::real("nvlink_gb_s", d.interconnect_bandwidth / kBytesPerGb, "GB/s",
                       "GPU-to-GPU link bandwidth per GPU, one direction (half the bidirectional datasheet "
                       "figure): NVLink, or PCIe where a GPU has no NVLink")
-          .above(0),
+          .range(0.1, 1e5),
       ParamSpec::integer("sm_count", d.sm_count, "SMs",
                          "streaming multiprocessors: how many thread blocks run at once (attention and norm "
                          "kernels with few blocks cannot use all of them)")
           .range(1, 1 << 16),
       ParamSpec::real("price_usd_per_hour", d.price_usd_per_hour, "USD/h",
                       "rental price of one GPU (on-demand cloud rate)")
-          .at_least(0),
+          .range(0, 1e4),
   };
 }
 

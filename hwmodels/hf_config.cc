@@ -8,8 +8,12 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <vector>
+#include <set>
+#include <optional>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 #include "sim/core/format.h"
 
 namespace servesim::hwmodels {
@@ -130,22 +134,41 @@ class Reader {
   void set_model_type(std::string t) { model_type_ = std::move(t); }
 
  private:
+  // Nesting depth, and keys given twice in one object: nlohmann::json keeps the last silently, the
+  // Mooncake reader refuses them; a config.json that says two things about one field is refused too.
   void check_nesting() const {
     int depth = 0;
     bool in_string = false, escaped = false;
+    size_t string_start = 0;
+    std::vector<std::optional<std::set<std::string>>> scopes;  // per open bracket: an object's keys, or none
     for (size_t i = 0; i < text_.size(); ++i) {
       const char c = text_[i];
       if (in_string) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
-        else if (c == '"') in_string = false;
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+          const size_t next = text_.find_first_not_of(" \t\r\n", i + 1);
+          if (next != std::string_view::npos && text_[next] == ':' && !scopes.empty() && scopes.back()) {
+            const std::string key(text_.substr(string_start + 1, i - string_start - 1));
+            if (!scopes.back()->insert(key).second)
+              throw core::InputError(source_, line_at(string_start), core::printable(key, 80),
+                                     "duplicate key: a JSON object gives each key once (which value would count "
+                                     "is a guess)");
+          }
+        }
       } else if (c == '"') {
         in_string = true;
+        string_start = i;
       } else if (c == '{' || c == '[') {
         if (++depth > kMaxNesting)
           throw core::InputError(source_, line_at(i), "", "nested deeper than 64 levels: not a model config.json");
+        scopes.push_back(c == '{' ? std::optional<std::set<std::string>>(std::set<std::string>{}) : std::nullopt);
       } else if (c == '}' || c == ']') {
         --depth;
+        if (!scopes.empty()) scopes.pop_back();
       }
     }
   }
@@ -411,18 +434,13 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
 }
 
 ModelSpec read_hf_config(const std::string& path, bool weight_dtype_given) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw core::InputError(path, 0, "", "no such file: the Hugging Face config.json of a model");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw core::InputError(path, 0, "", "cannot open the Hugging Face config file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text =
+      core::read_input_file(path, "the Hugging Face config.json of a model", kMaxConfigBytes);
   const std::filesystem::path p(path);
   std::string name = p.filename() == "config.json" && p.has_parent_path() ? p.parent_path().filename().string()
                                                                           : p.stem().string();
   if (name.empty() || name == "." || name == "..") name = p.stem().string();
-  return parse_hf_config(text.str(), path, name, weight_dtype_given);
+  return parse_hf_config(text, path, name, weight_dtype_given);
 }
 
 ModelSpec model_by_name_or_file(const std::string& arg, const std::string& option) {
@@ -461,7 +479,8 @@ std::vector<core::ParamSpec> hf_config_param_specs() {
      hf_config_param_specs()},
     [](const core::Params& p) {
       return std::make_unique<ModelSpec>(
-          model_from_params(p, read_hf_config(p.get_string("path"), p.has("weight_dtype"))));
+          model_from_params(p, read_hf_config(p.readable_file("path", "a model config.json", kMaxConfigBytes),
+                                              p.has("weight_dtype"))));
     });
 
 }  // namespace

@@ -520,18 +520,15 @@ std::vector<core::ParamSpec> model_param_specs(const ModelSpec& d) {
       ParamSpec::real("weight_bytes", 0, "bytes/element",
                       "bytes of one linear-layer weight; unset: from weight_dtype (2, 1, or 0.5195 for int4 with "
                       "its group scales)")
-          .above(0)
-          .range(0, 16)
+          .range(0.125, 16)
           .optional(),
       ParamSpec::real("kv_bytes", 0, "bytes/element", "bytes of one KV-cache element; unset: from kv_dtype")
-          .above(0)
-          .range(0, 16)
+          .range(0.125, 16)
           .optional(),
       ParamSpec::real("activation_bytes", d.activation_bytes, "bytes/element",
                       "storage of one activation element and of the unquantised weights (embeddings, LM head, "
                       "norms)")
-          .above(0)
-          .range(0, 16),
+          .range(0.125, 16),
       count0("num_experts", d.num_experts, "routed experts per MoE block; 0 = dense MLP"),
       count0("experts_per_token", d.experts_per_token, "experts each token is routed to (top-k)"),
       count0("moe_intermediate_size", d.moe_intermediate_size, "MLP width of one expert"),

@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 #include "traces/workload_common.h"
 
 namespace servesim::traces {
@@ -23,22 +24,26 @@ WorkloadRegistry& workload_registry() {
 }
 
 std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
+  // Plausible ranges (issue 14): a run holds at most a billion requests (its exact percentiles keep
+  // a few doubles per request) and its windows stay well inside the int64 nanosecond clock (292
+  // years).
   own.push_back(ParamSpec::real("rate_scale", 1.0, "",
                                 "replay this many times faster: arrival offsets are divided by it "
                                 "(after the window is cut)")
-                    .above(0));
+                    .range(1e-6, 1e6));
   own.push_back(
       ParamSpec::integer("max_requests", 0, "requests", "stop after this many requests (unset: no limit)")
-          .at_least(1)
+          .range(1, kMaxRequests)
           .optional());
   own.push_back(ParamSpec::real("window_start_s", 0.0, "s",
                                 "keep arrivals at or after this offset (in the source's own time, "
                                 "before rate_scale); it becomes time 0")
-                    .at_least(0));
+                    .range(0, kMaxWindowS));
   own.push_back(ParamSpec::real("window_end_s", 0.0, "s",
                                 "keep arrivals before this offset (source time, before rate_scale; "
                                 "unset: to the end)")
                     .above(0)
+                    .range(0, kMaxWindowS)
                     .optional());
   own.push_back(ParamSpec::integer("seed", 0, "",
                                    "random seed of this workload (unset: the run's seed); trace "
@@ -81,20 +86,7 @@ uint64_t workload_seed(const core::Params& p, uint64_t run_seed) {
   return p.has("seed") ? static_cast<uint64_t>(p.get_int("seed")) : run_seed;
 }
 
-std::string readable_file(const core::Params& p, std::string_view key) {
-  const std::string& path = p.get_string(key);
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) p.fail(key, "no such file: " + path);
-  if (std::filesystem::is_directory(status)) p.fail(key, path + " is a directory, expected a file");
-  errno = 0;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    p.fail(key, "cannot open " + path + ": " +
-                    (errno ? std::string(std::strerror(errno)) : std::string("unknown error")));
-  std::fclose(f);
-  return path;
-}
+std::string readable_file(const core::Params& p, std::string_view key) { return p.readable_file(key, "a trace file"); }
 
 namespace {
 // Seconds to raw nanoseconds; the validator keeps the values finite and non-negative.

@@ -58,6 +58,9 @@ class ArrivalSource {
     (void)id;
     (void)t;
   }
+  // About how long the arrivals span in simulated seconds (after rate_scale), known up front for
+  // generators (what a run's outputs must be sized for); 0 when unknown (a trace).
+  virtual double expected_span_s() const { return 0; }
 };
 
 // Family "workloads". Factory arguments: the run's seed (used when the workload sets no seed).

@@ -11,7 +11,7 @@ std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own) {
   own.push_back(core::ParamSpec::integer("max_requests", 0, "requests",
                                          "stop after this many requests, whatever the arrival process says (unset: "
                                          "no limit)")
-                    .at_least(1)
+                    .range(1, kMaxRequests)
                     .optional());
   own.push_back(core::ParamSpec::integer("seed", 0, "", "random seed of this workload (unset: the run's seed)")
                     .at_least(0)

@@ -19,7 +19,7 @@ class FixedDistribution final : public LengthDistribution {
 const bool kRegistered = distribution_registry().add(
     {"fixed",
      "the same length every time",
-     {core::ParamSpec::integer("value", 1, "tokens", "the length").at_least(1).required()}},
+     {core::ParamSpec::integer("value", 1, "tokens", "the length").range(1, 4294967296.0).required()}},
     [](const core::Params& p) -> std::unique_ptr<LengthDistribution> {
       return std::make_unique<FixedDistribution>(p);
     });

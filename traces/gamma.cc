@@ -11,6 +11,9 @@ struct GammaGap {
   double shape;
   double scale_s;
   double operator()(core::Rng& rng) const { return rng.gamma(shape, scale_s); }
+  // The equilibrium forward recurrence time: a uniform fraction of a length-biased gap, which for
+  // gamma(k, theta) gaps is gamma(k + 1, theta).
+  double excess(core::Rng& rng) const { return rng.uniform() * rng.gamma(shape + 1.0, scale_s); }
 };
 
 const bool kRegistered = workload_registry().add(
@@ -18,9 +21,9 @@ const bool kRegistered = workload_registry().add(
      "synthetic arrivals with gamma-distributed gaps (shape 1/cv^2, mean 1/rate), lengths from "
      "distributions; needs max_requests or window_end_s",
      generator_params(
-         {core::ParamSpec::real("rate", 1, "req/s", "mean arrival rate").above(0).required(),
+         {core::ParamSpec::real("rate", 1, "req/s", "mean arrival rate").range(1e-6, 1e9).required(),
           core::ParamSpec::real("cv", 1, "", "coefficient of variation of the gaps (1 = Poisson)")
-              .above(0)
+              .range(0.01, 100)
               .required()})},
     [](const core::Params& p, uint64_t run_seed) {
       const double cv = p.get_float("cv");

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "sim/core/error.h"
+#include "sim/core/input_file.h"
 
 namespace servesim::traces {
 
@@ -16,14 +17,8 @@ constexpr size_t kMaxLine = size_t{64} << 20;
 }  // namespace
 
 LineReader::LineReader(std::string path) : path_(std::move(path)) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path_, ec))
-    throw core::Error(path_ + ": is a directory, expected a trace file");
-  errno = 0;
-  file_.reset(std::fopen(path_.c_str(), "rb"));
-  if (!file_)
-    throw core::Error(path_ + ": cannot open: " +
-                      (errno ? std::string(std::strerror(errno)) : std::string("unknown error")));
+  // Opened once, a regular file only (a named pipe or a device is refused, never waited on).
+  file_.reset(core::InputFile::open(path_, "a trace file", core::kUnlimitedBytes).release_to_stdio());
   buf_.resize(kInitialBuffer);
 }
 

@@ -41,13 +41,14 @@ const bool kRegistered = distribution_registry().add(
      "lognormal lengths with the given mean and standard deviation (of the lengths, not of their "
      "log), rounded to the nearest integer and clipped to [min, max]",
      {core::ParamSpec::real("mean", 1, "tokens", "mean length before rounding and clipping")
-          .above(0)
+          .range(1e-3, 4294967296.0)
           .required(),
-      core::ParamSpec::real("sd", 1, "tokens", "standard deviation of the length before clipping")
-          .above(0)
+      core::ParamSpec::real("sd", 1, "tokens", "standard deviation of the length before clipping (a very wide one "
+                                                "spreads the lengths over [min, max])")
+          .range(1e-3, 1e18)
           .required(),
-      core::ParamSpec::integer("min", 1, "tokens", "smallest length (clip)").at_least(1),
-      core::ParamSpec::integer("max", 1000000, "tokens", "largest length (clip)").at_least(1)}},
+      core::ParamSpec::integer("min", 1, "tokens", "smallest length (clip)").range(1, 4294967296.0),
+      core::ParamSpec::integer("max", 1000000, "tokens", "largest length (clip)").range(1, 4294967296.0)}},
     [](const core::Params& p) -> std::unique_ptr<LengthDistribution> {
       return std::make_unique<LognormalDistribution>(p);
     });

@@ -472,7 +472,7 @@ const bool kRegistered = workload_registry().add(
           core::ParamSpec::integer("block_tokens", 512, "tokens",
                                    "prompt tokens covered by one entry of hash_ids (512 in the "
                                    "published Mooncake traces)")
-              .at_least(1)})},
+              .range(1, 1 << 20)})},
     [](const core::Params& p, uint64_t) -> std::unique_ptr<ArrivalSource> {
       return std::make_unique<MooncakeJsonlSource>(p, readable_file(p, "path"));
     });

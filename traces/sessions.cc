@@ -11,6 +11,7 @@
 #include <queue>
 #include <vector>
 
+#include "sim/core/format.h"
 #include "sim/core/rng.h"
 #include "traces/length_distribution.h"
 #include "traces/renewal_generator.h"
@@ -18,6 +19,8 @@
 
 namespace servesim::traces {
 namespace {
+
+constexpr double kMaxSessionsBeforeWindow = 1e7;
 
 uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t s = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x7f4a7c159e3779b9ULL);
@@ -44,9 +47,11 @@ class SessionSource final : public ShapedSource {
     const int64_t n = p.get_int("system_prompts");
     for (int64_t i = 0; i < n; ++i) system_lengths_.push_back(system_->sample(system_rng_));
     next_session_s_ = session_rng_.exponential(rate_);
+    expected_span_s_ = generator_span_s(p) / p.get_float("rate_scale");
   }
 
   int64_t hash_block_tokens() const override { return block_tokens_; }
+  double expected_span_s() const override { return expected_span_s_; }
 
  protected:
   bool next_raw(RequestSpec& out) override {
@@ -116,6 +121,7 @@ class SessionSource final : public ShapedSource {
   std::vector<int64_t> system_lengths_;
   std::priority_queue<Turn, std::vector<Turn>, std::greater<Turn>> pending_;
   double next_session_s_ = 0;
+  double expected_span_s_ = 0;
   uint64_t sessions_ = 0;
   uint64_t turn_seq_ = 0;
 };
@@ -126,10 +132,10 @@ const bool kRegistered = workload_registry().add(
      "the history plus a new user message; requests carry prefix block hashes; needs max_requests "
      "or window_end_s",
      with_common_params({
-         core::ParamSpec::real("rate", 1, "sessions/s", "mean rate of new sessions").above(0).required(),
+         core::ParamSpec::real("rate", 1, "sessions/s", "mean rate of new sessions").range(1e-6, 1e9).required(),
          core::ParamSpec::section("turns", "length_distributions", "", "turns per session (>= 1)"),
          core::ParamSpec::real("think_time_s", 10, "s", "mean gap between a session's turns (exponential)")
-             .at_least(0),
+             .range(0, 1e7),
          core::ParamSpec::integer("system_prompts", 8, "prompts", "distinct system prompts sessions share")
              .range(1, 1 << 20),
          core::ParamSpec::section("system_tokens", "length_distributions", "", "length of each system prompt (tokens)"),
@@ -141,6 +147,16 @@ const bool kRegistered = workload_registry().add(
      })},
     [](const core::Params& p, uint64_t run_seed) -> std::unique_ptr<ArrivalSource> {
       require_generator_limit(p);
+      // Turns of sessions that started before the window can fall inside it, so every session is
+      // drawn from time 0 (no skipping ahead as for renewal arrivals): refuse what would take hours.
+      const double before = p.get_float("window_start_s") * p.get_float("rate");
+      if (before > kMaxSessionsBeforeWindow)
+        p.fail("window_start_s", "window_start_s = " + core::format_double(p.get_float("window_start_s")) + " s at " +
+                                     p.key_path("rate") + " = " + core::format_double(p.get_float("rate")) +
+                                     " sessions/s: about " + core::format_double(before) +
+                                     " sessions start before the window, and the generator draws each of them (their "
+                                     "later turns may fall inside it); at most " +
+                                     core::format_double(kMaxSessionsBeforeWindow) + ": start the window earlier");
       return std::make_unique<SessionSource>(p, workload_seed(p, run_seed));
     });
 

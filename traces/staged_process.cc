@@ -5,6 +5,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "traces/workload_common.h"
 
 namespace servesim::traces {
 
@@ -155,7 +156,7 @@ void StagedProcess::start_next_after_drain() {
 }
 
 core::ParamSpec requests_spec(bool required) {
-  auto p = core::ParamSpec::integer("requests", 1, "requests", "requests to send").at_least(1);
+  auto p = core::ParamSpec::integer("requests", 1, "requests", "requests to send").range(1, kMaxRequests);
   return required ? p.required() : p.optional();
 }
 

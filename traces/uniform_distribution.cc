@@ -25,8 +25,8 @@ class UniformDistribution final : public LengthDistribution {
 const bool kRegistered = distribution_registry().add(
     {"uniform",
      "lengths uniform over the integers min..max, both included",
-     {core::ParamSpec::integer("min", 1, "tokens", "smallest length").at_least(1).required(),
-      core::ParamSpec::integer("max", 1, "tokens", "largest length (>= min)").at_least(1).required()}},
+     {core::ParamSpec::integer("min", 1, "tokens", "smallest length").range(1, 4294967296.0).required(),
+      core::ParamSpec::integer("max", 1, "tokens", "largest length (>= min)").range(1, 4294967296.0).required()}},
     [](const core::Params& p) -> std::unique_ptr<LengthDistribution> {
       return std::make_unique<UniformDistribution>(p);
     });

@@ -13,6 +13,10 @@
 
 namespace servesim::traces {
 
+// The most requests one run simulates, and the latest window offset (s, source time; 95 years).
+inline constexpr double kMaxRequests = 1e9;
+inline constexpr double kMaxWindowS = 3e9;
+
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
 // seed, client_timeout_s, repetition. Every trace and generator kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);

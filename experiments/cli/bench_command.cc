@@ -12,6 +12,7 @@
 
 #include "experiments/bench.h"
 #include "experiments/cli/command.h"
+#include "experiments/experiment.h"
 #include "experiments/process.h"
 #include "sim/core/error.h"
 
@@ -75,7 +76,9 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     out << "  S5  a 64-point sweep (experiments/sweeps/bench64.toml) with --jobs 1 and --jobs 2: the speed-up\n";
     return 0;
   }
-  if (repeat < 1) throw UsageError("--repeat must be at least 1");
+  require_option("--repeat", repeat, 1, 1000, "repetitions of each scenario");
+  if (vm.count("requests")) require_option("--requests", static_cast<double>(requests), 1, 1e9, "requests");
+  if (vm.count("jobs")) resolve_jobs(jobs);
   if (scenarios.empty()) {
     for (const auto& s : bench_scenarios()) scenarios.push_back(s.name);
     scenarios.push_back("S5");

@@ -11,6 +11,7 @@
 #include "calibration/sample_store.h"
 #include "calibration/shipped_profiles.h"
 #include "experiments/cli/command.h"
+#include "sim/core/output_file.h"
 #include "experiments/process.h"
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/gpu_spec.h"
@@ -59,6 +60,12 @@ int cmd_calibrate(const std::vector<std::string>& args, std::ostream& out, std::
   if (out_path.empty()) throw UsageError("calibrate needs --out PROFILE.toml");
   if (!gpu_name.empty()) gpu_name = hwmodels::gpu_preset(gpu_name).name;
   if (raw_dir.empty()) raw_dir = out_path + ".raw";
+  core::PathPlan plan;
+  plan.input(microbench, "--microbench");
+  plan.output(out_path, "--out");
+  plan.output(raw_dir, "--raw-dir");
+  plan.output(db, "--db");
+  plan.check();
   const std::string bin = find_microbench(microbench);
 
   std::vector<std::string> argv = {bin, "--out", raw_dir};

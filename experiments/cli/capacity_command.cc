@@ -149,7 +149,13 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
     return 0;
   }
   if (experiment_path.empty()) throw UsageError("capacity needs an experiment file: servesim capacity EXPERIMENT.toml");
-  if (jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
+  resolve_jobs(jobs);
+  if (vm.count("target")) require_option("--target", target, 0, 1, "SLO attainment to sustain, a fraction", true);
+  if (vm.count("tolerance"))
+    require_option("--tolerance", tolerance, 1e-4, 0.999, "relative width of the final bracket, e.g. 0.02");
+  if (vm.count("cheapest-at"))
+    require_option("--cheapest-at", cheapest_at, 0, 1e12, "the load every configuration is costed at", true);
+  require_option("--progress-interval", interval, 0, 1e6, "seconds between progress lines", true);
   CapacityOptions options;
   options.db_path = db;
   options.jobs = jobs;
@@ -161,6 +167,7 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
   options.progress_period_s = interval;
 
   Experiment experiment = Experiment::load(experiment_path);
+  check_experiment_outputs(experiment, experiment_path, db);
   const bool cheapest = options.cheapest_at.has_value() || experiment.capacity().cheapest_at.has_value();
   if (cheapest) {
     const CheapestResult r = run_cheapest(experiment, options);

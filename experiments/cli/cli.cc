@@ -1,6 +1,6 @@
 #include "experiments/cli/cli.h"
 
-#include <boost/program_options/errors.hpp>
+#include <boost/program_options.hpp>
 
 #include <iostream>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "experiments/cli/command.h"
 #include "sim/core/error.h"
+#include "sim/core/format.h"
 
 namespace servesim::experiments {
 namespace {
@@ -29,6 +30,28 @@ void usage(std::ostream& out) {
   out << "\noptions:\n"
          "  -h, --help     this help (servesim <command> --help for a command's options)\n"
          "  --version      print the version\n";
+}
+
+// A message as printed: one paragraph whatever the arguments it quotes held (a line break, a
+// control character, an invisible one is shown escaped), and bounded.
+std::string shown(const char* what) { return core::printable(what, 8000); }
+
+// Boost's message of an option error. Its what() substitutes placeholders such as %value% in a loop
+// that never ends when the substituted text holds a placeholder itself (`--%original_token%` hung):
+// then the message is made here from the error's kind and option instead.
+std::string boost_message(const boost::program_options::error_with_option_name& e, const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  bool placeholder = false;
+  for (const auto& a : args)
+    for (const char* token : {"%canonical_option%", "%option%", "%value%", "%original_token%", "%prefix%"})
+      placeholder = placeholder || a.find(token) != std::string::npos;
+  if (!placeholder) return e.what();
+  const std::string option = core::printable(e.get_option_name(), 200);
+  if (dynamic_cast<const po::unknown_option*>(&e)) return "unrecognised option '" + option + "'";
+  if (dynamic_cast<const po::invalid_option_value*>(&e)) return "the argument for option '" + option + "' is invalid";
+  if (dynamic_cast<const po::multiple_occurrences*>(&e)) return "option '" + option + "' cannot be given more than once";
+  if (dynamic_cast<const po::ambiguous_option*>(&e)) return "option '" + option + "' is ambiguous";
+  return "invalid use of option '" + option + "'";
 }
 
 }  // namespace
@@ -57,19 +80,22 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     throw UsageError("unknown command '" + command + "'; commands: " + names + " (servesim --help)");
   } catch (const UsageError& e) {
-    err << "servesim: " << e.what() << "\n";
+    err << "servesim: " << shown(e.what()) << "\n";
+    return 2;
+  } catch (const boost::program_options::error_with_option_name& e) {
+    err << "servesim: " << shown(boost_message(e, args).c_str()) << " (servesim --help)\n";
     return 2;
   } catch (const boost::program_options::error& e) {
-    err << "servesim: " << e.what() << " (servesim --help)\n";
+    err << "servesim: " << shown(e.what()) << " (servesim --help)\n";
     return 2;
   } catch (const core::ConfigError& e) {
-    err << "servesim: configuration error: " << e.what() << "\n";
+    err << "servesim: configuration error: " << shown(e.what()) << "\n";
     return 2;
   } catch (const core::InputError& e) {
-    err << "servesim: input error: " << e.what() << "\n";
+    err << "servesim: input error: " << shown(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    err << "servesim: error: " << e.what() << "\n";
+    err << "servesim: error: " << shown(e.what()) << "\n";
     return 1;
   }
 }

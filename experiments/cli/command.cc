@@ -1,9 +1,12 @@
 #include "experiments/cli/command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <sstream>
+
+#include "sim/core/format.h"
 
 namespace servesim::experiments {
 
@@ -34,6 +37,14 @@ boost::program_options::variables_map parse_options(const std::vector<std::strin
   po::store(po::command_line_parser(args).options(options).positional(pos).run(), vm);
   po::notify(vm);
   return vm;
+}
+
+void require_option(const std::string& option, double value, double lo, double hi, const std::string& what,
+                    bool lo_exclusive) {
+  const bool low = lo_exclusive ? !(value > lo) : !(value >= lo);
+  if (!std::isfinite(value) || low || !(value <= hi))
+    throw UsageError(option + " " + core::format_double(value) + ": valid: " + (lo_exclusive ? "(" : "[") +
+                     core::format_double(lo) + ", " + core::format_double(hi) + "] (" + what + ")");
 }
 
 std::string fixed(double v, int digits) {

@@ -15,10 +15,7 @@
 namespace servesim::experiments {
 
 // A usage problem (unknown flag, missing argument): exit code 2, like a configuration error.
-class UsageError : public core::Error {
- public:
-  using core::Error::Error;
-};
+using UsageError = core::UsageError;
 
 struct Command {
   std::string name;      // "run"
@@ -38,6 +35,11 @@ boost::program_options::variables_map parse_options(const std::vector<std::strin
                                                     const char* positional = nullptr, int max_positional = 1);
 // Registered commands, sorted by name.
 std::vector<const Command*> commands();
+
+// Refuses (UsageError) a numeric option that is not finite or outside [lo, hi] (or (lo, hi] when
+// `lo_exclusive`): "--target 1.5: valid: (0, 1] (SLO attainment to sustain, a fraction)".
+void require_option(const std::string& option, double value, double lo, double hi, const std::string& what,
+                    bool lo_exclusive = false);
 
 // Formatting shared by commands' human-readable output.
 std::string fixed(double v, int digits);       // fixed-point, `digits` decimals

@@ -182,13 +182,15 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   if (model_arg.empty() || gpu_name.empty() || !vm.count("prompt"))
     throw UsageError("estimate needs --model, --gpu and --prompt (servesim estimate --help)");
-  if (tp < 1 || batch < 1 || prompt < 1) throw UsageError("--tp, --batch and --prompt must be at least 1");
+  require_option("--tp", static_cast<double>(tp), 1, 1024, "tensor-parallel GPUs");
+  require_option("--batch", static_cast<double>(batch), 1, 1e6, "sequences");
+  require_option("--prompt", static_cast<double>(prompt), 1, 4294967296.0, "prompt tokens of each sequence");
   if (cached < 0 || cached >= prompt)
     throw UsageError("--cached must be at least 0 and below --prompt (" + std::to_string(prompt) +
                      "): at least one prompt token is computed to produce the first token");
   if (!vm.count("context")) context = prompt;
-  if (draft_tokens < 0 || draft_tokens > 64) throw UsageError("--draft-tokens must be in [0, 64]");
-  if (context < 1) throw UsageError("--context must be at least 1");
+  require_option("--draft-tokens", static_cast<double>(draft_tokens), 0, 64, "draft tokens verified per sequence");
+  require_option("--context", static_cast<double>(context), 1, 4294967296.0, "context tokens of each sequence");
   const hwmodels::ModelSpec model = hwmodels::model_by_name_or_file(model_arg);
   const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(gpu_name);
   if (const std::string why = hwmodels::tp_problem(model, tp); !why.empty()) throw UsageError("--tp: " + why);

@@ -15,6 +15,7 @@
 #include "calibration/shipped_profiles.h"
 #include "calibration/step_latency_csv.h"
 #include "experiments/cli/command.h"
+#include "sim/core/output_file.h"
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/hf_config.h"
@@ -162,6 +163,14 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (sources != 1)
     throw UsageError("fit needs exactly one of --from-operator-csv, --from-microbench, --from-step-latencies");
   if (out_path.empty()) throw UsageError("fit needs --out PROFILE.toml");
+  core::PathPlan plan;
+  plan.input(operator_dir, "--from-operator-csv");
+  plan.input(microbench_dir, "--from-microbench");
+  plan.input(step_csv, "--from-step-latencies");
+  if (base != "none") plan.input(base, "--base");
+  plan.output(out_path, "--out");
+  plan.output(db, "--db");
+  plan.check();
   if (!step_csv.empty()) return fit_step_latencies(step_csv, base, vm.count("cuda-graphs") > 0, out_path, args, out);
   if (!microbench_dir.empty()) return fit_microbench(microbench_dir, gpu_name, db, out_path, args, out);
   if (gpu_name.empty()) throw UsageError("fit --from-operator-csv needs --gpu NAME: the GPU the tables were measured on");

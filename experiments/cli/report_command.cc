@@ -1,6 +1,7 @@
 // servesim report: plots and an index.html from a results database.
 #include <boost/program_options.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -8,6 +9,8 @@
 
 #include "experiments/cli/command.h"
 #include "experiments/report.h"
+#include "sim/core/format.h"
+#include "sim/core/output_file.h"
 
 namespace servesim::experiments {
 namespace po = boost::program_options;
@@ -31,7 +34,13 @@ int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ost
     return 0;
   }
   if (db.empty() || dir.empty()) throw UsageError("report needs a database and a directory: servesim report RESULTS.db --out DIR");
-  if (!(target > 0 && target <= 1)) throw UsageError("--target must be in (0, 1]");
+  require_option("--target", target, 0, 1, "the SLO attainment drawn on its plot, a fraction", true);
+  if (vm.count("rate"))
+    require_option("--rate", rate, 0, 1e12, "the offered arrival rate the CDFs and timelines are taken at, req/s", true);
+  core::PathPlan plan;
+  plan.input(db, "the results database");
+  plan.output_files(dir, {"index.html", "plots.gp", "data"}, "--out");
+  plan.check();
   ReportOptions options;
   options.db_path = db;
   options.out_dir = dir;

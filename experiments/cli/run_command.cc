@@ -4,17 +4,23 @@
 
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "experiments/cli/command.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
+#include "sim/core/output_file.h"
+#include "sim/metrics/csv_sink.h"
+#include "sim/metrics/sqlite_sink.h"
 #include "sim/metrics/timeline.h"
 
 namespace servesim::experiments {
 namespace po = boost::program_options;
 namespace {
+
+constexpr int64_t kMaxTimelineEvents = 1'000'000'000;
 
 
 void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
@@ -132,7 +138,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   po::options_description opts("servesim run options");
   std::vector<std::string> sets;
   std::string db = "results.db", csv, config, timeline;
-  uint64_t timeline_max_events = metrics::TimelineRecorder::kDefaultMaxEvents;
+  int64_t timeline_max_events = static_cast<int64_t>(metrics::TimelineRecorder::kDefaultMaxEvents);
   opts.add_options()
       ("help,h", "this help")
       ("config", po::value<std::string>(&config), "the run configuration (TOML)")
@@ -145,25 +151,63 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("check", "check the simulator's invariants at every signal (slower; a violation is an error, exit 1)")
       ("timeline", po::value<std::string>(&timeline),
        "write a Chrome/Perfetto trace-event JSON of each replica's iterations and request spans to this file")
-      ("timeline-max-events", po::value<uint64_t>(&timeline_max_events)->default_value(timeline_max_events),
-       "keep at most this many trace events (the first ones in simulated time; the file says how many were dropped)");
+      ("timeline-max-events", po::value<int64_t>(&timeline_max_events)->default_value(timeline_max_events),
+       "keep at most this many trace events, 0 to 1,000,000,000 (the first ones in simulated time; the file says "
+       "how many were dropped)");
   const po::variables_map vm = parse_options(args, opts, "config");
   if (vm.count("help")) {
     out << "usage: servesim run CONFIG.toml [options]\n\n" << opts << "\n";
     return 0;
   }
   if (config.empty()) throw UsageError("run needs a configuration file: servesim run CONFIG.toml");
+  if (vm.count("no-db") && !vm["db"].defaulted())
+    throw UsageError("--db " + db + " and --no-db contradict each other: give one of them");
   if (vm.count("no-db")) db.clear();
+  if (db.empty() && vm.count("db") && !vm["db"].defaulted())
+    throw UsageError("--db needs a file name (or --no-db for no database)");
+  if (vm.count("timeline-max-events") && !vm["timeline-max-events"].defaulted() && timeline.empty())
+    throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) +
+                     " without --timeline FILE: there is no timeline to limit");
+  if (timeline_max_events < 0 || timeline_max_events > kMaxTimelineEvents)
+    throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) + ": valid: 0 to " +
+                     std::to_string(kMaxTimelineEvents) + " trace events (64 bytes of memory each)");
   core::Params params = load_run_config(config, sets);
+
+  // No output may overwrite an input or another output; none of another kind is replaced.
+  core::PathPlan plan;
+  plan.input(config, "the configuration");
+  params.for_each_path([&](const core::Params& section, const std::string& name) {
+    plan.input(section.get_string(name), "'" + section.key_path(name) + "'");
+  });
+  plan.output(db, "--db");
+  if (!db.empty()) plan.output(db + "-journal", "--db's journal");
+  plan.output_files(csv, metrics::CsvSink::file_names(), "--csv");
+  plan.output(timeline, "--timeline");
+  plan.check();
+  if (!db.empty()) metrics::check_results_database(db);
+  if (!timeline.empty())
+    core::check_replaceable(timeline, metrics::kTimelineWhat, core::starts_with(metrics::kTimelinePrefix));
+
   RunOutputs outputs;
   outputs.db_path = db;
   outputs.csv_dir = csv;
   outputs.check = vm.count("check") > 0;
-  metrics::TimelineRecorder timeline_recorder(timeline_max_events);
-  if (!timeline.empty()) outputs.observers.push_back(&timeline_recorder);
+  metrics::TimelineRecorder timeline_recorder(static_cast<uint64_t>(timeline_max_events));
+  std::unique_ptr<core::AtomicFile> timeline_file;
+  if (!timeline.empty()) {
+    outputs.observers.push_back(&timeline_recorder);
+    // Written before the database commits and put in place after: a failure (a full disk) leaves
+    // neither the run in the database nor a truncated timeline, so a re-run adds no duplicate.
+    outputs.stage = [&](const metrics::RunInfo& info) {
+      timeline_file = std::make_unique<core::AtomicFile>(timeline, metrics::kTimelineWhat,
+                                                         core::starts_with(metrics::kTimelinePrefix));
+      timeline_recorder.write(timeline_file->stream(), info);
+      timeline_file->finish();
+    };
+    outputs.publish = [&] { timeline_file->publish(); };
+  }
   RunResult result = run_simulation(params, outputs);
   if (!timeline.empty()) {
-    timeline_recorder.write(timeline, result.info);
     err << "timeline     " << timeline << ": " << timeline_recorder.events_kept() << " trace events"
         << (timeline_recorder.events_dropped()
                 ? ", " + std::to_string(timeline_recorder.events_dropped()) + " dropped over --timeline-max-events"

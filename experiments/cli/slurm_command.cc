@@ -39,6 +39,8 @@ int cmd_slurm(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (o.experiment_path.empty()) throw UsageError("slurm needs an experiment file: servesim slurm EXPERIMENT.toml --tasks N");
   if (!vm.count("tasks")) throw UsageError("slurm needs --tasks N (the number of array tasks)");
   if (vm.count("wait") && !vm.count("submit")) throw UsageError("--wait goes with --submit");
+  require_option("--tasks", static_cast<double>(o.tasks), 1, 1e6, "array tasks");
+  require_option("--cpus-per-task", static_cast<double>(o.cpus_per_task), 1, kMaxJobs, "CPUs per task");
   Experiment experiment = Experiment::load(o.experiment_path);
   SlurmJob job = write_slurm(experiment, o);
   out << "experiment '" << experiment.name() << "': " << experiment.points().size() << " points in " << job.tasks

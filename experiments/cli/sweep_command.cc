@@ -53,8 +53,8 @@ int cmd_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   if (experiment_path.empty()) throw UsageError("sweep needs an experiment file: servesim sweep EXPERIMENT.toml --db FILE");
   const auto [shard_index, shard_count] = parse_shard(shard);
-  if (jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
-  if (!(interval > 0)) throw UsageError("--progress-interval must be > 0");
+  resolve_jobs(jobs);
+  require_option("--progress-interval", interval, 0, 1e6, "seconds between progress lines", true);
 
   Experiment experiment = Experiment::load(experiment_path);
   experiment.check(jobs);
@@ -63,6 +63,7 @@ int cmd_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostr
     return 0;
   }
   if (db.empty()) throw UsageError("sweep needs a results database: --db FILE");
+  check_experiment_outputs(experiment, experiment_path, db);
 
   SweepOptions options;
   options.db_path = db;

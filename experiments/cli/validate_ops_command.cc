@@ -37,7 +37,7 @@ int cmd_validate_ops(const std::vector<std::string>& args, std::ostream& out, st
   }
   if (profile.empty() || gpu_name.empty())
     throw UsageError("validate-ops needs --profile mlp.csv and --gpu NAME (servesim validate-ops --help)");
-  if (min_tokens < 1) throw UsageError("--min-tokens must be at least 1");
+  require_option("--min-tokens", static_cast<double>(min_tokens), 1, 4294967296.0, "tokens of the rows compared");
   const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(gpu_name);
   const calibration::OperatorTable table = calibration::read_operator_csv(profile);
   std::optional<hwmodels::CalibrationProfile> cal;

@@ -176,19 +176,19 @@ const bool kRegistered = router_registry().add(
              .range(0, 1),
          core::ParamSpec::integer("balance_abs_threshold", 32, "requests",
                                   "imbalance if max - min load exceeds this (SGLang default 32)")
-             .at_least(0),
+             .range(0, 1e12),
          core::ParamSpec::real("balance_rel_threshold", 1.0001, "ratio",
                                "... and max load exceeds this multiple of min load (SGLang default 1.0001)")
-             .at_least(1),
+             .range(1, 1e6),
          core::ParamSpec::integer("max_tree_blocks", 1 << 20, "blocks",
                                   "router_tree view: most prefix blocks remembered per replica (LRU)")
-             .at_least(1),
+             .range(1, 1e9),
          core::ParamSpec::string("cache_view", "router_tree",
                                  "router_tree: the prompts routed to each replica (SGLang); replica_events: "
                                  "the replicas' cache insert/evict events, staleness_ms late")
              .one_of({"router_tree", "replica_events"}),
          core::ParamSpec::real("staleness_ms", 0, "ms", "replica_events view: how late events reach the router")
-             .at_least(0),
+             .range(0, 1e7),
      }},
     [](const core::Params& p, uint64_t) {
       return std::make_unique<PrefixAffinityRouter>(

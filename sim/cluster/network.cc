@@ -191,6 +191,11 @@ void Network::reschedule() {
         bottleneck = static_cast<uint32_t>(l);
       }
     }
+    // Each pass freezes the flows of one link; a rate that is not a positive finite number (link
+    // bandwidths out of proportion) would freeze none and loop for ever.
+    if (!(share > 0) || !std::isfinite(share))
+      throw core::Error("internal: KV transfer rates did not converge (link share " + std::to_string(share) +
+                        " B/s); the [network] bandwidths are out of proportion");
     for (size_t i = 0; i < flows_.size(); ++i) {
       if (frozen_[i]) continue;
       const auto& links = flows_[i].path->links;
@@ -206,6 +211,7 @@ void Network::reschedule() {
   }
   double next = std::numeric_limits<double>::infinity();
   for (const Flow& f : flows_) next = std::min(next, f.remaining / f.rate);
+  if (!(next < core::kMaxClockSeconds)) core::clock_overflow(next, "a KV transfer");
   const int64_t ns = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(next * 1e9)));
   sim_.schedule_after(core::Duration::from_ns(ns), this, version_);
 }

@@ -507,7 +507,7 @@ void Replica::try_start_iteration() {
       engine_ ? engine_->iteration_seconds(cost.seconds, shape, cost_.model().num_layers, after_idle) : cost.seconds;
   const double seconds = iteration_s + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
-  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, std::llround(seconds * 1e9)));
+  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
 
   busy_ = true;
   last_duration_ = duration;

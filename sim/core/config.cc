@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 #include "sim/core/toml_node.h"
 
 namespace servesim::core {
@@ -134,6 +135,8 @@ class Validator {
                               "; valid kinds: " + join(family->kind_names()));
       kind = *value;
       where = location_of(*kind_node, file_);
+      if (kind.empty())
+        throw ConfigError(where, key + ".kind", "empty kind; valid kinds: " + join(family->kind_names()));
     }
     if (kind.empty()) {
       throw ConfigError(where, key + ".kind",
@@ -144,7 +147,7 @@ class Validator {
     if (!info) {
       auto names = family->kind_names();
       throw ConfigError(where, key + ".kind",
-                        "unknown " + family->name() + " kind '" + kind + "'" + did_you_mean(kind, names) +
+                        "unknown " + family->name() + " kind " + in_quotes(kind) + did_you_mean(kind, names) +
                             "; valid kinds: " + join(names));
     }
     Params child(key, info->name, node ? location_of(*node, file_) : out.where());
@@ -176,7 +179,7 @@ class Validator {
 
   void check_range(const Params& out, const ParamSpec& spec, const toml::node& node, double v) {
     const bool low = spec.min_exclusive ? !(v > spec.min) : v < spec.min;
-    if (low || v > spec.max)
+    if ((low || v > spec.max) && !(spec.zero_allowed && v == 0))
       throw ConfigError(location_of(node, file_), out.key_path(spec.name),
                         "value " + format_double(v) + " is out of range; valid: " + spec.range_str() +
                             (spec.unit.empty() ? "" : " " + spec.unit) + " (" + spec.description + ")");
@@ -260,22 +263,29 @@ class Validator {
           for (const auto& c : spec.choices) ok = ok || c == s;
           if (!ok)
             throw ConfigError(where, out.key_path(spec.name),
-                              "invalid value '" + s + "'" + did_you_mean(s, spec.choices) + "; valid: " +
+                              "invalid value " + in_quotes(s) + did_you_mean(s, spec.choices) + "; valid: " +
                                   join(spec.choices));
         }
-        if (spec.type == ParamType::kPath && !keyword) s = resolve_path(s, where);
-        out.set(spec.name, std::move(s), where, true);
+        if (spec.type == ParamType::kPath && !keyword) {
+          std::string resolved = resolve_path(s, where);
+          out.set_path(spec.name, std::move(resolved), std::move(s), where);
+        } else {
+          out.set(spec.name, std::move(s), where, true);
+        }
         break;
       }
       default: break;
     }
   }
 
+  // Absolute: relative paths resolve against the configuration file's directory (against the
+  // working directory for --set), so that messages and the stored configuration say where the file
+  // is, whatever the working directory.
   std::string resolve_path(const std::string& s, const SourceLocation& where) const {
     if (s.empty()) throw ConfigError(where, "", "empty path");
     std::filesystem::path p(s);
     if (p.is_relative() && where.file.rfind(kSetPrefix, 0) != 0) p = std::filesystem::path(base_dir_) / p;
-    return p.lexically_normal().string();
+    return absolute_path(p.string());
   }
 
   std::string file_;
@@ -342,7 +352,7 @@ Params parse_config(const std::string& text, const std::string& source_name,
     std::string what(e.description());
     for (char& c : what)
       if (c == '\n' || c == '\r') c = ' ';
-    throw ConfigError(where, "", "TOML syntax error: " + what);
+    throw ConfigError(where, "", "TOML syntax error: " + printable(what, 300));
   }
   for (const auto& o : overrides) apply_override(doc, o);
   Params root("", "", SourceLocation{source_name, 0, 0});
@@ -352,15 +362,9 @@ Params parse_config(const std::string& text, const std::string& source_name,
 
 Params load_config(const std::string& file, const std::vector<ParamSpec>& schema,
                    const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw Error(file + ": is a directory, expected a TOML configuration file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file + ": cannot open configuration file (does it exist and is it readable?)");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string base = std::filesystem::path(file).parent_path().string();
-  return parse_config(buf.str(), file, schema, overrides, base.empty() ? "." : base);
+  const std::string text = read_input_file(file, "a TOML run configuration", kMaxConfigBytes);
+  const std::string base = std::filesystem::path(absolute_path(file)).parent_path().string();
+  return parse_config(text, file, schema, overrides, base);
 }
 
 std::string toml_type_name(const toml::node& node) {

@@ -1,13 +1,17 @@
 #include "sim/core/error.h"
 
+#include "sim/core/format.h"
+
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <vector>
 
 namespace servesim::core {
 
 std::string SourceLocation::str() const {
-  std::string out = file.empty() ? std::string("<input>") : file;
+  // A --set argument can hold anything the shell passes: shown escaped and cut short.
+  std::string out = file.empty() ? std::string("<input>") : file.rfind("--set ", 0) == 0 ? printable(file, 160) : file;
   if (line > 0) {
     out.append(":").append(std::to_string(line));
     if (column > 0) out.append(":").append(std::to_string(column));
@@ -18,7 +22,7 @@ std::string SourceLocation::str() const {
 static std::string config_message(const SourceLocation& where, const std::string& key,
                                   const std::string& message) {
   std::string out = where.str() + ": ";
-  if (!key.empty()) out += "'" + key + "': ";
+  if (!key.empty()) out += "'" + printable(key, 120) + "': ";
   return out + message;
 }
 
@@ -56,7 +60,25 @@ static size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-std::string closest_match(const std::string& word, const std::string* candidates, size_t count) {
+std::string closest_match(const std::string& raw, const std::string* candidates, size_t count) {
+  // Invisible characters (a byte-order mark pasted in) are no part of what was meant.
+  const std::string word = visible(raw);
+  if (word.empty() || word.size() > 200) return "";
+  const std::string lower = to_lower(word);
+  // The name without its unit or last word ("ttft" for "ttft_ms", "peak" for "peak_tflops"): the one
+  // candidate that starts with it and a '_'.
+  auto unique = [&](const std::function<bool(const std::string&)>& match) {
+    std::string hit;
+    for (size_t i = 0; i < count; ++i) {
+      if (!match(to_lower(candidates[i]))) continue;
+      if (!hit.empty()) return std::string();
+      hit = candidates[i];
+    }
+    return hit;
+  };
+  if (word.size() >= 3)
+    if (std::string hit = unique([&](const std::string& c) { return c.rfind(lower + "_", 0) == 0; }); !hit.empty())
+      return hit;
   std::string best;
   size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
   for (size_t i = 0; i < count; ++i) {
@@ -66,7 +88,12 @@ std::string closest_match(const std::string& word, const std::string* candidates
       best = candidates[i];
     }
   }
-  return best;
+  if (!best.empty() || word.size() < 3) return best;
+  // A word of the name ("efficiency" for "compute_efficiency" when it is the only one), or the name
+  // with a word too many ("ttft_ms_limit").
+  return unique([&](const std::string& c) {
+    return c.find("_" + lower) != std::string::npos || lower.rfind(c + "_", 0) == 0;
+  });
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& valid) {

@@ -22,6 +22,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A usage problem of the command line (an unknown or conflicting option, an output that would
+// overwrite an input): the command line turns it into exit code 2, like a configuration error.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A configuration problem: unknown key or kind, wrong type, value out of range, inconsistent values.
 class ConfigError : public Error {
  public:

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/core/format.h"
+#include "sim/core/input_file.h"
 
 namespace servesim::core {
 
@@ -151,7 +152,7 @@ std::string ParamSpec::range_str() const {
   }
   if (type != ParamType::kInt && type != ParamType::kFloat && type != ParamType::kFloatList) return "";
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
-  std::string out;
+  std::string out = zero_allowed ? "0 or " : "";
   if (has_min && has_max) {
     out.append(min_exclusive ? "(" : "[").append(format_double(min)).append(", ").append(format_double(max)).append("]");
   } else if (has_min) {
@@ -238,29 +239,61 @@ void Params::fail(std::string_view name, const std::string& message) const {
   throw ConfigError(where(name), key_path(name), message);
 }
 
+const std::string& Params::readable_file(std::string_view name, const std::string& what, uint64_t max_bytes) const {
+  const std::string& path = get_string(name);
+  const std::string& shown = written(name).empty() ? path : written(name);
+  if (const std::string problem = input_problem(path, what, max_bytes, shown); !problem.empty())
+    fail(name, shown + ": " + problem);
+  return path;
+}
+
 void Params::set(std::string name, Scalar value, SourceLocation where, bool given) {
-  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}});
+  entries_.push_back(Entry{std::move(name), std::move(value), std::move(where), given, {}, false, false, {}});
+}
+
+void Params::set_path(std::string name, std::string resolved, std::string written, SourceLocation where) {
+  entries_.push_back(Entry{std::move(name), std::move(resolved), std::move(where), true, {}, false, true, std::move(written)});
+}
+
+const std::string& Params::written(std::string_view name) const {
+  static const std::string kNone;
+  for (const auto& e : entries_)
+    if (e.name == name) return e.is_path ? e.written : kNone;
+  return kNone;
+}
+
+void Params::for_each_path(const std::function<void(const Params&, const std::string&)>& fn) const {
+  for (const auto& e : entries_)
+    if (e.is_path && std::holds_alternative<std::string>(e.value)) fn(*this, e.name);
+  for (const auto& e : entries_)
+    for (const Params& s : e.section) s.for_each_path(fn);
 }
 
 Params& Params::add_section(std::string name, Params section) {
   SourceLocation where = section.where();
-  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}});
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, {}, false, false, {}});
   entries_.back().section.push_back(std::move(section));
   return entries_.back().section.front();
 }
 
 void Params::add_list(std::string name, std::vector<Params> elements, SourceLocation where) {
   for (auto& e : elements) e.list_element_ = true;
-  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, std::move(elements), true});
+  entries_.push_back(Entry{std::move(name), std::monostate{}, std::move(where), true, std::move(elements), true, false, {}});
 }
 
 std::string Params::to_toml() const {
   std::string out;
-  emit_toml(out);
+  emit_toml(out, nullptr);
   return out;
 }
 
-void Params::emit_toml(std::string& out) const {
+std::string Params::to_identity_toml(const std::function<std::string(const std::string&)>& content) const {
+  std::string out;
+  emit_toml(out, &content);
+  return out;
+}
+
+void Params::emit_toml(std::string& out, const std::function<std::string(const std::string&)>* content) const {
   if (!path_.empty()) {
     if (!out.empty()) out += "\n";
     // A table-list element's path carries its index ("a.b[1]", "a.b[1].c"); TOML names it without:
@@ -278,10 +311,14 @@ void Params::emit_toml(std::string& out) const {
   }
   for (const auto& e : entries_) {
     if (!e.section.empty() || std::holds_alternative<std::monostate>(e.value)) continue;
+    if (content && e.is_path) {
+      out += e.name + " = " + toml_quote((*content)(std::get<std::string>(e.value))) + "\n";
+      continue;
+    }
     out += e.name + " = " + scalar_str(e.value) + "\n";
   }
   for (const auto& e : entries_)
-    for (const Params& s : e.section) s.emit_toml(out);
+    for (const Params& s : e.section) s.emit_toml(out, content);
 }
 
 // ---- Families ----------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ struct ParamSpec {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
+  bool zero_allowed = false;         // 0 is valid besides [min, max] (0 = "none", e.g. no fp8 units)
   std::vector<std::string> choices;  // allowed values of a string parameter (empty = any); for a path,
                                      // keywords accepted besides paths and kept as written
   std::string family;                // kSection: the kind family its `kind` is looked up in
@@ -62,6 +63,8 @@ struct ParamSpec {
   ParamSpec& range(double lo, double hi) { min = lo; max = hi; return *this; }
   ParamSpec& at_least(double lo) { min = lo; return *this; }
   ParamSpec& above(double lo) { min = lo; min_exclusive = true; return *this; }
+  // 0, or a value in [lo, hi]: for a quantity where 0 means "none" and tiny values are not physical.
+  ParamSpec& zero_or(double lo, double hi) { min = lo; max = hi; zero_allowed = true; return *this; }
   ParamSpec& one_of(std::vector<std::string> values) { choices = std::move(values); return *this; }
   // An optional parameter has no default: when absent, Params::has() is false. For sections and
   // tables this means the whole section may be left out.
@@ -73,7 +76,7 @@ struct ParamSpec {
   std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table",
                                      // "table list", "list of floats"
   std::string default_str() const;   // "256", "\"fcfs\"", "(required)", "(unset)"
-  std::string range_str() const;     // "[1, 1024]", "> 0", "one of: a, b", or ""
+  std::string range_str() const;     // "[1, 1024]", "> 0", "0 or [0.1, 1e+05]", "one of: a, b", or ""
 };
 
 // The resolved, validated values of one section (or of the whole document, at the root).
@@ -102,13 +105,31 @@ class Params {
 
   // Throws a ConfigError located at the key (for checks that involve several keys).
   [[noreturn]] void fail(std::string_view name, const std::string& message) const;
+  // The path under `name`, checked without opening it (the reader opens it once) to be a regular
+  // file of at most `max_bytes`: a ConfigError at the key otherwise, naming the path as the
+  // configuration wrote it and where it was looked for. `what` names the file ("a trace file").
+  const std::string& readable_file(std::string_view name, const std::string& what,
+                                   uint64_t max_bytes = UINT64_MAX) const;
 
   // Canonical TOML of the resolved values, defaults included, in declaration order. Two configs
   // that mean the same thing print the same text (comments, order and spelling of numbers aside).
   std::string to_toml() const;
+  // The same text with every file path replaced by what `content(path)` says of the file (its
+  // content digest): what identifies a run, independent of where the files lie and of the working
+  // directory. Without paths it is to_toml().
+  std::string to_identity_toml(const std::function<std::string(const std::string& path)>& content) const;
+
+  // A path parameter as the configuration wrote it (before it was resolved to an absolute path);
+  // "" for other parameters and defaults.
+  const std::string& written(std::string_view name) const;
+  // Calls `fn(section, name)` for every path parameter that is set, in declaration order, the whole
+  // tree down.
+  void for_each_path(const std::function<void(const Params& section, const std::string& name)>& fn) const;
 
   // Used by the validator to fill the tree.
   void set(std::string name, Scalar value, SourceLocation where, bool given);
+  // A path: `resolved` is absolute; `written` is the text the configuration gave.
+  void set_path(std::string name, std::string resolved, std::string written, SourceLocation where);
   Params& add_section(std::string name, Params section);
   void add_list(std::string name, std::vector<Params> elements, SourceLocation where);
 
@@ -120,9 +141,11 @@ class Params {
     bool given = false;
     std::vector<Params> section;  // exactly one element for a section entry; the elements of a list
     bool list = false;
+    bool is_path = false;
+    std::string written;          // a path as the configuration wrote it
   };
   const Entry& entry(std::string_view name) const;
-  void emit_toml(std::string& out) const;
+  void emit_toml(std::string& out, const std::function<std::string(const std::string&)>* content) const;
 
   std::string path_;
   std::string kind_;

@@ -9,13 +9,23 @@
 
 namespace servesim::core {
 
+// The longest span the clock holds: INT64_MAX nanoseconds, about 292 years.
+inline constexpr double kMaxClockSeconds = 9.223372036854775e9;
+
+// Thrown (as a core::Error) when a time would not fit the clock; defined in time.cc.
+[[noreturn]] void clock_overflow(double seconds, const char* what);
+
 class Duration {
  public:
   constexpr Duration() = default;
   static constexpr Duration from_ns(int64_t ns) { return Duration(ns); }
-  // Rounds to the nearest nanosecond; callers validate that `s` is finite and in range.
-  static Duration from_seconds(double s) { return Duration(static_cast<int64_t>(std::llround(s * 1e9))); }
-  static Duration from_ms(double ms) { return Duration(static_cast<int64_t>(std::llround(ms * 1e6))); }
+  // Rounds to the nearest nanosecond. A value that is not finite or does not fit the clock is a
+  // core::Error ("... is beyond the simulated clock"), never a wrapped or undefined count.
+  static Duration from_seconds(double s) {
+    if (!(std::fabs(s) < kMaxClockSeconds)) clock_overflow(s, "a duration");
+    return Duration(static_cast<int64_t>(std::llround(s * 1e9)));
+  }
+  static Duration from_ms(double ms) { return from_seconds(ms * 1e-3); }
   constexpr int64_t ns() const { return ns_; }
   constexpr double seconds() const { return static_cast<double>(ns_) * 1e-9; }
   constexpr double ms() const { return static_cast<double>(ns_) * 1e-6; }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/core/format.h"
 
 namespace servesim::sim {
 
@@ -31,6 +32,13 @@ void Simulation::replace_root(Event e) {
     i = child;
   }
   sift_up(i, e);
+}
+
+void Simulation::clock_limit(core::Duration d) const {
+  throw core::Error("the simulated clock would pass its limit (int64 nanoseconds: 292 years): an event " +
+                    core::format_double(d.seconds()) + " s after t = " + core::format_double(now_.seconds()) +
+                    " s; the run's time span (arrival rates, time windows) or its iteration times (hardware "
+                    "speeds, overheads) are out of proportion");
 }
 
 void Simulation::schedule_at(core::Time t, EventHandler* handler, uint64_t payload) {

@@ -28,7 +28,9 @@ class Simulation {
 
   // Schedules `handler` at `t` (>= now); throws core::Error if `t` is in the past.
   void schedule_at(core::Time t, EventHandler* handler, uint64_t payload = 0);
+  // Throws core::Error when now + `d` would pass the clock's limit (never wraps around).
   void schedule_after(core::Duration d, EventHandler* handler, uint64_t payload = 0) {
+    if (d.ns() > INT64_MAX - now_.ns()) clock_limit(d);
     schedule_at(now_ + d, handler, payload);
   }
   // A weak event: ordered and handled like any other, but it does not keep the simulation going.
@@ -50,6 +52,7 @@ class Simulation {
     uint64_t payload;
   };
   static bool before(const Event& a, const Event& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; }
+  [[noreturn]] void clock_limit(core::Duration d) const;
   void sift_up(size_t i, Event e);
   [[gnu::noinline]] void step_weak();  // handles the earliest weak event (off the hot path)
   void replace_root(Event e);

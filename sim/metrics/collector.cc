@@ -1,5 +1,9 @@
 #include "sim/metrics/collector.h"
 
+#include "sim/core/format.h"
+
+#include "sim/core/error.h"
+
 #include <algorithm>
 
 namespace servesim::metrics {
@@ -125,6 +129,18 @@ void MetricsCollector::on_token_gaps(std::span<const core::GapRun> runs) {
 
 void MetricsCollector::flush_samples_until(int64_t t_exclusive) {
   if (config_.sample_interval_ns <= 0) return;
+  if (next_sample_ns_ < t_exclusive) {
+    // Refused before the rows are made: a time series no database or CSV file could hold.
+    const double due = (static_cast<double>(t_exclusive - next_sample_ns_) / static_cast<double>(config_.sample_interval_ns) + 1) *
+                       static_cast<double>(state_.size());
+    if (static_cast<double>(samples_) + due > kMaxSampleRows)
+      throw core::Error("the replica time series would pass " + core::format_double(kMaxSampleRows) +
+                        " rows (a sample every " + core::format_double(static_cast<double>(config_.sample_interval_ns) * 1e-6) +
+                        " ms of simulated time, now at " + core::format_double(static_cast<double>(t_exclusive) * 1e-9) +
+                        " s, on " + std::to_string(state_.size()) +
+                        " replicas); raise output.sample_interval_ms or set it to 0 for no time series");
+    samples_ += static_cast<uint64_t>(due);
+  }
   while (next_sample_ns_ < t_exclusive) {
     for (const auto& st : state_) {
       ReplicaSample row{st.replica, next_sample_ns_, st.queued, st.running, st.kv_blocks_used, st.kv_blocks_total};

@@ -28,6 +28,9 @@ struct CollectorConfig {
   std::vector<ReplicaHardware> replicas;
 };
 
+// The most replica time-series rows one run makes.
+inline constexpr double kMaxSampleRows = 1e8;
+
 class MetricsCollector final : public core::LifecycleObserver {
  public:
   MetricsCollector(CollectorConfig config, std::vector<ResultSink*> sinks);
@@ -74,6 +77,7 @@ class MetricsCollector final : public core::LifecycleObserver {
     int64_t output_tokens = 0;
   } window_;
   int64_t next_sample_ns_ = 0;
+  uint64_t samples_ = 0;  // time-series rows made so far (bounded by kMaxSampleRows)
 };
 
 }  // namespace servesim::metrics

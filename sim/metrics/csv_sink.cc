@@ -1,6 +1,9 @@
 #include "sim/metrics/csv_sink.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "sim/core/crash_point.h"
@@ -21,6 +24,59 @@ static std::string number(double v, bool integer) {
   return integer ? std::to_string(static_cast<int64_t>(v)) : core::format_double(v);
 }
 
+namespace {
+
+std::string runs_header() {
+  std::string header = "run_id,config_hash,seed,version,config";
+  for (const auto& v : flatten(RunSummary{})) header += "," + v.name;
+  return header;
+}
+
+// The run_id a record starts with, or -1 when it does not start with digits and a comma.
+int64_t leading_id(std::string_view line) {
+  size_t end = 0;
+  int64_t id = 0;
+  while (end < line.size() && end < 18 && line[end] >= '0' && line[end] <= '9') id = id * 10 + (line[end++] - '0');
+  return end == 0 || end >= line.size() || line[end] != ',' ? -1 : id;
+}
+
+// The records of runs.csv (a record may span lines inside a quoted field), with their run ids.
+std::vector<std::pair<int64_t, std::string>> read_runs(const fs::path& path, const std::string& header) {
+  std::vector<std::pair<int64_t, std::string>> records;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return records;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  if (text.empty()) return records;
+  const size_t first_nl = text.find('\n');
+  if (text.substr(0, first_nl) != header)
+    throw core::Error(path.string() + ": has other columns than this version writes (or is not a servesim runs.csv); "
+                      "use another --csv directory");
+  size_t start = first_nl == std::string::npos ? text.size() : first_nl + 1;
+  bool quoted = false;
+  for (size_t i = start; i < text.size(); ++i) {
+    if (text[i] == '"') quoted = !quoted;
+    if (text[i] != '\n' || quoted) continue;
+    const std::string record = text.substr(start, i + 1 - start);
+    const int64_t id = leading_id(record);
+    if (id < 0) throw core::Error(path.string() + ": a record does not start with a run_id; use another --csv directory");
+    records.emplace_back(id, record);
+    start = i + 1;
+  }
+  if (start < text.size())  // a last record without its newline: a run that was never whole
+    throw core::Error(path.string() + ": ends in the middle of a record; use another --csv directory");
+  return records;
+}
+
+}  // namespace
+
+const std::vector<std::string>& CsvSink::file_names() {
+  static const std::vector<std::string> names = {"runs.csv", "requests.csv", "replica_timeseries.csv",
+                                                 "replica_stats.csv"};
+  return names;
+}
+
 CsvSink::CsvSink(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
@@ -30,7 +86,7 @@ CsvSink::CsvSink(std::string dir) : dir_(std::move(dir)) {
 }
 
 CsvSink::~CsvSink() {
-  // An unfinished run leaves nothing: drop the staged rows.
+  // An unfinished run leaves nothing: drop the staged rows (the AtomicFiles drop their temporaries).
   std::error_code ec;
   for (Table* t : {&requests_, &samples_, &replica_stats_}) {
     if (t->out.is_open()) t->out.close();
@@ -41,54 +97,20 @@ CsvSink::~CsvSink() {
 void CsvSink::open_table(Table& t, const std::string& name, const std::string& header) {
   t.name = name;
   t.header = header;
-  t.staged = (fs::path(dir_) / ("." + name + ".staged")).string();
+  // A private name: several processes may stage into one directory at once.
+  std::string tmpl = (fs::path(dir_) / ("." + name + ".staged-XXXXXX")).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw core::Error((fs::path(dir_) / name).string() + ": cannot write (is the directory writable?)");
+  ::close(fd);
+  t.staged = tmpl;
   t.out.open(t.staged, std::ios::binary | std::ios::trunc);
   if (!t.out) throw core::Error(t.staged + ": cannot write (is the directory writable?)");
 }
 
 void CsvSink::begin_run(RunInfo& info) {
-  if (info.run_id == 0) {
-    // Number after the runs already in runs.csv (records may span lines inside quoted fields).
-    const fs::path runs = fs::path(dir_) / "runs.csv";
-    std::ifstream in(runs, std::ios::binary);
-    std::stringstream buf;
-    buf << in.rdbuf();
-    const std::string text = buf.str();
-    int64_t max_id = 0;
-    bool header = true, quoted = false, at_start = true;
-    for (size_t i = 0; i < text.size(); ++i) {
-      const char c = text[i];
-      if (at_start && !header) {
-        size_t end = i;
-        while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
-        if (end == i || end >= text.size() || text[end] != ',')
-          throw core::Error(runs.string() + ": a record does not start with a run_id; use another --csv directory");
-        max_id = std::max<int64_t>(max_id, std::stoll(text.substr(i, end - i)));
-      }
-      at_start = false;
-      if (c == '"') quoted = !quoted;
-      if (c == '\n' && !quoted) {
-        header = false;
-        at_start = true;
-      }
-    }
-    // A run killed while publishing may have left rows in the other files under a number runs.csv
-    // does not name: number after those too, so that they are never mistaken for this run's.
-    for (const char* name : {"requests.csv", "replica_timeseries.csv", "replica_stats.csv"}) {
-      std::ifstream rows(fs::path(dir_) / name);
-      std::string line;
-      std::getline(rows, line);  // header
-      while (std::getline(rows, line)) {
-        const size_t comma = line.find(',');
-        if (comma == 0 || comma == std::string::npos) continue;
-        int64_t id = 0;
-        for (size_t i = 0; i < comma && i < 18 && line[i] >= '0' && line[i] <= '9'; ++i) id = id * 10 + (line[i] - '0');
-        max_id = std::max(max_id, id);
-      }
-    }
-    info.run_id = max_id + 1;
-  }
   info_ = info;
+  next_request_ = 0;
+  pending_requests_.clear();
   open_table(requests_, "requests.csv",
              "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,"
              "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo,cached_tokens,decode_replica,kv_transfer_bytes,"
@@ -98,14 +120,19 @@ void CsvSink::begin_run(RunInfo& info) {
   std::string stats_header = "run_id,replica,role,gpu";
   for (const auto& v : flatten(ReplicaStats{})) stats_header += "," + v.name;
   open_table(replica_stats_, "replica_stats.csv", stats_header);
+  runs_.name = "runs.csv";
+  runs_.header = runs_header();
   open_ = true;
+  staged_ = false;
 }
 
+void CsvSink::write_request(const std::string& row) { requests_.out << row; }
+
 void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m) {
-  auto& o = requests_.out;
+  std::ostringstream o;
   const bool completed = r.outcome == core::RequestOutcome::kCompleted;
-  o << info_.run_id << ',' << r.id << ',' << r.replica << ',' << core::outcome_name(r.outcome) << ','
-    << r.prompt_tokens << ',' << r.output_tokens << ',' << r.arrival.ns() << ',';
+  o << r.id << ',' << r.replica << ',' << core::outcome_name(r.outcome) << ',' << r.prompt_tokens << ','
+    << r.output_tokens << ',' << r.arrival.ns() << ',';
   const bool timed_out = r.outcome == core::RequestOutcome::kTimedOut;
   if (completed) {
     o << r.client_first_token.ns() << ',' << r.client_finish.ns() << ',' << core::format_double(m.ttft_ms) << ','
@@ -121,72 +148,112 @@ void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m)
   else if (timed_out) o << ',' << r.finish.ns();
   else o << ',';
   o << ',' << r.stage << '\n';
+  // Rows in request-id order: hold this one until every earlier request has finished.
+  if (r.id != next_request_) {
+    pending_requests_.emplace(r.id, o.str());
+    return;
+  }
+  write_request(o.str());
+  ++next_request_;
+  for (auto it = pending_requests_.begin(); it != pending_requests_.end() && it->first == next_request_;
+       it = pending_requests_.erase(it), ++next_request_)
+    write_request(it->second);
 }
 
 void CsvSink::add_sample(const ReplicaSample& s) {
-  samples_.out << info_.run_id << ',' << s.replica << ',' << s.time_ns << ',' << s.queued << ',' << s.running
-               << ',' << s.kv_blocks_used << ',' << s.kv_blocks_total << '\n';
+  samples_.out << s.replica << ',' << s.time_ns << ',' << s.queued << ',' << s.running << ',' << s.kv_blocks_used
+               << ',' << s.kv_blocks_total << '\n';
 }
 
 void CsvSink::add_replica_stats(const ReplicaStats& r) {
   auto& o = replica_stats_.out;
-  o << info_.run_id << ',' << r.replica << ',' << csv_field(r.role) << ',' << csv_field(r.gpu);
+  o << r.replica << ',' << csv_field(r.role) << ',' << csv_field(r.gpu);
   for (const auto& v : flatten(r)) o << ',' << number(v.value, v.integer);
   o << '\n';
 }
 
-void CsvSink::publish(Table& t, const std::string& extra_rows) {
-  const fs::path target = fs::path(dir_) / t.name;
-  const fs::path tmp = fs::path(dir_) / ("." + t.name + ".tmp");
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) throw core::Error(tmp.string() + ": cannot write");
-  std::ifstream old(target, std::ios::binary);
-  if (old) {
-    std::string first;
-    std::getline(old, first);
-    if (first != t.header)
-      throw core::Error(target.string() + ": has other columns than this version writes; use another --csv directory");
-    out << first << '\n';
-    // Inserting an empty stream buffer sets failbit: copy only when rows follow the header.
-    if (old.peek() != std::ifstream::traits_type::eof()) out << old.rdbuf();
-  } else {
-    out << t.header << '\n';
+void CsvSink::stage(const RunSummary& summary) {
+  if (!open_) throw core::Error("internal: CSV run staged before it began");
+  if (staged_) return;
+  // Ids a run never reported (a sink fed by hand) leave no gap that holds rows back for ever.
+  for (const auto& [id, row] : pending_requests_) write_request(row);
+  pending_requests_.clear();
+  for (Table* t : {&requests_, &samples_, &replica_stats_}) {
+    t->out.close();
+    if (!t->out) throw core::Error(t->staged + ": write failed (disk full?)");
   }
-  if (t.out.is_open()) {
-    t.out.close();
-    std::ifstream staged(t.staged, std::ios::binary);
-    if (staged.peek() != std::ifstream::traits_type::eof()) out << staged.rdbuf();
+  // From here to end_run the directory is ours: the run's number and every file's new content are
+  // decided against what the files hold now.
+  lock_ = std::make_unique<core::DirectoryLock>(dir_);
+  const auto runs = read_runs(fs::path(dir_) / runs_.name, runs_.header);
+  std::set<int64_t> ids;
+  int64_t max_id = 0;
+  for (const auto& [id, record] : runs) {
+    ids.insert(id);
+    max_id = std::max(max_id, id);
   }
-  out << extra_rows;
-  out.close();
-  if (!out) throw core::Error(tmp.string() + ": write failed (disk full?)");
-  std::error_code ec;
-  core::crash_point("csv.before_rename");
-  fs::rename(tmp, target, ec);
-  if (ec) throw core::Error(target.string() + ": cannot replace: " + ec.message());
-  core::crash_point("csv.renamed");
-  if (!t.staged.empty()) fs::remove(t.staged, ec);
-  t.staged.clear();
-}
+  if (info_.run_id == 0) {
+    info_.run_id = max_id + 1;
+  } else if (ids.count(info_.run_id)) {
+    throw core::Error((fs::path(dir_) / runs_.name).string() + ": already holds run " +
+                      std::to_string(info_.run_id) +
+                      ": the CSV directory goes with another results database (with --db, the database numbers "
+                      "the CSV rows); use a CSV directory of its own for this database");
+  }
+  const std::string prefix = std::to_string(info_.run_id) + ",";
 
-void CsvSink::end_run(const RunSummary& summary) {
-  if (!open_) throw core::Error("internal: CSV run ended before it began");
-  const auto values = flatten(summary);
-  std::string header = "run_id,config_hash,seed,version,config";
-  for (const auto& v : values) header += "," + v.name;
+  for (Table* t : {&requests_, &samples_, &replica_stats_}) {
+    const fs::path target = fs::path(dir_) / t->name;
+    const std::string header = t->header;
+    t->next = std::make_unique<core::AtomicFile>(
+        target.string(), "a servesim " + t->name, [header](std::string_view head) {
+          return head.substr(0, std::min(head.size(), header.size())) == header.substr(0, head.size());
+        });
+    std::ostream& out = t->next->stream();
+    out << header << '\n';
+    std::ifstream old(target, std::ios::binary);
+    std::string line;
+    if (old && std::getline(old, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line != header)
+        throw core::Error(target.string() + ": has other columns than this version writes; use another --csv directory");
+      // Rows of runs runs.csv names; others are left over from a process killed while publishing.
+      while (std::getline(old, line))
+        if (ids.count(leading_id(line))) out << line << '\n';
+    }
+    std::ifstream staged(t->staged, std::ios::binary);
+    while (std::getline(staged, line)) out << prefix << line << '\n';
+    t->next->finish();
+  }
   std::ostringstream row;
   row << info_.run_id << ',' << info_.config_hash << ',' << info_.seed << ',' << csv_field(info_.version) << ','
       << csv_field(info_.config_toml);
-  for (const auto& v : values) row << ',' << number(v.value, v.integer);
-  row << '\n';
-  Table runs;
-  runs.name = "runs.csv";
-  runs.header = header;
-  // The run becomes visible when runs.csv names it: publish its rows first.
-  publish(requests_, "");
-  publish(samples_, "");
-  publish(replica_stats_, "");
-  publish(runs, row.str());
+  for (const auto& v : flatten(summary)) row << ',' << number(v.value, v.integer);
+  runs_.next = std::make_unique<core::AtomicFile>((fs::path(dir_) / runs_.name).string(), "a servesim runs.csv",
+                                                  [](std::string_view) { return true; });  // read_runs checked it
+  std::ostream& out = runs_.next->stream();
+  out << runs_.header << '\n';
+  for (const auto& [id, record] : runs) out << record;
+  out << row.str() << '\n';
+  runs_.next->finish();
+  staged_ = true;
+}
+
+void CsvSink::end_run(const RunSummary& summary) {
+  stage(summary);
+  // The run becomes visible when runs.csv names it: its rows first.
+  for (Table* t : {&requests_, &samples_, &replica_stats_, &runs_}) {
+    core::crash_point("csv.before_rename");
+    t->next->publish();
+    core::crash_point("csv.renamed");
+    t->next.reset();
+  }
+  std::error_code ec;
+  for (Table* t : {&requests_, &samples_, &replica_stats_}) {
+    fs::remove(t->staged, ec);
+    t->staged.clear();
+  }
+  lock_.reset();
   open_ = false;
 }
 

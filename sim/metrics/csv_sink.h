@@ -1,12 +1,22 @@
 #pragma once
 // Results as CSV files in a directory: runs.csv, requests.csv, replica_timeseries.csv and
-// replica_stats.csv, with the
-// columns of the SQLite tables. Rows of earlier runs already in the files are kept; the new run's
-// rows are added when the run ends, each file replaced atomically (write a temporary, rename).
+// replica_stats.csv, with the columns of the SQLite tables. Rows of earlier runs already in the files
+// are kept; requests.csv holds a run's requests in request-id (arrival) order.
+//
+// Safe under concurrency and failure: a run's rows are staged in private files while it runs; at the
+// end, under an exclusive lock on the directory (flock), the sink numbers the run after those in
+// runs.csv (or takes the database's number), writes each file whole to a temporary file and renames
+// it over the old one, runs.csv last. Processes writing one directory take turns for that short
+// moment, so none repeats a run id or loses another's rows; a failure (a full disk) leaves every file
+// as it was. A run is visible when runs.csv names it: rows of a run that runs.csv does not name (a
+// process killed between two renames) are dropped at the next write.
 
 #include <fstream>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "sim/core/output_file.h"
 #include "sim/metrics/sink.h"
 
 namespace servesim::metrics {
@@ -17,26 +27,40 @@ class CsvSink final : public ResultSink {
   explicit CsvSink(std::string dir);
   ~CsvSink() override;
 
+  // A run_id of 0 is chosen when the run is staged (after the runs already in runs.csv); another
+  // number (the database's) is used as given, and refused if runs.csv already holds it.
   void begin_run(RunInfo& info) override;
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
   void add_replica_stats(const ReplicaStats& stats) override;
+  void stage(const RunSummary& summary) override;
   void end_run(const RunSummary& summary) override;
+
+  // The run's number in the CSV files (known once staged).
+  int64_t run_id() const { return info_.run_id; }
+
+  // The files the sink writes, for output-collision checks.
+  static const std::vector<std::string>& file_names();
 
  private:
   struct Table {
     std::string name;    // file name
     std::string header;  // first line, without newline
-    std::string staged;  // path of this run's rows, written as they come
+    std::string staged;  // path of this run's rows (without the run_id column), written as they come
     std::ofstream out;
+    std::unique_ptr<core::AtomicFile> next;  // the new file, staged
   };
   void open_table(Table& t, const std::string& name, const std::string& header);
-  void publish(Table& t, const std::string& extra_rows);
+  void write_request(const std::string& row);
 
   std::string dir_;
   RunInfo info_;
-  Table requests_, samples_, replica_stats_;
-  bool open_ = false;
+  Table requests_, samples_, replica_stats_, runs_;
+  // Requests finish out of order: each waits here until every earlier id has been written.
+  std::map<uint64_t, std::string> pending_requests_;
+  uint64_t next_request_ = 0;
+  std::unique_ptr<core::DirectoryLock> lock_;
+  bool open_ = false, staged_ = false;
 };
 
 // CSV field quoting (RFC 4180): quotes fields holding commas, quotes or line breaks.

@@ -1,6 +1,11 @@
 #pragma once
 // Where results go. A sink receives one run's rows and makes them visible all at once in end_run;
 // a sink destroyed before end_run leaves nothing of the run behind.
+//
+// Committing is two-phase, so that outputs of one run agree: stage() writes everything that can
+// fail (a full disk) without making it visible, end_run() makes it visible. A run stages every
+// output before it ends any, so a failure anywhere leaves every output as it was; and the database
+// commits first, so a run is in the database once it is anywhere.
 
 #include <cstdint>
 
@@ -28,6 +33,9 @@ class ResultSink {
   virtual void add_sample(const ReplicaSample& sample) = 0;
   // Per-replica results, once per replica just before end_run.
   virtual void add_replica_stats(const ReplicaStats& /*stats*/) {}
+  // Writes the run where it is not yet visible; throws when that fails. end_run() stages first
+  // when stage() was not called.
+  virtual void stage(const RunSummary& /*summary*/) {}
   virtual void end_run(const RunSummary& summary) = 0;
 };
 

@@ -2,10 +2,20 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <set>
+#include <vector>
 
 #include "sim/core/crash_point.h"
 #include "sim/core/error.h"
+#include "sim/core/format.h"
+#include "sim/core/input_file.h"
 
 namespace servesim::metrics {
 namespace {
@@ -75,10 +85,80 @@ void SqliteSink::fail(const std::string& what, const std::exception& e) const {
   throw core::Error(path_ + ": " + what + ": " + e.what());
 }
 
+namespace {
+
+// Every table a servesim results database holds (runs, and a sweep's experiment tables).
+bool servesim_table(const std::string& name) {
+  static const std::set<std::string> names = {"runs",       "requests", "replica_timeseries", "replica_stats",
+                                              "experiment", "points",   "point_settings"};
+  return names.count(name) > 0;
+}
+
+uint32_t big_endian32(const unsigned char* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+}  // namespace
+
+void check_results_database(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;  // a new file (or an unwritable path: opening says so)
+  if (S_ISDIR(st.st_mode)) throw core::Error(path + ": is a directory, expected a results database file (--db FILE)");
+  if (!S_ISREG(st.st_mode))
+    throw core::Error(path + ": " + core::file_kind_problem(path) +
+                      ", not a regular file: servesim keeps results only in regular database files");
+  if (st.st_size == 0) return;
+  unsigned char header[100] = {};
+  ssize_t got = 0;
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    got = ::pread(fd, header, sizeof header, 0);
+    ::close(fd);
+  }
+  const std::string_view head(reinterpret_cast<const char*>(header), got > 0 ? static_cast<size_t>(got) : 0);
+  if (head.substr(0, 16) != std::string_view("SQLite format 3\0", 16)) {
+    std::string what = core::binary_format_problem(head, path);
+    std::string shown;
+    for (unsigned char c : head.substr(0, 16)) shown += (c >= 0x20 && c < 0x7f && c != '\'') ? static_cast<char>(c) : '.';
+    throw core::Error(path + ": exists and is not an SQLite database (" +
+                      (what.empty() ? "it starts with '" + shown + "'" : "it " + what.substr(0, what.find(':'))) +
+                      "); servesim never writes into a file of another kind: choose another database path");
+  }
+  if (got < 100) return;  // SQLite will say what is wrong with a truncated header
+  const uint32_t application_id = big_endian32(header + 68);
+  if (application_id == static_cast<uint32_t>(kApplicationId)) return;
+  if (application_id != 0) {
+    char id[16];
+    std::snprintf(id, sizeof id, "0x%08x", application_id);
+    throw core::Error(path + ": is the SQLite database of another application (application_id " + id +
+                      "); servesim writes its tables only into its own databases: choose another database path");
+  }
+  // Unmarked: empty, or written by an earlier servesim (a runs table, nothing foreign), or foreign.
+  std::vector<std::string> tables, foreign;
+  try {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    db.exec("PRAGMA busy_timeout = 60000");
+    SQLite::Statement st_tables(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                                    "ORDER BY name");
+    while (st_tables.executeStep()) tables.push_back(st_tables.getColumn(0).getString());
+  } catch (const std::exception& e) {
+    throw core::Error(path + ": cannot read it as an SQLite database: " + e.what());
+  }
+  for (const auto& t : tables)
+    if (!servesim_table(t)) foreign.push_back("'" + t + "'");
+  const bool has_runs = std::find(tables.begin(), tables.end(), "runs") != tables.end();
+  if (tables.empty() || (has_runs && foreign.empty())) return;
+  if (foreign.size() > 8) {
+    const size_t more = foreign.size() - 8;
+    foreign.resize(8);
+    foreign.push_back("and " + std::to_string(more) + " more");
+  }
+  throw core::Error(path + ": is an SQLite database servesim did not write (it holds the table" +
+                    std::string(foreign.size() > 1 ? "s " : " ") + core::join(foreign) +
+                    "); servesim writes its tables only into its own databases: choose another database path");
+}
+
 SqliteSink::SqliteSink(const std::string& path) : path_(path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw core::Error(path + ": is a directory, expected a results database file (--db FILE)");
+  check_results_database(path);
   try {
     db_ = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
     db_->exec("PRAGMA busy_timeout = 60000");
@@ -92,6 +172,7 @@ SqliteSink::SqliteSink(const std::string& path) : path_(path) {
       SQLite::Transaction tx(*db_);
       db_->exec(sqlite_schema());
       db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+      db_->exec("PRAGMA application_id = " + std::to_string(kApplicationId));
       tx.commit();
     }
   } catch (const core::Error&) {
@@ -106,6 +187,10 @@ SqliteSink::~SqliteSink() = default;  // an uncommitted transaction rolls back h
 void SqliteSink::begin_run(RunInfo& info) {
   try {
     tx_ = std::make_unique<SQLite::Transaction>(*db_);
+    staged_ = false;
+    // A database an earlier version wrote is marked as servesim's with its first new run.
+    if (db_->execAndGet("PRAGMA application_id").getInt() != kApplicationId)
+      db_->exec("PRAGMA application_id = " + std::to_string(kApplicationId));
     SQLite::Statement st(*db_, "INSERT INTO runs (run_id, config_hash, seed, version, config) VALUES (?, ?, ?, ?, ?)");
     if (info.run_id > 0) st.bind(1, static_cast<int64_t>(info.run_id));
     st.bind(2, info.config_hash);
@@ -212,7 +297,8 @@ void SqliteSink::add_replica_stats(const ReplicaStats& r) {
   }
 }
 
-void SqliteSink::end_run(const RunSummary& summary) {
+void SqliteSink::stage(const RunSummary& summary) {
+  if (staged_) return;
   try {
     const auto values = flatten(summary);
     std::string sql = "UPDATE runs SET ";
@@ -228,6 +314,15 @@ void SqliteSink::end_run(const RunSummary& summary) {
     if (before_commit_) before_commit_(*db_, run_id_);
     insert_request_.reset();
     insert_sample_.reset();
+    staged_ = true;
+  } catch (const std::exception& e) {
+    fail("cannot write the run", e);
+  }
+}
+
+void SqliteSink::end_run(const RunSummary& summary) {
+  stage(summary);
+  try {
     core::crash_point("sqlite.before_commit");
     tx_->commit();
     tx_.reset();

@@ -17,10 +17,16 @@ class Transaction;
 
 namespace servesim::metrics {
 
+// Ownership: servesim marks its databases (PRAGMA application_id = kApplicationId) and writes only
+// into a new or empty file, one it marked, or one an earlier version wrote (a `runs` table of this
+// layout and nothing foreign, marked on its next write). Anything else (a file that is not SQLite,
+// another program's database) is refused before anything is written.
+inline constexpr int kApplicationId = 0x73727673;  // "srvs"
+
 class SqliteSink final : public ResultSink {
  public:
-  // Opens or creates `path` and its tables; throws core::Error naming the path when it cannot, or
-  // when the file holds tables of an incompatible layout.
+  // Opens or creates `path` and its tables; throws core::Error naming the path when it cannot,
+  // when the file is not servesim's, or when it holds tables of an incompatible layout.
   explicit SqliteSink(const std::string& path);
   ~SqliteSink() override;
 
@@ -28,6 +34,9 @@ class SqliteSink final : public ResultSink {
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
   void add_replica_stats(const ReplicaStats& stats) override;
+  // Writes the summary and runs the before-commit hook inside the run's transaction.
+  void stage(const RunSummary& summary) override;
+  // Commits the run's transaction.
   void end_run(const RunSummary& summary) override;
 
   // Runs inside each run's transaction just before it commits: sweeps record the point there, so
@@ -46,10 +55,16 @@ class SqliteSink final : public ResultSink {
   std::unique_ptr<SQLite::Statement> insert_request_;
   std::unique_ptr<SQLite::Statement> insert_sample_;
   int64_t run_id_ = 0;
+  bool staged_ = false;
   CommitHook before_commit_;
 };
 
 // The CREATE statements of the three tables (also used by tests and docs).
 std::string sqlite_schema();
+
+// Refuses (core::Error naming the path) a file at `path` that servesim must not write its tables
+// into: not SQLite, or SQLite with tables of another program. `role` names the file ("--db").
+// Nothing is written. A missing or empty file passes.
+void check_results_database(const std::string& path);
 
 }  // namespace servesim::metrics

@@ -6,6 +6,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "sim/core/output_file.h"
 
 namespace servesim::metrics {
 namespace {
@@ -114,9 +115,13 @@ void TimelineRecorder::on_kv_transfer(const core::KvTransfer& t) {
 }
 
 void TimelineRecorder::write(const std::string& path, const RunInfo& info) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw core::Error(path + ": cannot write the timeline (is the directory there and writable?)");
-  out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"servesim " << info.version
+  core::AtomicFile file(path, kTimelineWhat, core::starts_with(kTimelinePrefix));
+  write(file.stream(), info);
+  file.publish();
+}
+
+void TimelineRecorder::write(std::ostream& out, const RunInfo& info) const {
+  out << kTimelinePrefix << " " << info.version
       << "\",\"config_hash\":" << json_string(info.config_hash) << ",\"seed\":" << info.seed
       << ",\"max_events\":" << max_events_ << ",\"events_kept\":" << kept_ << ",\"events_dropped\":" << dropped_
       << ",\"note\":"
@@ -210,8 +215,6 @@ void TimelineRecorder::write(const std::string& path, const RunInfo& info) const
     }
   }
   out << "\n]}\n";
-  out.flush();
-  if (!out) throw core::Error(path + ": cannot write the timeline (disk full?)");
 }
 
 }  // namespace servesim::metrics

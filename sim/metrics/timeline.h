@@ -12,6 +12,7 @@
 // file says in "otherData" how many were dropped. Memory is 64 bytes per kept record.
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@
 #include "sim/metrics/summary.h"
 
 namespace servesim::metrics {
+
+// How every timeline file starts: an existing file at --timeline is replaced only when it does.
+inline constexpr const char* kTimelinePrefix = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"servesim";
+// "a servesim timeline (--timeline)" for messages.
+inline constexpr const char* kTimelineWhat = "a servesim timeline (--timeline)";
 
 class TimelineRecorder final : public core::LifecycleObserver {
  public:
@@ -34,7 +40,10 @@ class TimelineRecorder final : public core::LifecycleObserver {
   uint64_t events_kept() const { return kept_; }
   uint64_t events_dropped() const { return dropped_; }
 
-  // Writes the trace-event JSON; throws core::Error naming the path when it cannot.
+  // Writes the trace-event JSON to `out`.
+  void write(std::ostream& out, const RunInfo& info) const;
+  // Writes it to `path` whole or not at all (core::AtomicFile); throws core::Error naming the path
+  // when it cannot, and refuses to replace a file that is not a servesim timeline.
   void write(const std::string& path, const RunInfo& info) const;
 
  private:

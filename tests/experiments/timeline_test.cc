@@ -180,7 +180,7 @@ TEST(TimelineTest, AnUnwritablePathIsAnError) {
   const char* argv[] = {"servesim", "run", config.c_str(), "--no-db", "--timeline", bad.c_str()};
   std::ostringstream out, err;
   EXPECT_EQ(run_cli(6, argv, out, err), 1);
-  EXPECT_NE(err.str().find("t.json: cannot write the timeline"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("t.json: cannot write a servesim timeline"), std::string::npos) << err.str();
 }
 
 }  // namespace

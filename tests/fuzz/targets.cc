@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <sstream>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -11,6 +13,8 @@
 
 #include "calibration/operator_csv.h"
 #include "calibration/step_latency_csv.h"
+#include "experiments/cli/cli.h"
+#include "experiments/experiment.h"
 #include "experiments/run.h"
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/hf_config.h"
@@ -47,6 +51,8 @@ struct KnownBugs {
 constexpr KnownBugs kKnown;
 
 [[noreturn]] void oracle(const std::string& what) { throw OracleFailure(what); }
+
+std::string printable_for_oracle(const std::string& s) { return core::printable(s, 400); }
 
 // `what` (a callable returning the message) runs only when the check fails: the fuzzer runs these
 // checks millions of times.
@@ -542,6 +548,114 @@ void fuzz_step_latency_csv(std::string_view data, const std::string& /*scratch*/
   }
 }
 
+namespace {
+
+constexpr const char* kFuzzBase =
+    "seed = 5\n[workload]\nkind = \"poisson\"\nrate = 20\nmax_requests = 20\n[workload.prompt]\nkind = \"uniform\"\n"
+    "min = 10\nmax = 200\n[workload.output]\nkind = \"uniform\"\nmin = 1\nmax = 20\n[model]\nkind = \"llama-3-8b\"\n"
+    "[gpu]\nkind = \"h100-sxm\"\n[slo]\nttft_ms = 500\n[output]\nsample_interval_ms = 0\n";
+
+// A one-paragraph, bounded message that names where the input came from.
+void expect_sane_message(const std::string& m, const std::vector<std::string>& sources) {
+  expect(m.find('\n') == std::string::npos, [&] { return "an error of more than one line: " + m; });
+  expect(m.size() < 2000, [&] { return "an error of " + std::to_string(m.size()) + " characters"; });
+  bool named = false;
+  for (const auto& s : sources) named = named || m.rfind(s, 0) == 0 || m.find(s) != std::string::npos;
+  expect(named, [&] { return "an error that names none of its sources: " + m; });
+}
+
+}  // namespace
+
+void fuzz_experiment(std::string_view data, const std::string& scratch) {
+  const std::filesystem::path dir = std::filesystem::path(scratch).parent_path();
+  const std::string base = (dir / "base.toml").string();
+  write_file(base, kFuzzBase);
+  const std::string text(data);
+  auto parse = [&] { return experiments::Experiment::parse(text, "exp.toml", dir.string()); };
+  experiments::Experiment e;
+  try {
+    e = parse();
+  } catch (const core::ConfigError& err) {
+    expect_sane_message(err.what(), {"exp.toml", base, "--set"});
+    return;
+  } catch (const core::Error& err) {
+    if (is_bug(err)) oracle(std::string("an internal error parsing an experiment: ") + err.what());
+    expect_sane_message(err.what(), {"exp.toml", dir.string()});
+    return;
+  }
+  expect(!e.points().empty() && e.points().size() <= 1'000'000,
+         [&] { return "an experiment of " + std::to_string(e.points().size()) + " points accepted"; });
+  if (e.points().size() > 8) return;
+  try {
+    e.check(1);
+  } catch (const core::ConfigError& err) {
+    // Located at the user's input, which a message may quote (even "invariant violated"): not a bug.
+    expect_sane_message(err.what(), {"exp.toml", base, "point "});
+    return;
+  } catch (const core::Error& err) {
+    if (is_bug(err)) oracle(std::string("an internal error checking an experiment: ") + err.what());
+    expect_sane_message(err.what(), {"exp.toml", base, "point "});
+    return;
+  }
+  experiments::Experiment again = parse();
+  again.check(1);
+  expect(again.identity() == e.identity(), [&] { return std::string("the same experiment has two identities"); });
+}
+
+void fuzz_command_line(std::string_view data, const std::string& scratch) {
+  if (data.empty()) return;
+  const std::filesystem::path dir = std::filesystem::path(scratch).parent_path();
+  static const char* kCommands[] = {"run", "sweep", "merge", "list", "estimate", "report"};
+  const std::string command = kCommands[static_cast<unsigned char>(data[0]) % 6];
+  std::vector<std::string> args = {"servesim", command};
+  std::string_view rest = data.substr(1);
+  while (!rest.empty() && args.size() < 24) {
+    const size_t nl = rest.find('\n');
+    std::string arg(rest.substr(0, std::min<size_t>(nl, 512)));
+    // Everything the command writes stays in the scratch directory; --set values only read.
+    if (arg.rfind("--set", 0) != 0 && args.back() != "--set")
+      for (char& c : arg)
+        if (c == '/') c = '_';
+    args.push_back(arg);
+    if (nl == std::string_view::npos) break;
+    rest.remove_prefix(nl + 1);
+  }
+  if (command == "run") args.insert(args.end(), {"--set", "workload.max_requests=20", "--set", "output.sample_interval_ms=0"});
+  if (command == "report") args.push_back("--no-plots");
+  if (!std::filesystem::exists(dir / "run.toml")) {
+    write_file((dir / "run.toml").string(), kFuzzBase);
+    write_file((dir / "exp.toml").string(),
+               "base = \"run.toml\"\n[[axis]]\nkey = \"router.kind\"\nvalues = [\"round_robin\", \"random\"]\n");
+  }
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  std::ostringstream out, err;
+  int code = -1;
+  try {
+    code = experiments::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  } catch (...) {
+    std::filesystem::current_path(before);
+    throw;
+  }
+  std::filesystem::current_path(before);
+  expect(code == 0 || code == 1 || code == 2, [&] { return "exit code " + std::to_string(code); });
+  if (code == 0) return;
+  std::string m = err.str();
+  while (!m.empty() && m.back() == '\n') m.pop_back();
+  const std::string last = m.substr(m.rfind('\n') == std::string::npos ? 0 : m.rfind('\n') + 1);
+  expect(last.rfind("servesim: ", 0) == 0, [&] { return "a failure that does not end in a servesim: line: " + m; });
+  expect(last.size() < 4000, [&] { return "an error line of " + std::to_string(last.size()) + " characters"; });
+  // "internal:" opens the message of a bug (the user's arguments, quoted later on, may say anything).
+  std::string body = last.substr(10);
+  for (const char* kind : {"error: ", "input error: ", "configuration error: "})
+    if (body.rfind(kind, 0) == 0) body = body.substr(std::string(kind).size());
+  expect(body.rfind("internal:", 0) != 0, [&] { return "an internal error reached the user: " + last; });
+  for (unsigned char ch : last)
+    expect(ch >= 0x20 && ch != 0x7f, [&] { return "a control character in the message: " + printable_for_oracle(last); });
+}
+
 std::span<const FuzzTarget> fuzz_targets() {
   static const FuzzTarget kTargets[] = {
       {"config", fuzz_config},
@@ -553,6 +667,8 @@ std::span<const FuzzTarget> fuzz_targets() {
       {"calibration_profile", fuzz_calibration_profile},
       {"operator_csv", fuzz_operator_csv},
       {"step_latency_csv", fuzz_step_latency_csv},
+      {"experiment", fuzz_experiment},
+      {"command_line", fuzz_command_line},
   };
   return kTargets;
 }

@@ -61,5 +61,16 @@ void fuzz_calibration_profile(std::string_view data, const std::string& scratch)
 void fuzz_operator_csv(std::string_view data, const std::string& scratch);
 // calibration::parse_step_latency_csv.
 void fuzz_step_latency_csv(std::string_view data, const std::string& scratch);
+// experiments::Experiment::parse (an experiment file) beside a small base configuration (base.toml in
+// the scratch file's directory); a small accepted experiment is checked (every point resolved and
+// built) and its identity must be the same when parsed again.
+void fuzz_experiment(std::string_view data, const std::string& scratch);
+// The command line: the input's lines are the arguments of `servesim run|sweep|merge|list|estimate|
+// report` (the first byte picks the command), run in-process in the scratch directory, which holds a
+// small configuration, an experiment and a results database. Whatever the arguments: an exit code
+// of 0, 1 or 2, and on failure one line on stderr that starts with "servesim: "; no exception
+// escapes, no crash, no hang. Arguments are kept inside the scratch directory (a '/' outside --set
+// becomes '_'), and runs are capped at a few requests.
+void fuzz_command_line(std::string_view data, const std::string& scratch);
 
 }  // namespace servesim::testing

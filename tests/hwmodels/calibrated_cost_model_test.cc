@@ -145,8 +145,12 @@ TEST(CalibratedCostModelTest, ProfileThroughTheConfigAndKeysOverrideIt) {
   } catch (const core::ConfigError& e) {
     EXPECT_EQ(e.key(), "cost_model.calibration");
   }
-  EXPECT_THROW(build_hw(hw_config("llama-3-8b", "h100-sxm") + "[cost_model]\ncalibration = \"/no/such.toml\"\n"),
-               core::InputError);
+  try {  // a missing profile is reported where the configuration names it
+    build_hw(hw_config("llama-3-8b", "h100-sxm") + "[cost_model]\ncalibration = \"/no/such.toml\"\n");
+    FAIL() << "a missing profile accepted";
+  } catch (const core::ConfigError& e) {
+    EXPECT_EQ(e.key(), "cost_model.calibration");
+  }
 }
 
 // A decode step's all-reduces take the regime of their message size: 8 rows of Llama-3-8B's 4,096

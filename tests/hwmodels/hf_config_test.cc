@@ -441,7 +441,13 @@ TEST(HfConfigTest, ModelKindReadsTheFileAndAppliesOverrides) {
   }
   const std::string missing = "[model]\nkind = \"hf_config\"\npath = \"nope.json\"\n[gpu]\nkind = \"h100-sxm\"\n";
   const core::Params missing_root = core::parse_config(missing, dir.file("run.toml"), hwtest::hw_schema(), {}, dir.path());
-  EXPECT_THROW(model_registry().make(missing_root.section("model")), core::InputError);
+  try {  // a missing file is reported where the configuration names it
+    model_registry().make(missing_root.section("model"));
+    FAIL() << "a missing config.json accepted";
+  } catch (const core::ConfigError& e) {
+    EXPECT_EQ(e.key(), "model.path");
+    EXPECT_NE(std::string(e.what()).find("nope.json: no such file"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

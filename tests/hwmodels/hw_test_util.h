@@ -55,8 +55,9 @@ inline Hw build_hw(const std::string& text, int64_t tp = 1) {
   // The profile a [cost_model] calibration key names (the tests never pick a shipped one).
   std::optional<CalibrationProfile> profile;
   const core::Params& cm = root.section("cost_model");
-  if (cm.has("calibration") && cm.get_string("calibration") != kNoCalibration)
-    profile = read_calibration_profile(cm.get_string("calibration"));
+  if (cm.has("calibration"))
+    if (const std::optional<std::string> path = selected_calibration(cm, hw.gpu->name))
+      profile = read_calibration_profile(*path);
   hw.cost = cost_model_registry().make(cm, *hw.model, *hw.gpu, tp, profile ? &*profile : nullptr);
   return hw;
 }

@@ -9,7 +9,10 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -89,6 +92,7 @@ struct ErrorCase {
   std::vector<std::string> needles{};  // must appear in the message (file:line, field, ...)
   std::string note{};   // how the input is handled, for the table
   bool outputs_given = false;
+  std::function<void(const fs::path& dir)> setup{};  // what files cannot say (a named pipe, an earlier sweep)
 };
 
 std::vector<ErrorCase> cases() {
@@ -98,7 +102,7 @@ std::vector<ErrorCase> cases() {
 
   // Missing and empty files.
   add({"missing_trace", "missing file (trace)", {{"run.toml", azure_config()}}, run_azure, 2,
-       {"run.toml:3:8", "workload.path", "no such file: trace.csv"}});
+       {"run.toml:3:8", "workload.path", "trace.csv: no such file (looked for "}});
   add({"missing_config", "missing file (configuration)", {}, {"run", "nothere.toml"}, 1, {"nothere.toml"}});
   add({"empty_csv", "empty file (Azure CSV)", {{"run.toml", azure_config()}, {"trace.csv", ""}}, run_azure, 1,
        {"trace.csv:1", "empty file"}});
@@ -291,6 +295,137 @@ std::vector<ErrorCase> cases() {
   add({"toml_error_line_end", "TOML syntax error at a line end (`rate = i`)",
        {{"run.toml", "[workload]\nkind = \"poisson\"\nrate = i\n"}}, run_azure, 2,
        {"run.toml:3:9", "TOML syntax error"}});
+  // ---- issue 14: results never lost or silently stale ----
+  add({"timeline_over_db", "an output over another output (`--timeline results.db`, the `--db`)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--timeline", "results.db"}, 2,
+       {"--timeline results.db", "--db", "never overwrites"}});
+  add({"timeline_over_db_spelt_otherwise", "an output over another output, spelt otherwise (`--timeline ./sub/../results.db`)",
+       {{"run.toml", poisson_config()}, {"sub/", ""}}, {"run", "run.toml", "--timeline", "./sub/../results.db"}, 2,
+       {"--timeline", "--db"}});
+  add({"timeline_over_config", "an output over an input (`--timeline run.toml`)", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--timeline", "run.toml"}, 2, {"--timeline run.toml", "the configuration"}});
+  add({"db_over_trace", "an output over an input (`--db trace.csv`)",
+       {{"run.toml", azure_config()}, {"trace.csv", csv_with("2023-11-16 18:15:49,100,20")}},
+       {"run", "run.toml", "--db", "trace.csv", "--csv", "csv"}, 2, {"--db trace.csv", "workload.path"}, "", true});
+  add({"timeline_over_csv_file", "an output over another output (`--timeline csv/requests.csv`)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--timeline", "csv/requests.csv"}, 2,
+       {"--timeline csv/requests.csv", "--csv (requests.csv)"}});
+  add({"timeline_over_foreign_file", "a file of another kind at `--timeline` (a text file)",
+       {{"run.toml", poisson_config()}, {"notes.txt", "my notes\n"}}, {"run", "run.toml", "--timeline", "notes.txt"}, 1,
+       {"notes.txt", "is not a servesim timeline", "never replaces"}});
+  add({"db_into_text_file", "a file of another kind at `--db` (a text file)",
+       {{"run.toml", poisson_config()}, {"notes.txt", "my notes\n"}},
+       {"run", "run.toml", "--db", "notes.txt", "--csv", "csv"}, 1, {"notes.txt", "not an SQLite database"}, "", true});
+  add({"db_into_foreign_sqlite", "another program's SQLite database at `--db`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--db", "app.db", "--csv", "csv"}, 1, {"app.db", "servesim did not write", "'invoices'"}, "",
+       true, [](const fs::path& d) {
+         SQLite::Database db((d / "app.db").string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+         db.exec("CREATE TABLE invoices (id INTEGER)");
+       }});
+  add({"merge_into_foreign_sqlite", "`merge` into another program's SQLite database",
+       {{"run.toml", poisson_config()},
+        {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},
+       {"merge", "app.db", "sweep.db"}, 1, {"app.db", "servesim did not write"}, "", true, [](const fs::path& d) {
+         run_process({servesim_bin(), "sweep", "exp.toml", "--db", "sweep.db", "-q"}, d.string(), kTimeoutS);
+         SQLite::Database db((d / "app.db").string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+         db.exec("CREATE TABLE invoices (id INTEGER)");
+       }});
+  add({"run_into_sweep_db", "`run --db` into a sweep's database",
+       {{"run.toml", poisson_config()},
+        {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},
+       {"run", "run.toml", "--db", "sweep.db", "--csv", "csv"}, 1, {"sweep.db", "holds the results of an experiment"}, "",
+       true, [](const fs::path& d) {
+         run_process({servesim_bin(), "sweep", "exp.toml", "--db", "sweep.db", "-q"}, d.string(), kTimeoutS);
+       }});
+  add({"db_and_no_db", "`--db x.db` with `--no-db`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--db", "x.db", "--no-db"}, 2, {"--db x.db", "--no-db"}, "", true});
+  add({"timeline_max_events_negative", "`--timeline-max-events -1`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--timeline", "t.json", "--timeline-max-events", "-1"}, 2, {"--timeline-max-events -1", "valid"}});
+
+  // ---- issue 14: numbers physical or refused ----
+  for (const auto& [set, key] : std::vector<std::pair<std::string, std::string>>{
+           {"gpu.peak_tflops=1e-12", "gpu.peak_tflops"},
+           {"gpu.hbm_bandwidth_gb_s=1e-12", "gpu.hbm_bandwidth_gb_s"},
+           {"engine.schedule_ms=1e300", "engine.schedule_ms"},
+           {"cost_model.compute_efficiency=1e-300", "cost_model.compute_efficiency"},
+           {"gpu.nvlink_gb_s=1e-300", "gpu.nvlink_gb_s"},
+           {"network.nic_gb_s=1e300", "network.nic_gb_s"},
+           {"network.pcie_gb_s=1e-300", "network.pcie_gb_s"},
+           {"gpu.memory_gib=1e18", "gpu.memory_gib"},
+           {"workload.max_requests=1e18", "workload.max_requests"},
+           {"workload.rate=1e-300", "workload.rate"}})
+    add({"unphysical_" + key, "an unphysical value (`" + set + "`)", {{"run.toml", poisson_config()}},
+         {"run", "run.toml", "--set", set}, 2, {"--set " + set, "'" + key + "'", "out of range; valid:"}});
+  add({"generator_beyond_clock", "arrivals beyond the clock (`rate = 1e-6`, `max_requests = 1e9`)",
+       {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "workload.rate=1e-6", "--set", "workload.max_requests=1000000000"}, 2,
+       {"'workload.rate'", "max_requests", "beyond the clock"}});
+  add({"time_series_too_long", "a time series no file could hold (200 arrivals at `rate = 1e-6`: 6 years sampled every second)",
+       {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "workload.rate=1e-6", "--set", "workload.max_requests=200"}, 2,
+       {"output.sample_interval_ms", "time-series rows"}});
+  add({"window_far_ahead", "a generator's window far ahead (`window_start_s = 1e9`)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "workload.window_start_s=1e9", "--json"}, 0, {},
+       "accepted: the generator starts at the window instead of drawing 10^10 arrivals before it"});
+  add({"sessions_window_far_ahead", "a sessions generator's window far ahead (`window_start_s = 1e9`)",
+       {{"run.toml", "[workload]\nkind = \"sessions\"\nrate = 10\nmax_requests = 20\nwindow_start_s = 1e9\n"
+                     "[workload.turns]\nkind = \"fixed\"\nvalue = 2\n[workload.user]\nkind = \"fixed\"\nvalue = 10\n"
+                     "[workload.output]\nkind = \"fixed\"\nvalue = 10\n[workload.system_tokens]\nkind = \"fixed\"\n"
+                     "value = 10\n" + std::string(kModelGpu)}},
+       run_azure, 2, {"run.toml:5:", "workload.window_start_s", "start the window earlier"}});
+
+  // ---- issue 14: no crash, no hang ----
+  add({"jobs_too_many", "`--jobs 100000`",
+       {{"run.toml", poisson_config()},
+        {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},
+       {"sweep", "exp.toml", "--db", "s.db", "--jobs", "100000"}, 2, {"--jobs 100000", "1024"}, "", true});
+  add({"fifo_trace", "a named pipe as the trace (no writer)", {{"run.toml", azure_config()}}, run_azure, 2,
+       {"run.toml:3:8", "workload.path", "named pipe"}, "", false,
+       [](const fs::path& d) { ::mkfifo((d / "trace.csv").c_str(), 0600); }});
+  add({"dev_zero_config", "`/dev/zero` as the configuration", {}, {"run", "/dev/zero"}, 1,
+       {"/dev/zero", "character device"}});
+  add({"dev_zero_experiment", "`/dev/zero` as the experiment file", {}, {"sweep", "/dev/zero", "--db", "s.db"}, 1,
+       {"/dev/zero", "character device"}, "", true});
+
+  // ---- issue 14: errors a person can act on ----
+  add({"huge_unknown_kind", "an unknown kind of 10 MB",
+       {{"run.toml", "[workload]\nkind = \"" + std::string(10 << 20, 'p') + "\"\n"}}, run_azure, 2,
+       {"run.toml:2:8", "workload.kind", "more bytes", "valid kinds"}});
+  add({"bom_in_kind", "an invisible character in a kind (a byte-order mark before `poisson`)",
+       {{"run.toml", "[workload]\nkind = \"\xEF\xBB\xBFpoisson\"\n"}}, run_azure, 2,
+       {"\\uFEFFpoisson", "invisible", "did you mean 'poisson'"}});
+  add({"directory_model_config", "a directory as the model's config.json",
+       {{"run.toml", poisson_config().replace(poisson_config().find("[model]\nkind = \"llama-3-8b\"\n"), 27,
+                                              "[model]\nkind = \"hf_config\"\npath = \"model\"\n")},
+        {"model/", ""}},
+       run_azure, 2, {"model.path", "is a directory"}});
+  add({"gzip_trace", "a gzip-compressed trace",
+       {{"run.toml", azure_config()}, {"trace.csv", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x0b\xf1\xf5", 13)}},
+       run_azure, 1, {"trace.csv", "looks compressed (gzip)", "gunzip"}});
+  add({"duplicate_json_key", "a key given twice in a model's config.json",
+       {{"run.toml", poisson_config().replace(poisson_config().find("[model]\nkind = \"llama-3-8b\"\n"), 27,
+                                              "[model]\nkind = \"hf_config\"\npath = \"config.json\"\n")},
+        {"config.json", "{\"model_type\": \"llama\",\n\"num_hidden_layers\": 32,\n\"num_hidden_layers\": 48}\n"}},
+       run_azure, 1, {"config.json:3", "num_hidden_layers", "duplicate key"}});
+  add({"report_negative_rate", "`report --rate -5`", {}, {"report", "results.db", "--out", "rep", "--rate", "-5"}, 2,
+       {"--rate -5", "valid"}, "", true});
+  add({"unresolved_relative_path", "a relative path that leads nowhere (`../../shared/...` from a subdirectory)",
+       {{"sub/run.toml", "[workload]\nkind = \"azure_csv\"\npath = \"../../shared/traces/none.csv\"\n" + std::string(kModelGpu)}},
+       {"run", "sub/run.toml"}, 2, {"sub/run.toml:3:8", "../../shared/traces/none.csv", "looked for"}});
+  add({"experiment_given_to_run", "an experiment file given to `run`",
+       {{"run.toml", poisson_config()},
+        {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},
+       {"run", "exp.toml"}, 2, {"exp.toml", "experiment file", "servesim sweep"}});
+  add({"config_given_to_sweep", "a run configuration given to `sweep`", {{"run.toml", poisson_config()}},
+       {"sweep", "run.toml", "--db", "s.db"}, 2, {"run.toml", "run configuration", "servesim run"}, "", true});
+  add({"option_with_placeholder", "an option naming Boost's message placeholder (`--%original_token%`; it hung)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--%original_token%"}, 2, {"unrecognised option"}});
+  add({"value_with_placeholder", "an option value naming Boost's message placeholder (`--jobs %value%x`; it hung)",
+       {{"run.toml", poisson_config()},
+        {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},
+       {"sweep", "exp.toml", "--db", "s.db", "--jobs", "%value%x"}, 2, {"--jobs", "invalid"}, "", true});
+  add({"slo_without_unit", "a key without its unit (`slo.ttft`)", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "slo.ttft=500"}, 2, {"slo.ttft", "did you mean 'ttft_ms'"}});
   return c;
 }
 
@@ -327,6 +462,7 @@ Outcome run_case(const ErrorCase& c, const fs::path& dir) {
     if (!name.empty() && name.back() == '/') fs::create_directories(dir / name);
     else spit(dir / name, content);
   }
+  if (c.setup) c.setup(dir);
   const fs::path& tmpl = template_outputs();
   fs::copy_file(tmpl / "results.db", dir / "results.db");
   fs::copy(tmpl / "csv", dir / "csv", fs::copy_options::recursive);
@@ -430,7 +566,13 @@ TEST(ErrorsTest, EveryHostileInputFailsCleanlyAndDocsErrorsMdIsCurrent) {
     SCOPED_TRACE(c.id);
     TempDir dir;
     const Outcome o = run_case(c, dir.path());
-    const std::string shown = o.process.exit_code == 0 ? c.note : md_code(o.message);
+    // Messages name resolved (absolute) paths: the case's private directory reads as <dir>.
+    std::string message = o.message;
+    for (const std::string& d : {fs::canonical(dir.path()).string(), dir.path()})
+      for (size_t at; (at = message.find(d)) != std::string::npos;) message.replace(at, d.size(), "<dir>");
+    const std::string tmp = fs::canonical(dir.path()).parent_path().string();
+    for (size_t at; (at = message.find(tmp + "/")) != std::string::npos;) message.replace(at, tmp.size(), "<tmp>");
+    const std::string shown = o.process.exit_code == 0 ? c.note : md_code(message);
     doc << "| " << c.input << " | `" << command_line(c) << "` | " << o.process.exit_code << " | " << shown << " |\n";
   }
   const fs::path target = fs::path(source_dir()) / "docs" / "errors.md";

@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -29,9 +31,11 @@ struct ProcessResult {
 // Runs argv[0] (a path) with `argv` in `cwd`, with this process's environment plus `extra_env`
 // ("NAME=value" entries, which win over inherited ones). When `kill_after_s` >= 0 the process gets
 // SIGKILL at that moment (if still running); otherwise it is killed at `timeout_s` and marked
-// timed_out.
+// timed_out. `file_size_limit` > 0 caps every file the process writes (RLIMIT_FSIZE, SIGXFSZ
+// ignored): a write beyond it fails as on a full disk, deterministically.
 inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd, double timeout_s,
-                                 double kill_after_s = -1, const std::vector<std::string>& extra_env = {}) {
+                                 double kill_after_s = -1, const std::vector<std::string>& extra_env = {},
+                                 uint64_t file_size_limit = 0) {
   ProcessResult r;
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -57,6 +61,13 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   if (pid == 0) {
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
+    if (file_size_limit > 0) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigaction(SIGXFSZ, &ignore, nullptr);
+      const struct rlimit limit = {file_size_limit, file_size_limit};
+      if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(125);
+    }
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     execve(args[0], args.data(), envp.data());
     _exit(127);

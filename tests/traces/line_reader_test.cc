@@ -1,6 +1,7 @@
 #include "traces/line_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "sim/core/error.h"
 #include "tests/test_paths.h"
@@ -61,9 +62,32 @@ TEST(TraceLineReaderTest, UnreadablePaths) {
     LineReader reader(dir.file("missing"));
   } catch (const core::Error& e) {
     EXPECT_NE(std::string(e.what()).find(dir.file("missing")), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos) << e.what();
   }
   EXPECT_THROW(LineReader{dir.path()}, core::Error);
+}
+
+// Only regular files: a named pipe would block the open (and a second open) until written, a device
+// never ends. Each is refused at once, with what it is.
+TEST(TraceLineReaderTest, RefusesEveryKindOfFileButARegularOne) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("pipe").c_str(), 0600), 0);
+  const std::pair<std::string, std::string> cases[] = {
+      {dir.path(), "is a directory"},
+      {dir.file("pipe"), "is a named pipe (FIFO)"},
+      {"/dev/zero", "is a character device"},
+      {"/dev/null", "is a character device"},
+      {dir.file("missing"), "no such file"},
+  };
+  for (const auto& [path, needle] : cases) {
+    try {
+      LineReader reader(path);
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const core::Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(path, 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

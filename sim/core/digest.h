@@ -1,0 +1,52 @@
+#pragma once
+// Content digests (SHA-256) of the files a run reads, so that a run's identity covers what the files
+// hold rather than where they lie: a changed trace or model config.json is a different run, and the
+// same files reached through another path or working directory are the same run.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace servesim::core {
+
+// Streaming SHA-256 (FIPS 180-4). The same digest as `sha256sum FILE`.
+class Sha256 {
+ public:
+  Sha256();
+  void update(const void* data, size_t size);
+  void update(std::string_view s) { update(s.data(), s.size()); }
+  // The digest as 64 lower-case hex digits; the object is spent afterwards.
+  std::string hex();
+
+ private:
+  void block(const unsigned char* p);
+  uint32_t h_[8];
+  unsigned char buf_[64];
+  size_t used_ = 0;
+  uint64_t length_ = 0;
+};
+
+std::string sha256_hex(std::string_view data);
+
+// What a file was when it was digested: enough to tell that it changed since.
+struct FileVersion {
+  uint64_t device = 0, inode = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileVersion&) const = default;
+  auto operator<=>(const FileVersion&) const = default;
+};
+
+struct FileDigest {
+  std::string digest;  // "sha256:<64 hex digits>"
+  FileVersion version;
+};
+
+// The content digest of `path` (a regular file, read once by streaming; core::InputFile's checks
+// and messages, `what` naming its role). Remembered per file version for the life of the process,
+// so that the points of a sweep that read one trace digest it once.
+FileDigest file_digest(const std::string& path, const std::string& what);
+
+// The file's version now; a default FileVersion when it cannot be stat'ed.
+FileVersion file_version(const std::string& path);
+
+}  // namespace servesim::core
