@@ -12,6 +12,7 @@
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/cost_model.h"
 #include "hwmodels/engine/engine_model.h"
+#include "hwmodels/expert_parallel.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
@@ -44,6 +45,18 @@ static ParamSpec pool_table(const std::string& role, const std::string& descript
                  ParamSpec::integer("tensor_parallel", 1, "GPUs", "tensor-parallel degree; unset = cluster.tensor_parallel")
                      .range(1, 1024)
                      .optional(),
+                 ParamSpec::integer("expert_parallel", 1, "GPUs",
+                                    "expert-parallel degree of this pool's replicas; unset = cluster.expert_parallel")
+                     .range(1, 1 << 16)
+                     .optional(),
+                 ParamSpec::integer("attention_data_parallel", 1, "ranks",
+                                    "attention data-parallel ranks; unset = cluster.attention_data_parallel")
+                     .range(1, 1 << 16)
+                     .optional(),
+                 ParamSpec::integer("redundant_experts", 0, "experts",
+                                    "redundant expert replicas; unset = cluster.redundant_experts")
+                     .range(0, 1 << 20)
+                     .optional(),
                  ParamSpec::section("gpu", "gpus", "", "GPU type of this pool; unset = [gpu]").optional(),
                  ParamSpec::section("scheduler", "schedulers", "", "batch scheduler of this pool; unset = [scheduler]")
                      .optional(),
@@ -68,8 +81,26 @@ const std::vector<core::ParamSpec>& run_schema() {
           {
               ParamSpec::integer("replicas", 1, "replicas", "identical model replicas (unified: each prefills and decodes)")
                   .range(1, 1 << 20),
-              ParamSpec::integer("tensor_parallel", 1, "GPUs", "tensor-parallel degree of each replica")
+              ParamSpec::integer("tensor_parallel", 1, "GPUs",
+                                 "tensor-parallel degree of each replica (of each attention rank with expert_parallel)")
                   .range(1, 1024),
+              // Optional, so that configurations without expert parallelism resolve (and hash) as before.
+              ParamSpec::integer("expert_parallel", 1, "GPUs",
+                                 "expert parallelism: GPUs one replica spans, its routed experts spread whole over "
+                                 "them and its attention run as expert_parallel / tensor_parallel data-parallel ranks "
+                                 "(each with its own requests and KV cache); unset = 1, no expert parallelism")
+                  .range(1, 1 << 16)
+                  .optional(),
+              ParamSpec::integer("attention_data_parallel", 1, "ranks",
+                                 "attention data-parallel ranks of an expert-parallel replica; unset = expert_parallel / "
+                                 "tensor_parallel (if given, it must be that)")
+                  .range(1, 1 << 16)
+                  .optional(),
+              ParamSpec::integer("redundant_experts", 0, "experts",
+                                 "extra replicas of the most loaded experts (EPLB); (routed experts + redundant) must "
+                                 "split evenly over expert_parallel GPUs; unset = 0")
+                  .range(0, 1 << 20)
+                  .optional(),
               ParamSpec::integer("block_size", 16, "tokens", "tokens per paged KV-cache block").range(1, 1 << 16),
               ParamSpec::real("gpu_memory_utilization", 0.9, "fraction",
                               "share of GPU memory the engine may use (weights + activations + KV cache)")
@@ -124,6 +155,42 @@ const std::vector<core::ParamSpec>& run_schema() {
                                  "with the prefill) instead of sending it after"),
           },
           "the cluster network KV transfers between prefill and decode replicas cross"),
+      ParamSpec::table(
+          "moe",
+          {
+              ParamSpec::real("routing_skew", 0, "",
+                              "expert load skew: the r-th most popular routed expert gets a share of the token visits "
+                              "proportional to r^-routing_skew (Zipf; 0 = uniform)")
+                  .range(0, 16),
+              ParamSpec::path("expert_shares_file",
+                              "per-expert loads instead of routing_skew: one non-negative number per routed expert "
+                              "and line (token counts or shares, normalised), '#' comments")
+                  .optional(),
+              ParamSpec::string("placement", "",
+                                "where the experts sit: contiguous (by id) or eplb (redundant replicas to the most "
+                                "loaded experts, replicas packed onto GPUs by load); unset = eplb with "
+                                "redundant_experts, else contiguous")
+                  .one_of({"contiguous", "eplb"})
+                  .optional(),
+              ParamSpec::string("kernels", "auto",
+                                "all-to-all kernels: normal (one RDMA copy per token and remote node, NVLink "
+                                "forwarding), low_latency (one copy per token and expert), auto (normal for steps "
+                                "with prefill, low_latency for decode-only steps)")
+                  .one_of({"auto", "normal", "low_latency"}),
+              ParamSpec::string("overlap", "none",
+                                "two_batch: two micro-batches, each one's dispatch and combine hidden behind the "
+                                "other's compute (the step takes the longer of the two); none: they add up")
+                  .one_of({"none", "two_batch"}),
+              ParamSpec::string("dispatch_dtype", "fp8",
+                                "precision tokens are dispatched in (fp8 adds a 4-byte scale per 128 values); combine "
+                                "returns bf16")
+                  .one_of({"fp8", "bf16"}),
+              ParamSpec::boolean("routing_noise", true,
+                                 "the busiest GPU's load includes the step's sampling fluctuation (its mean plus "
+                                 "sqrt(mean x 2 ln GPUs)), not only the placement's skew"),
+          },
+          "mixture-of-experts serving with expert_parallel > 1: expert load, placement and the all-to-all kernels")
+          .optional(),
       ParamSpec::section("router", "routers", "round_robin",
                          "global policy that picks a replica per request (the prefill replica when disaggregated)"),
       ParamSpec::section("decode_router", "routers", "least_outstanding",
@@ -221,17 +288,17 @@ sim::KvLayout kv_layout(const hwmodels::ModelSpec& model, int64_t tp, const poli
 }
 
 // KV blocks per replica, from what GPU memory leaves after weights (a drafter's too) and the
-// activation reserve. A hybrid model's block is block_size tokens of its per-token layers (full and
-// window).
+// activation reserve: one GPU's worth per attention rank (each expert-parallel rank keeps its own
+// requests' KV). A hybrid model's block is block_size tokens of its per-token layers (full and window).
 int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const core::Params& gpu_cfg,
                   const hwmodels::ModelSpec& model, const hwmodels::GpuSpec& gpu, int64_t tp,
-                  const policies::DecodingMethod* decoding) {
+                  const hwmodels::ExpertParallelism& ep, const policies::DecodingMethod* decoding) {
   const int64_t block_size = cluster.get_int("block_size");
   const double util = cluster.get_float("gpu_memory_utilization");
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
   const double budget = gpu.memory_bytes * util - reserve;
-  double weights = hwmodels::weight_bytes_per_gpu(model, tp);
-  double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve);
+  double weights = hwmodels::weight_bytes_per_gpu(model, tp, ep.degree, ep.redundant_experts);
+  double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve, ep.degree, ep.redundant_experts);
   double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(model, tp);
   if (decoding && decoding->drafter()) {
     const double draft_weights = policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), tp);
@@ -242,18 +309,23 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const c
   const sim::KvLayout layout = kv_layout(model, tp, decoding);
   const double kv_per_block =
       layout.hybrid() ? layout.block_bytes(block_size) : kv_per_token * static_cast<double>(block_size);
+  const std::string parallel = ep.enabled() ? "expert_parallel = " + std::to_string(ep.degree) +
+                                                  " (attention tensor_parallel = " + std::to_string(tp) + ")"
+                                            : "tensor_parallel = " + std::to_string(tp);
   if (left < kv_per_block)
-    pool.fail("tensor_parallel",
-                 "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at tensor_parallel = " +
-                     std::to_string(tp) + ": its weights" + (decoding && decoding->drafter() ? " and its drafter's" : "") +
+    pool.fail(ep.enabled() ? "expert_parallel" : "tensor_parallel",
+                 "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at " + parallel +
+                     ": its weights" + (decoding && decoding->drafter() ? " and its drafter's" : "") +
                      " need " + gib(weights) + " per GPU, and " +
                      gib(gpu.memory_bytes) + " x gpu_memory_utilization " + core::format_double(util) +
                      " - activation_reserve_gib " + core::format_double(reserve / kGiB) + " leaves " +
-                     gib(budget) + ", not enough for the weights and one KV block; raise tensor_parallel, "
-                     "choose a GPU with more memory, or lower activation_reserve_gib");
+                     gib(budget) + ", not enough for the weights and one KV block; raise " +
+                     (ep.enabled() ? "expert_parallel" : "tensor_parallel") +
+                     ", choose a GPU with more memory, or lower activation_reserve_gib");
   // Block and token counts are int64 all the way down (tokens = blocks x block_size): a cache larger
   // than any GPU memory would overflow them, so it is refused with the keys that made it.
-  const double blocks = std::floor(left / kv_per_block);
+  const double blocks =
+      std::floor(left / kv_per_block) * static_cast<double>(hwmodels::attention_ranks(ep.degree, tp));
   if (!(blocks <= kMaxKvBlocks) || !(blocks * static_cast<double>(block_size) <= kMaxKvTokens))
     gpu_cfg.fail("memory_gib",
               "the KV cache would hold " + core::format_double(blocks) + " blocks of " + std::to_string(block_size) +
@@ -306,6 +378,10 @@ struct Pool {
   const core::Params* cfg = nullptr; // where its replicas and tensor_parallel were set
   int64_t replicas = 0;
   int64_t tp = 1;
+  hwmodels::ExpertParallelism ep;    // degree 1: none
+  int64_t ranks = 1;                 // attention data-parallel ranks per replica
+  double expert_imbalance = 1;       // the placement's busiest-GPU load over the mean
+  int64_t gpus() const { return ep.enabled() ? ep.degree : tp; }
   std::unique_ptr<hwmodels::GpuSpec> gpu;
   std::string gpu_kind;
   std::string calibration;           // the profile's path; "" = none
@@ -317,9 +393,90 @@ struct Pool {
   std::string scheduler_kind;
 };
 
+// The routed experts' shares of the token visits ([moe] routing_skew or expert_shares_file), read
+// once per run; empty = uniform.
+std::vector<double> expert_shares(const core::Params& config, const hwmodels::ModelSpec& model) {
+  if (!config.has("moe") || !model.is_moe()) return {};
+  const core::Params& moe = config.section("moe");
+  if (moe.has("expert_shares_file")) {
+    if (moe.given("routing_skew"))
+      moe.fail("routing_skew", "give routing_skew or expert_shares_file, not both");
+    return hwmodels::read_expert_shares(moe.get_string("expert_shares_file"), model.num_experts);
+  }
+  const double skew = moe.get_float("routing_skew");
+  return skew > 0 ? hwmodels::zipf_expert_shares(model.num_experts, skew) : std::vector<double>{};
+}
+
+// A pool's expert parallelism: its degree and redundancy (the pool's keys, else [cluster]'s), [moe]
+// and the fabric of [network]. Errors name the key to blame.
+hwmodels::ExpertParallelism expert_parallelism(const core::Params& pool_cfg, const core::Params& cluster_cfg,
+                                               const core::Params& config, const hwmodels::ModelSpec& model,
+                                               const hwmodels::GpuSpec& gpu, int64_t tp,
+                                               const std::vector<double>& shares) {
+  // The section that set a key: the pool's, else [cluster] (which blames its own line or header).
+  auto from = [&](const char* key) -> const core::Params& { return pool_cfg.has(key) ? pool_cfg : cluster_cfg; };
+  hwmodels::ExpertParallelism ep;
+  const core::Params& degree_cfg = from("expert_parallel");
+  ep.degree = degree_cfg.has("expert_parallel") ? degree_cfg.get_int("expert_parallel") : 1;
+  const core::Params& redundant_cfg = from("redundant_experts");
+  ep.redundant_experts = redundant_cfg.has("redundant_experts") ? redundant_cfg.get_int("redundant_experts") : 0;
+  const core::Params& dp_cfg = from("attention_data_parallel");
+  if (dp_cfg.has("attention_data_parallel")) {
+    const int64_t dp = dp_cfg.get_int("attention_data_parallel");
+    if (!ep.enabled() && dp > 1)
+      dp_cfg.fail("attention_data_parallel",
+                  "attention data parallelism runs inside an expert-parallel replica; set expert_parallel = " +
+                      std::to_string(dp * tp) + " (attention_data_parallel x tensor_parallel), or use " +
+                      std::to_string(dp) + " x more replicas");
+    if (ep.enabled() && dp * tp != ep.degree)
+      dp_cfg.fail("attention_data_parallel",
+                  std::to_string(dp) + " ranks x tensor_parallel " + std::to_string(tp) + " = " +
+                      std::to_string(dp * tp) + " GPUs, but expert_parallel = " + std::to_string(ep.degree) +
+                      ": an expert-parallel replica's GPUs are its attention ranks x their tensor parallelism");
+  }
+  const core::Params* moe = config.has("moe") ? &config.section("moe") : nullptr;
+  ep.expert_shares = shares;
+  ep.eplb = ep.redundant_experts > 0;
+  if (moe) {
+    if (moe->has("placement")) ep.eplb = moe->get_string("placement") == "eplb";
+    const std::string& kernels = moe->get_string("kernels");
+    ep.kernels = kernels == "normal"        ? hwmodels::EpKernels::kNormal
+                 : kernels == "low_latency" ? hwmodels::EpKernels::kLowLatency
+                                            : hwmodels::EpKernels::kAuto;
+    ep.two_batch_overlap = moe->get_string("overlap") == "two_batch";
+    const bool fp8 = moe->get_string("dispatch_dtype") == "fp8";
+    ep.dispatch_bytes = fp8 ? 1.0 : 2.0;
+    ep.dispatch_scales = fp8;
+    ep.routing_noise = moe->get_bool("routing_noise");
+  }
+  const core::Params& net = config.section("network");
+  ep.gpus_per_node = net.get_int("gpus_per_node");
+  ep.nvlink_bytes_per_s = net.has("nvlink_gb_s") ? net.get_float("nvlink_gb_s") * 1e9 : gpu.interconnect_bandwidth;
+  // GPU -> NVSwitch -> GPU; GPU -> PCIe -> NIC -> leaf (-> spine -> leaf) -> NIC -> PCIe -> GPU, as the
+  // topology builds them (sim/cluster/network.cc).
+  ep.nvlink_latency_s = 2.0 * net.get_float("nvlink_latency_us") * 1e-6;
+  const bool across_leaves = ep.nodes() > net.get_int("nodes_per_switch");
+  ep.scaleout_latency_s = 2.0 * (net.get_float("pcie_latency_us") + net.get_float("nic_latency_us") +
+                                 (across_leaves ? net.get_float("switch_latency_us") : 0.0)) * 1e-6;
+  // Every GPU of a node sends at once: its NIC's share (GPUs share NICs when there are fewer).
+  const double nic_share = std::min(1.0, static_cast<double>(net.get_int("nics_per_node")) /
+                                             static_cast<double>(ep.gpus_per_node));
+  ep.scaleout_bytes_per_s = std::min(net.get_float("pcie_gb_s"), net.get_float("nic_gb_s") * nic_share) * 1e9;
+  if (const std::string why = hwmodels::ep_problem(model, tp, ep); !why.empty()) {
+    const size_t colon = why.find(": ");
+    const std::string key = why.substr(0, colon), message = why.substr(colon + 2);
+    if (key == "expert_shares" && moe) {
+      if (moe->has("expert_shares_file")) moe->fail("expert_shares_file", message);
+      moe->fail("routing_skew", message + "; lower routing_skew");
+    }
+    from(key.c_str()).fail(key, message);
+  }
+  return ep;
+}
+
 Pool build_pool(const std::string& name, const core::Params& pool_cfg, const core::Params& config,
                 const core::Params& cluster_cfg, const hwmodels::ModelSpec& model, int64_t replicas, int64_t tp,
-                const policies::DecodingMethod* decoding) {
+                const std::vector<double>& shares, const policies::DecodingMethod* decoding) {
   Pool p;
   p.name = name;
   p.cfg = &pool_cfg;
@@ -329,12 +486,22 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   p.gpu = hwmodels::gpu_registry().make(gpu_cfg);
   p.gpu_kind = gpu_cfg.kind();
   if (std::string why = hwmodels::tp_problem(model, tp); !why.empty()) pool_cfg.fail("tensor_parallel", why);
+  p.ep = expert_parallelism(pool_cfg, cluster_cfg, config, model, *p.gpu, tp, shares);
+  p.ranks = hwmodels::attention_ranks(p.ep.degree, tp);
+  if (p.ep.enabled()) p.expert_imbalance = hwmodels::place_experts(model, p.ep).imbalance;
   const hwmodels::ModelSpec* drafter = decoding && decoding->drafter() ? &decoding->drafter()->spec : nullptr;
-  if (drafter)
+  if (drafter) {
+    const core::Params& dec = config.section("decoding");
     if (std::string why = hwmodels::tp_problem(*drafter, tp); !why.empty())
-      config.section("decoding").fail(config.section("decoding").kind() == "draft_model" ? "model" : "kind",
-                                      "the drafter at the target's tensor parallelism: " + why);
-  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, gpu_cfg, model, *p.gpu, tp, decoding);
+      dec.fail(dec.kind() == "draft_model" ? "model" : "kind", "the drafter at the target's tensor parallelism: " + why);
+    // The drafter's passes would run on every attention rank of an expert-parallel replica; that
+    // split is not modelled (n-gram drafting, which runs no model, is).
+    if (p.ep.enabled())
+      dec.fail("kind", "a drafter (" + dec.kind() + ") in an expert-parallel replica (" + name +
+                           ".expert_parallel = " + std::to_string(p.ep.degree) +
+                           ") is not modelled; use kind = \"ngram\" or no expert parallelism");
+  }
+  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, gpu_cfg, model, *p.gpu, tp, p.ep, decoding);
   const core::Params& cost_cfg = config.section("cost_model");
   std::optional<hwmodels::CalibrationProfile> profile;
   if (const std::optional<std::string> path = hwmodels::selected_calibration(cost_cfg, p.gpu->name)) {
@@ -343,15 +510,16 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
     p.calibration_default = !cost_cfg.has("calibration");
   }
   const hwmodels::CalibrationProfile* selected = profile ? &*profile : nullptr;
-  p.cost = hwmodels::cost_model_registry().make(cost_cfg, model, *p.gpu, tp, selected);
+  p.cost = hwmodels::cost_model_registry().make(cost_cfg, model, *p.gpu, tp, selected, p.ep);
   p.engine = hwmodels::engine_registry().make(config.section("engine"), selected);
   // The drafter's passes are costed like the target's steps: the same cost model kind and profile,
   // applied to the drafter's architecture.
   if (drafter)
     p.cost = std::make_unique<hwmodels::SpeculativeCostModel>(
-        std::move(p.cost), hwmodels::cost_model_registry().make(cost_cfg, *drafter, *p.gpu, tp, selected),
+        std::move(p.cost), hwmodels::cost_model_registry().make(cost_cfg, *drafter, *p.gpu, tp, selected, hwmodels::ExpertParallelism{}),
         p.engine.get());
   check_iteration_times(config, pool_cfg, *p.cost, model.max_context);
+  p.engine->data_parallel = p.ranks;
   p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");
   p.scheduler_kind = p.scheduler->kind();
   return p;
@@ -393,6 +561,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   const core::Params& cluster_cfg = config.section("cluster");
   const core::Params& net_cfg = config.section("network");
   const bool disaggregated = cluster_cfg.has("prefill") || cluster_cfg.has("decode");
+  const std::vector<double> shares = expert_shares(config, *model);
   std::vector<Pool> pools;
   if (disaggregated) {
     for (const char* role : {"prefill", "decode"})
@@ -407,44 +576,53 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     for (const char* role : {"prefill", "decode"}) {
       const core::Params& pc = cluster_cfg.section(role);
       const int64_t tp = pc.has("tensor_parallel") ? pc.get_int("tensor_parallel") : cluster_cfg.get_int("tensor_parallel");
-      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"), tp,
-                                 decoding.get()));
+      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"),
+                                 tp, shares, decoding.get()));
     }
   } else {
     pools.push_back(build_pool("cluster", cluster_cfg, config, cluster_cfg, *model, cluster_cfg.get_int("replicas"),
-                               cluster_cfg.get_int("tensor_parallel"), decoding.get()));
+                               cluster_cfg.get_int("tensor_parallel"), shares, decoding.get()));
   }
   int64_t replicas = 0;
   for (const auto& p : pools) replicas += p.replicas;
 
-  // GPUs in order, pool after pool; a replica never spans two nodes.
+  // GPUs in order, pool after pool; a TP group never spans two nodes; an expert-parallel replica
+  // larger than a node takes whole nodes (ep_problem saw that it is a multiple of one).
   const int64_t gpus_per_node = net_cfg.get_int("gpus_per_node");
   std::vector<std::vector<int64_t>> placement;
   int64_t next_gpu = 0;
+  bool multi_node_replicas = false;
   for (const auto& p : pools) {
     if (p.tp > gpus_per_node)
       p.cfg->fail("tensor_parallel", "a replica of " + std::to_string(p.tp) + " GPUs does not fit a node of " +
                                          std::to_string(gpus_per_node) + " (network.gpus_per_node)");
+    const int64_t size = p.gpus();
+    multi_node_replicas = multi_node_replicas || size > gpus_per_node;
     for (int64_t i = 0; i < p.replicas; ++i) {
-      if (next_gpu % gpus_per_node + p.tp > gpus_per_node) next_gpu += gpus_per_node - next_gpu % gpus_per_node;
+      if (next_gpu % gpus_per_node + std::min(size, gpus_per_node) > gpus_per_node)
+        next_gpu += gpus_per_node - next_gpu % gpus_per_node;
       std::vector<int64_t> gpus;
-      for (int64_t g = 0; g < p.tp; ++g) gpus.push_back(next_gpu + g);
-      next_gpu += p.tp;
+      for (int64_t g = 0; g < size; ++g) gpus.push_back(next_gpu + g);
+      next_gpu += size;
       placement.push_back(std::move(gpus));
     }
   }
+  // The network carries KV transfers between pools and the cross-node all-to-alls of
+  // expert-parallel replicas.
   std::unique_ptr<sim::Network> network;
   sim::Simulation simulation;
-  if (disaggregated)
+  if (disaggregated || multi_node_replicas)
     network = std::make_unique<sim::Network>(simulation,
                                              sim::Topology(topology_config(net_cfg, *pools[0].gpu, next_gpu)));
 
   policies::SchedulerContext sched_ctx;
   sched_ctx.max_context = model->max_context;
   std::vector<std::unique_ptr<sim::BatchScheduler>> schedulers;
-  for (const auto& p : pools)
+  for (const auto& p : pools) {
+    sched_ctx.data_parallel = p.ranks;
     for (int64_t i = 0; i < p.replicas; ++i)
       schedulers.push_back(policies::scheduler_registry().make(*p.scheduler, sched_ctx));
+  }
   std::unique_ptr<sim::Router> router = policies::router_registry().make(config.section("router"), seed);
   std::unique_ptr<sim::Router> decode_router;
   if (disaggregated) decode_router = policies::router_registry().make(config.section("decode_router"), seed + 1);
@@ -490,9 +668,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   for (const auto& p : pools) {
     for (int64_t i = 0; i < p.replicas; ++i) {
       metrics::ReplicaHardware hw;
-      hw.gpus = static_cast<double>(p.tp);
-      hw.hbm_bandwidth = p.gpu->hbm_bandwidth * static_cast<double>(p.tp);
-      hw.usd_per_hour = p.gpu->price_usd_per_hour * static_cast<double>(p.tp);
+      hw.gpus = static_cast<double>(p.gpus());
+      hw.hbm_bandwidth = p.gpu->hbm_bandwidth * static_cast<double>(p.gpus());
+      hw.usd_per_hour = p.gpu->price_usd_per_hour * static_cast<double>(p.gpus());
       hw.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");
       hw.gpu = p.gpu_kind;
       collector_cfg.replicas.push_back(hw);
@@ -568,7 +746,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.speculator = decoding.get();
     rc.seed = seed;
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
-      cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r]);
+      cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
 
   const auto wall_start = std::chrono::steady_clock::now();
@@ -602,6 +780,10 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     info.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");
     info.replicas = p.replicas;
     info.tensor_parallel = p.tp;
+    info.expert_parallel = p.ep.degree;
+    info.attention_data_parallel = p.ranks;
+    info.redundant_experts = p.ep.redundant_experts;
+    info.expert_imbalance = p.expert_imbalance;
     info.gpu_kind = p.gpu_kind;
     info.scheduler_kind = p.scheduler_kind;
     info.kv_blocks_per_replica = p.kv_blocks;

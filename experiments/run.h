@@ -54,6 +54,10 @@ struct RunResult {
   struct PoolInfo {
     std::string role;  // "unified", "prefill", "decode"
     int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0;
+    // Expert parallelism (1, 1, 0, 1 without): GPUs per replica, attention ranks, redundant experts,
+    // and the placement's busiest-GPU load over the mean.
+    int64_t expert_parallel = 1, attention_data_parallel = 1, redundant_experts = 0;
+    double expert_imbalance = 1;
     std::string gpu_kind, scheduler_kind;
     double usd_per_gpu_hour = 0;
     std::string calibration;           // the calibration profile's path, "" = none

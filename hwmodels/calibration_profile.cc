@@ -571,8 +571,9 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
     out += "\n[engine." + kind + "]\n";
     const core::KindInfo* info = engine_registry().find(kind);
     for (const auto& [name, v] : values) {
+      const std::string& key = name;  // clang before 16 cannot capture a structured binding in a lambda
       const bool boolean = info && std::any_of(info->params.begin(), info->params.end(), [&](const core::ParamSpec& s) {
-                             return s.name == name && s.type == core::ParamType::kBool;
+                             return s.name == key && s.type == core::ParamType::kBool;
                            });
       out += name + " = " + (boolean ? std::string(v != 0 ? "true" : "false") : num(v)) + "\n";
     }

@@ -62,6 +62,28 @@ struct BatchShape {
   bool empty() const { return prefill_tokens == 0 && decode_seqs == 0; }
 };
 
+// The part of a step the busiest of `ranks` data-parallel attention ranks runs (expert parallelism:
+// each rank has its own requests): ceil(seqs / ranks) of the prefill chunks and of the decodes, with
+// the mean tokens, cached context, query-key pairs (capped ones too) and logits of those sequences
+// (whole tokens, rounded up). The launch fields are kept. ranks = 1 gives the shape itself.
+BatchShape busiest_rank(const BatchShape& s, int64_t ranks);
+
+// Expert parallelism's dispatch and combine all-to-alls in one step (all zero without EP). The cost
+// model costs the intra-node share analytically and the cross-node share at the uncontended
+// scale-out rate; a cluster with a network moves `scaleout_bytes` per GPU as flows on its topology
+// and re-times the step with all_to_all_step_seconds() (sim/cluster: Network::start_exchange).
+struct AllToAllTime {
+  double compute_s = 0;       // the rest of the step
+  double fixed_s = 0;         // per-collective latencies and kernel overheads, all MoE layers
+  double nvlink_s = 0;        // intra-node bytes at the NVLink rate
+  double scaleout_s = 0;      // cross-node bytes at the uncontended scale-out rate
+  double scaleout_bytes = 0;  // per GPU, each phase's heavier direction at the busiest GPU, all MoE layers
+  bool overlapped = false;    // two-batch overlap: the step takes max(compute, comm), not the sum
+};
+// The step's seconds when its cross-node traffic takes `scaleout_s`: NVLink and the network run at
+// once (comm = fixed + max(nvlink, scale-out)); the comm adds to the compute or, overlapped, hides
+// behind it.
+double all_to_all_step_seconds(const AllToAllTime& a, double scaleout_s);
 // Sum over the queries at positions prior + 1 .. prior + tokens of min(position, cap): the
 // query-key pairs of a chunk whose queries each attend to at most `cap` keys.
 int64_t capped_pairs(int64_t prior, int64_t tokens, int64_t cap);
@@ -73,14 +95,15 @@ void add_prefill_chunk(BatchShape& shape, const AttentionLimits& limits, int64_t
 void add_decodes(BatchShape& shape, const AttentionLimits& limits, int64_t seqs, int64_t context);
 
 struct StepCost {
-  double seconds = 0;  // wall time of the iteration on one GPU of the TP group
-  double flops = 0;    // useful FLOPs, whole TP group
-  double bytes = 0;    // HBM bytes moved, whole TP group
+  double seconds = 0;  // wall time of the iteration on one GPU of the replica
+  double flops = 0;    // useful FLOPs, whole replica (TP group, or every GPU of an EP replica)
+  double bytes = 0;    // HBM bytes moved, whole replica
   // GPU-seconds the useful FLOPs would take at the tensor-core peak of the precision each ran at
   // (fp8 GEMMs at the fp8 peak, attention and unquantised GEMMs at the 16-bit peak): the
   // denominator-free half of MFU, so that MFU = peak_flop_seconds / (seconds x GPUs) never
   // compares fp8 work with the 16-bit peak.
   double peak_flop_seconds = 0;
+  AllToAllTime all_to_all;  // expert parallelism only
 };
 
 class StepCostModel {
@@ -90,15 +113,19 @@ class StepCostModel {
   virtual const ModelSpec& model() const = 0;
   virtual const GpuSpec& gpu() const = 0;
   virtual int64_t tensor_parallel() const = 0;
+  // GPUs of one replica: the TP group, or all the GPUs of an expert-parallel replica.
+  virtual int64_t gpus() const { return tensor_parallel(); }
 };
 
 struct CalibrationProfile;
+struct ExpertParallelism;
 
 // Family "cost_models". Factory arguments: model, GPU, tensor-parallel degree (already validated to
-// divide the model's heads), and the calibration profile the run selected for the GPU (null: none;
-// hwmodels::selected_calibration).
-using CostModelRegistry =
-    core::Registry<StepCostModel, const ModelSpec&, const GpuSpec&, int64_t, const CalibrationProfile*>;
+// divide the model's heads), the calibration profile the run selected for the GPU (null: none;
+// hwmodels::selected_calibration), and the replica's expert parallelism (degree 1: none; already
+// validated with ep_problem).
+using CostModelRegistry = core::Registry<StepCostModel, const ModelSpec&, const GpuSpec&, int64_t,
+                                         const CalibrationProfile*, const ExpertParallelism&>;
 CostModelRegistry& cost_model_registry();
 
 }  // namespace servesim::hwmodels

@@ -14,8 +14,9 @@ double kv_tokens_that_fit(double kv_bytes_per_token, double bytes, int64_t batch
 }
 
 double kv_budget_bytes_per_gpu(const GpuSpec& gpu, const ModelSpec& model, int64_t tp, double memory_utilization,
-                               double reserve_bytes) {
-  return gpu.memory_bytes * memory_utilization - reserve_bytes - weight_bytes_per_gpu(model, tp);
+                               double reserve_bytes, int64_t expert_parallel, int64_t redundant_experts) {
+  return gpu.memory_bytes * memory_utilization - reserve_bytes -
+         weight_bytes_per_gpu(model, tp, expert_parallel, redundant_experts);
 }
 
 std::string tp_problem(const ModelSpec& m, int64_t tp) {
@@ -93,7 +94,7 @@ double kv_tokens_that_fit(const KvGroups& g, double bytes, int64_t batch) {
   return both > 0 ? per_sequence / both : std::numeric_limits<double>::infinity();
 }
 
-double weight_bytes_per_gpu(const ModelSpec& m, int64_t tp) {
+double weight_bytes_per_gpu(const ModelSpec& m, int64_t tp, int64_t expert_parallel, int64_t redundant_experts) {
   const double t = static_cast<double>(tp);
   const double h = static_cast<double>(m.hidden_size);
   const double heads = static_cast<double>(m.num_heads) / t;
@@ -119,7 +120,12 @@ double weight_bytes_per_gpu(const ModelSpec& m, int64_t tp) {
   if (m.attn_output_gate) attention += h * static_cast<double>(m.num_heads * m.head_dim) / t;
   const double layers = static_cast<double>(m.num_layers);
   const double dense_mlp = (m.gated_mlp ? 3.0 : 2.0) * h * static_cast<double>(m.intermediate_size) / t;
-  const double experts = static_cast<double>(m.num_experts + m.num_shared_experts) * m.expert_params() / t;
+  const double experts =
+      expert_parallel > 1
+          ? static_cast<double>(m.num_experts + redundant_experts) / static_cast<double>(expert_parallel) *
+                    m.expert_params() +
+                static_cast<double>(m.num_shared_experts) * m.expert_params() / t
+          : static_cast<double>(m.num_experts + m.num_shared_experts) * m.expert_params() / t;
   const double vocab_rows = (m.embedding_params() + m.lm_head_params()) / t;
   if (!m.uniform_full()) {
     // Attention projections on the softmax layers; linear-attention mixers split by heads (their

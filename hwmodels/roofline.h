@@ -23,8 +23,9 @@ double kv_tokens_that_fit(double kv_bytes_per_token, double bytes, int64_t batch
 // What one GPU of a TP group has for KV blocks: its memory x utilisation, less the reserve for
 // activations and runtime and its share of the weights (negative when the weights do not fit).
 // The replicas' KV capacity is this over the per-GPU bytes of a block.
+// With expert parallelism (`expert_parallel` > 1) the weights are weight_bytes_per_gpu's EP layout.
 double kv_budget_bytes_per_gpu(const GpuSpec& gpu, const ModelSpec& model, int64_t tp, double memory_utilization,
-                               double reserve_bytes);
+                               double reserve_bytes, int64_t expert_parallel = 1, int64_t redundant_experts = 0);
 
 // ---- Tensor parallelism ------------------------------------------------------------------------
 
@@ -56,9 +57,13 @@ KvGroups kv_groups_per_gpu(const ModelSpec& model, int64_t tp);
 double kv_tokens_that_fit(const KvGroups& groups, double bytes, int64_t batch);
 // Weight bytes resident on each GPU: column/row-parallel projections split tp ways, replicated KV
 // heads, MLA's low-rank down projections, router gates and norms whole, experts split
-// tensor-parallel (each expert's MLP width tp ways; expert parallelism is not modelled), embedding
-// and LM head vocab-parallel. Linear layers at weight_bytes, the rest at activation_bytes.
-double weight_bytes_per_gpu(const ModelSpec& model, int64_t tp);
+// tensor-parallel (each expert's MLP width tp ways), embedding and LM head vocab-parallel. Linear
+// layers at weight_bytes, the rest at activation_bytes. With expert parallelism over
+// `expert_parallel` GPUs, `tp` is the attention TP of each data-parallel rank (every rank holds its
+// own copy of the attention, dense MLPs, shared experts, embedding and LM head, split tp ways) and
+// each GPU holds (routed experts + redundant_experts) / expert_parallel whole routed experts.
+double weight_bytes_per_gpu(const ModelSpec& model, int64_t tp, int64_t expert_parallel = 1,
+                            int64_t redundant_experts = 0);
 
 // ---- Roofline and the decode speed limit (servesim estimate) -------------------------------------
 

@@ -158,9 +158,11 @@ void RooflineCostModel::apply_profile(LinearOp& op, const GemmTables* gemm) cons
 }
 
 RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tensor_parallel, RooflineParams params,
-                                     const CalibrationProfile* profile, ProfileUse use)
-    : model_(std::move(model)), gpu_(std::move(gpu)), tp_(tensor_parallel), params_(params), use_(use) {
+                                     const CalibrationProfile* profile, ProfileUse use, ExpertParallelism ep)
+    : model_(std::move(model)), gpu_(std::move(gpu)), tp_(tensor_parallel), params_(params), use_(use),
+      ep_(std::move(ep)) {
   if (const std::string problem = tp_problem(model_, tp_); !problem.empty()) throw core::Error(problem);
+  if (const std::string problem = ep_problem(model_, tp_, ep_); !problem.empty()) throw core::Error(problem);
   profile_ = profile;
   calibrated_ = profile != nullptr;
 
@@ -352,10 +354,12 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
     const double e = static_cast<double>(m.num_experts);
     // The router is small and stays unquantised on every GPU.
     moe_.gate = gemm("moe_gate", blocks, h, e, 2.0 * h * e, true);
-    // Per expert-row (one token's visit to one expert); weight_s is one expert's share on this GPU.
-    moe_.up = expert_gemm("moe_up_proj", blocks, h, up_factor * expert_width / t, 2.0 * h * up_factor * expert_width);
-    moe_.act = elementwise("moe_act", "act", blocks, 0, (up_factor + 1.0) * expert_width / t * a);
-    moe_.down = expert_gemm("moe_down_proj", blocks, expert_width / t, h, 2.0 * expert_width * h);
+    // Per expert-row (one token's visit to one expert); weight_s is one expert's share on this GPU:
+    // split tensor-parallel, or whole with expert parallelism.
+    const double et = ep_.enabled() ? 1.0 : t;
+    moe_.up = expert_gemm("moe_up_proj", blocks, h, up_factor * expert_width / et, 2.0 * h * up_factor * expert_width);
+    moe_.act = elementwise("moe_act", "act", blocks, 0, (up_factor + 1.0) * expert_width / et * a);
+    moe_.down = expert_gemm("moe_down_proj", blocks, expert_width / et, h, 2.0 * expert_width * h);
     // The weighted sum of each token's k expert outputs: read k rows, write one.
     moe_.combine = elementwise("moe_combine", "add", blocks, 0, (moe_.top_k + 1.0) * h * a);
   }
@@ -486,7 +490,46 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
            {params_.allreduce_latency_us * kSecondsPerUs, gpu_.interconnect_bandwidth * params_.interconnect_efficiency});
     }
   }
+  if (ep_.enabled()) {
+    placement_ = place_experts(model_, ep_);
+    ranks_ = static_cast<double>(attention_ranks(ep_.degree, tp_));
+    const size_t per_gpu = static_cast<size_t>(placement_.slots_per_gpu);
+    const size_t first = static_cast<size_t>(placement_.busiest_gpu) * per_gpu;
+    for (size_t i = first; i < first + per_gpu; ++i) busiest_log_miss_.push_back(std::log1p(-placement_.slot_visit[i]));
+    // Slots with the same visit probability are summed once (all of them under uniform routing).
+    std::vector<double> misses;
+    for (double q : placement_.slot_visit) misses.push_back(std::log1p(-q));
+    std::sort(misses.begin(), misses.end());
+    for (double lm : misses) {
+      if (slot_log_miss_.empty() || slot_log_miss_.back().first != lm) slot_log_miss_.push_back({lm, 0.0});
+      slot_log_miss_.back().second += 1.0;
+    }
+    copies_normal_ = ep_copies_per_token(model_, ep_, false);
+    copies_low_latency_ = ep_copies_per_token(model_, ep_, true);
+    dispatch_copy_bytes_ = ep_dispatch_bytes_per_copy(model_, ep_);
+    combine_copy_bytes_ = ep_combine_bytes_per_copy(model_);
+    nvlink_rate_ = ep_.nvlink_bytes_per_s > 0 ? ep_.nvlink_bytes_per_s : gpu_.interconnect_bandwidth;
+    scaleout_rate_ = ep_.scaleout_bytes_per_s;
+    if (ep_.nodes() > 1 && !(scaleout_rate_ > 0))
+      throw core::Error("internal: an expert-parallel replica across nodes needs the scale-out bandwidth");
+    // One dispatch or combine: the path's latency and a kernel's fixed time.
+    a2a_phase_s_ = (ep_.nodes() > 1 ? ep_.scaleout_latency_s : ep_.nvlink_latency_s) + kernel_s_;
+  }
   profile_ = nullptr;  // the tables were copied; the profile need not outlive the model
+}
+
+RooflineCostModel::EpLoad RooflineCostModel::ep_load(double tokens) const {
+  EpLoad l;
+  const double k = moe_.top_k;
+  l.busiest_visits = tokens * k * placement_.gpu_load[static_cast<size_t>(placement_.busiest_gpu)];
+  if (ep_.routing_noise) l.busiest_visits = expected_max_count(l.busiest_visits, ep_.degree);
+  // No GPU gets more visits than every token visiting each of its slots (at most k of them).
+  l.busiest_visits =
+      std::min(l.busiest_visits, tokens * std::min(k, static_cast<double>(placement_.slots_per_gpu)));
+  // A slot a token visits with probability q is active in a step of n tokens with 1 - (1 - q)^n.
+  for (double lm : busiest_log_miss_) l.busiest_active += -std::expm1(tokens * lm);
+  for (const auto& [lm, count] : slot_log_miss_) l.all_active += count * -std::expm1(tokens * lm);
+  return l;
 }
 
 void RooflineCostModel::precompute() {
@@ -540,8 +583,16 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   // for; the padding costs time but does no useful work.
   const bool graph = s.launch != LaunchMode::kEager;
   const bool full_graph = s.launch == LaunchMode::kFullGraph;
+  // Expert parallelism: the step's time is the busiest attention rank's (its share of the sequences;
+  // the engine pads each rank's batch to its graph size), its FLOPs and bytes the whole replica's,
+  // every rank reading its own copy of the non-expert weights.
+  const bool ep = ep_.enabled();
+  const BatchShape rank_shape = ep ? busiest_rank(s, static_cast<int64_t>(ranks_)) : BatchShape{};
+  const BatchShape& r = ep ? rank_shape : s;
+  const double weight_reads = ep ? ranks_ : 1.0;
   const double rows = static_cast<double>(s.tokens());
-  const double time_rows = graph ? static_cast<double>(std::max(s.graph_tokens, s.tokens())) : rows;
+  const double rank_rows = static_cast<double>(r.tokens());
+  const double time_rows = graph ? static_cast<double>(std::max(r.graph_tokens, r.tokens())) : rank_rows;
   double attention_seconds = 0;
 
   // `peak`: the per-GPU tensor-core rate its FLOPs run at, at efficiency 1 (0 for terms without
@@ -556,94 +607,144 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   };
   // Without a graph, each kernel waits for the host to launch it.
   auto launched = [&](double seconds) { return graph ? seconds : std::max(seconds, eager_launch_s_); };
-  auto linear = [&](const LinearOp& op, double r, double work_r) {
+  auto linear = [&](const LinearOp& op, double time_r, double work_r) {
     const double n = static_cast<double>(op.count);
-    add(op.name, op.count, n * launched(linear_seconds(op, r)), n * op.group_flops_per_row * work_r,
-        n * t * (op.weight_bytes + op.bytes_per_row * work_r), op.peak);
+    add(op.name, op.count, n * launched(linear_seconds(op, time_r)), n * op.group_flops_per_row * work_r,
+        n * t * (weight_reads * op.weight_bytes + op.bytes_per_row * work_r), op.peak);
   };
   auto linear_op = [&](const LinearOp& op) {
-    const double extra = op.rows_include_prefill_context ? static_cast<double>(s.prefill_context_tokens) : 0.0;
-    linear(op, time_rows + extra, rows + extra);
+    const bool context = op.rows_include_prefill_context;
+    const double extra = context ? static_cast<double>(r.prefill_context_tokens) : 0.0;
+    const double work_extra = context ? static_cast<double>(s.prefill_context_tokens) : 0.0;
+    linear(op, time_rows + extra, rows + work_extra);
   };
   // One attention kernel per layer for the prefill chunks and one for the decodes, as engines with
   // separate prefill and decode paths run them. Both read their keys from the cache and write the
   // new tokens' K and V into it.
-  auto attention = [&](std::string_view name, double layers, double pairs, double new_tokens, double keys_read,
-                       double flops_per_pair, double group_flops_per_pair, double read_bytes_per_token,
-                       double compute_rate, double memory_rate) {
-    const Term term = attention_term(full_graph, layers, pairs, new_tokens, keys_read, flops_per_pair,
-                                     group_flops_per_pair, read_bytes_per_token, compute_rate, memory_rate);
-    attention_seconds += term.seconds;
-    add(name, static_cast<int64_t>(layers), term.seconds, term.flops, term.bytes, attn_peak_);
+  // Every attention-like term of shape `b`, in order, to emit(name, layers, term, peak): `peak` > 0
+  // for attention kernels (their FLOPs at that rate), 0 for kernels whose term carries its own
+  // peak-seconds (the indexer, linear attention).
+  auto attention_terms = [&](const BatchShape& b, auto&& emit) {
+    auto attention = [&](std::string_view name, double layers, double pairs, double new_tokens, double keys_read,
+                         double flops_per_pair, double group_flops_per_pair, double read_bytes_per_token,
+                         double compute_rate, double memory_rate) {
+      emit(name, layers,
+           attention_term(full_graph, layers, pairs, new_tokens, keys_read, flops_per_pair, group_flops_per_pair,
+                          read_bytes_per_token, compute_rate, memory_rate),
+           attn_peak_);
+    };
+    auto mixer = [&](std::string_view name, double layers, const Term& term) { emit(name, layers, term, 0.0); };
+    if (b.prefill_tokens > 0) {
+      const double c = static_cast<double>(b.prefill_tokens);
+      const double seqs = static_cast<double>(std::max<int64_t>(1, b.prefill_seqs));
+      const double chunk = c / seqs;
+      const double rate = attention_prefill_curve_.empty()
+                              ? attn_peak_ * attn_prefill_peak_eff_ * prefill_tile_utilisation(chunk)
+                              : attn_peak_ * attention_prefill_curve_(chunk);
+      // Reading cached keys (a chunk after earlier ones) streams like decode does.
+      const double prefill_memory_rate =
+          hbm_ * attn_decode_peak_eff_ *
+          decode_attention_occupancy(static_cast<double>(b.prefill_seqs),
+                                     static_cast<double>(b.prefill_context_tokens) / static_cast<double>(std::max<int64_t>(1, b.prefill_seqs)) + chunk);
+      if (full_layers_ > 0)
+        attention("attention_prefill", full_layers_, static_cast<double>(b.prefill_attention_pairs), c,
+                  static_cast<double>(b.prefill_context_tokens) + c, attn_flops_per_pair_, attn_group_flops_per_pair_,
+                  prefill_kv_bytes_per_token_, rate, prefill_memory_rate);
+      if (window_layers_ > 0) {
+        const double cached = static_cast<double>(b.prefill_window_context_tokens);
+        attention("attention_prefill_window", window_layers_, static_cast<double>(b.prefill_window_pairs), c,
+                  cached + c, attn_flops_per_pair_, attn_group_flops_per_pair_, prefill_kv_bytes_per_token_, rate,
+                  hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, cached / seqs + chunk));
+      }
+      if (sparse_layers_ > 0) {
+        // Each query gathers its own top-k keys, so a tile of queries shares no key loads as dense
+        // attention's do. A gathered key comes from on-chip memory when an earlier query of the chunk
+        // loaded it and it is still there: with the chunk's candidate keys (its context) spread over
+        // more bytes than the GPU's SRAM, a gather hits with probability SRAM / those bytes (keys
+        // chosen without locality); every cached key is read from HBM at least once.
+        const double pairs = static_cast<double>(b.prefill_sparse_pairs);
+        const double cached = static_cast<double>(b.prefill_context_tokens);
+        const double pool_bytes = (cached / seqs + chunk) * kv_bytes_per_token_;
+        const double hit = pool_bytes > 0 ? std::min(1.0, gpu_.sram_bytes / pool_bytes) : 1.0;
+        attention("attention_prefill_sparse", sparse_layers_, pairs, c, cached + pairs * (1.0 - hit),
+                  sparse_flops_per_pair_, sparse_group_flops_per_pair_, kv_bytes_per_token_,
+                  attn_peak_ * attn_prefill_peak_eff_, prefill_memory_rate);
+        mixer("indexer_prefill", sparse_layers_,
+              indexer_term(full_graph, static_cast<double>(b.prefill_attention_pairs), c,
+                           static_cast<double>(b.prefill_context_tokens), prefill_memory_rate));
+      }
+      if (linear_layers_ > 0)
+        mixer("linear_attention_prefill", linear_layers_, linear_attention_term(full_graph, true, seqs, c));
+    }
+    if (b.decode_seqs > 0) {
+      // Linear-attention layers advance each sequence's state once per token, drafts included.
+      if (linear_layers_ > 0)
+        mixer("linear_attention_decode", linear_layers_,
+              linear_attention_term(full_graph, false, static_cast<double>(b.decode_seqs),
+                                    static_cast<double>(b.decode_seqs + b.decode_extra_tokens)));
+      decode_context_terms(full_graph, b, [&](std::string_view name, double layers, const Term& term) {
+        emit(name, layers, term, name == "indexer_decode" ? indexer_peak_ : attn_peak_);
+      });
+    }
   };
-  // Attention-like kernels with their own FLOP precision (the indexer, linear attention).
-  auto mixer = [&](std::string_view name, double layers, const Term& term) {
+  auto add_attention = [&](std::string_view name, double layers, const Term& term, double peak) {
     attention_seconds += term.seconds;
-    total.seconds += term.seconds;
-    total.flops += term.flops;
-    total.bytes += term.bytes;
-    total.peak_flop_seconds += term.peak_flop_seconds;
-    sink(name, static_cast<int64_t>(layers), term);
+    if (peak > 0) {
+      add(name, static_cast<int64_t>(layers), term.seconds, term.flops, term.bytes, peak);
+    } else {
+      total.seconds += term.seconds;
+      total.flops += term.flops;
+      total.bytes += term.bytes;
+      total.peak_flop_seconds += term.peak_flop_seconds;
+      sink(name, static_cast<int64_t>(layers), term);
+    }
   };
 
   linear(embedding_, time_rows, rows);
   for (const LinearOp& op : pre_attention_ops_) linear_op(op);
-  if (s.prefill_tokens > 0) {
-    const double c = static_cast<double>(s.prefill_tokens);
-    const double seqs = static_cast<double>(std::max<int64_t>(1, s.prefill_seqs));
-    const double chunk = c / seqs;
-    const double rate = attention_prefill_curve_.empty()
-                            ? attn_peak_ * attn_prefill_peak_eff_ * prefill_tile_utilisation(chunk)
-                            : attn_peak_ * attention_prefill_curve_(chunk);
-    // Reading cached keys (a chunk after earlier ones) streams like decode does.
-    const double prefill_memory_rate =
-        hbm_ * attn_decode_peak_eff_ *
-        decode_attention_occupancy(static_cast<double>(s.prefill_seqs),
-                                   static_cast<double>(s.prefill_context_tokens) / static_cast<double>(std::max<int64_t>(1, s.prefill_seqs)) + chunk);
-    if (full_layers_ > 0)
-      attention("attention_prefill", full_layers_, static_cast<double>(s.prefill_attention_pairs), c,
-                static_cast<double>(s.prefill_context_tokens) + c, attn_flops_per_pair_, attn_group_flops_per_pair_,
-                prefill_kv_bytes_per_token_, rate, prefill_memory_rate);
-    if (window_layers_ > 0) {
-      const double cached = static_cast<double>(s.prefill_window_context_tokens);
-      attention("attention_prefill_window", window_layers_, static_cast<double>(s.prefill_window_pairs), c,
-                cached + c, attn_flops_per_pair_, attn_group_flops_per_pair_, prefill_kv_bytes_per_token_, rate,
-                hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, cached / seqs + chunk));
-    }
-    if (sparse_layers_ > 0) {
-      // Each query gathers its own top-k keys, so a tile of queries shares no key loads as dense
-      // attention's do. A gathered key comes from on-chip memory when an earlier query of the chunk
-      // loaded it and it is still there: with the chunk's candidate keys (its context) spread over
-      // more bytes than the GPU's SRAM, a gather hits with probability SRAM / those bytes (keys
-      // chosen without locality); every cached key is read from HBM at least once.
-      const double pairs = static_cast<double>(s.prefill_sparse_pairs);
-      const double cached = static_cast<double>(s.prefill_context_tokens);
-      const double pool_bytes = (cached / seqs + chunk) * kv_bytes_per_token_;
-      const double hit = pool_bytes > 0 ? std::min(1.0, gpu_.sram_bytes / pool_bytes) : 1.0;
-      attention("attention_prefill_sparse", sparse_layers_, pairs, c, cached + pairs * (1.0 - hit),
-                sparse_flops_per_pair_, sparse_group_flops_per_pair_, kv_bytes_per_token_,
-                attn_peak_ * attn_prefill_peak_eff_, prefill_memory_rate);
-      mixer("indexer_prefill", sparse_layers_,
-            indexer_term(full_graph, static_cast<double>(s.prefill_attention_pairs), c,
-                         static_cast<double>(s.prefill_context_tokens), prefill_memory_rate));
-    }
-    if (linear_layers_ > 0)
-      mixer("linear_attention_prefill", linear_layers_, linear_attention_term(full_graph, true, seqs, c));
-  }
-  if (s.decode_seqs > 0) {
-    // Linear-attention layers advance each sequence's state once per token, drafts included.
-    if (linear_layers_ > 0)
-      mixer("linear_attention_decode", linear_layers_,
-            linear_attention_term(full_graph, false, static_cast<double>(s.decode_seqs),
-                                  static_cast<double>(s.decode_seqs + s.decode_extra_tokens)));
-    decode_context_terms(full_graph, s, [&](std::string_view name, double layers, const Term& term) {
-      attention_seconds += term.seconds;
-      add(name, static_cast<int64_t>(layers), term.seconds, term.flops, term.bytes,
-          name == "indexer_decode" ? indexer_peak_ : attn_peak_);
+  if (!ep) {
+    attention_terms(s, add_attention);
+  } else {
+    // Timed on the busiest rank; the whole replica's FLOPs and bytes (every rank's sequences).
+    std::array<Term, 16> work{};
+    size_t terms = 0;
+    attention_terms(s, [&](std::string_view, double, const Term& term, double) {
+      if (terms < work.size()) work[terms++] = term;
+    });
+    size_t i = 0;
+    attention_terms(r, [&](std::string_view name, double layers, Term term, double peak) {
+      if (i < terms) {
+        term.flops = work[i].flops;
+        term.bytes = work[i].bytes;
+        term.peak_flop_seconds = work[i].peak_flop_seconds;
+      }
+      ++i;
+      add_attention(name, layers, term, peak);
     });
   }
   for (const LinearOp& op : post_attention_ops_) linear_op(op);
-  if (moe_.present) {
+  EpLoad load;
+  if (moe_.present && ep) {
+    // The routed experts of an expert-parallel replica: every MoE block waits for its busiest GPU,
+    // whose experts get `busiest_visits` of the step's token visits (the skew of the placement, and
+    // the step's sampling fluctuation) and activate `busiest_active` of its experts' weights. The
+    // weighted sum of each token's expert outputs runs on the token's own GPU. Graph padding is not
+    // routed.
+    load = ep_load(rows);
+    const double visits = rows * moe_.top_k;
+    const double n = static_cast<double>(moe_.count);
+    linear(moe_.gate, time_rows, rows);
+    for (const LinearOp* op : {&moe_.up, &moe_.down}) {
+      add(op->name, op->count, n * launched(moe_gemm_seconds(*op, load.busiest_active, load.busiest_visits)),
+          n * op->group_flops_per_row * visits,
+          n * (op->weight_bytes * load.all_active + op->bytes_per_row * visits), op->peak);
+      if (op == &moe_.up)
+        add(moe_.act.name, moe_.act.count, n * launched(linear_seconds(moe_.act, load.busiest_visits)), 0,
+            n * moe_.act.bytes_per_row * visits, 0);
+    }
+    add(moe_.combine.name, moe_.combine.count, n * launched(linear_seconds(moe_.combine, time_rows / t)), 0,
+        n * moe_.combine.bytes_per_row * rows, 0);
+  } else if (moe_.present) {
     linear(moe_.gate, time_rows, rows);
     // Expected experts the step's tokens activate in one block, E (1 - (1 - k/E)^tokens).
     const double active = moe_.experts * -std::expm1(time_rows * moe_.log_miss);
@@ -663,7 +764,8 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   if (const int64_t logits = s.prefill_logits + s.decode_seqs + (s.decode_extra_logits ? s.decode_extra_tokens : 0);
       logits > 0) {
     const double l = static_cast<double>(logits);
-    linear(lm_head_, graph ? time_rows : l, l);
+    const int64_t rank_logits = r.prefill_logits + r.decode_seqs + (r.decode_extra_logits ? r.decode_extra_tokens : 0);
+    linear(lm_head_, graph ? time_rows : static_cast<double>(rank_logits), l);
   }
   if (allreduces_ > 0) {
     const double n = static_cast<double>(allreduces_);
@@ -677,6 +779,31 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
     const double pieces = static_cast<double>(model_.num_layers + 1);
     const double captured = total.seconds - attention_seconds;
     add("cuda_graph_launch", model_.num_layers + 1, std::max(0.0, pieces * graph_launch_s_ - captured), 0, 0, 0);
+  }
+  if (moe_.present && ep) {
+    // Dispatch and combine, per MoE block. Each GPU sends its tokens' copies (the busiest rank's
+    // tokens, split over the rank's GPUs) and the busiest GPU receives its visits' copies; each
+    // phase takes its heavier direction (dispatch sends tokens out and receives visits, combine the
+    // reverse), one after the other. Copies per token by link class: ep_copies_per_token
+    // (low-latency kernels for decode-only steps under "auto").
+    const bool low_latency = ep_.kernels == EpKernels::kLowLatency ||
+                             (ep_.kernels == EpKernels::kAuto && s.prefill_tokens == 0);
+    const EpCopies& copies = low_latency ? copies_low_latency_ : copies_normal_;
+    const double n = static_cast<double>(moe_.count);
+    const double sent = rank_rows / t;                          // tokens one GPU dispatches
+    const double received = load.busiest_visits / moe_.top_k;   // in units of a token's copies
+    const double per_copy = std::max(sent, received) * (dispatch_copy_bytes_ + combine_copy_bytes_);
+    AllToAllTime& a = total.all_to_all;
+    a.compute_s = total.seconds;
+    a.fixed_s = n * 2.0 * a2a_phase_s_;
+    a.nvlink_s = n * copies.nvlink * per_copy / nvlink_rate_;
+    a.scaleout_bytes = n * copies.scaleout * per_copy;
+    a.scaleout_s = a.scaleout_bytes > 0 ? a.scaleout_bytes / scaleout_rate_ : 0.0;
+    a.overlapped = ep_.two_batch_overlap;
+    const double comm = a.fixed_s + std::max(a.nvlink_s, a.scaleout_s);
+    add("moe_all_to_all", 2 * moe_.count, comm, 0, 0, 0);
+    // Two micro-batches: one's all-to-alls run while the other computes.
+    if (a.overlapped) add("two_batch_overlap", 0, all_to_all_step_seconds(a, a.scaleout_s) - (a.compute_s + comm), 0, 0, 0);
   }
   return total;
 }
@@ -820,7 +947,7 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
   // which gives the same bits as evaluating afresh.
   if (shape.prefill_tokens == 0 && shape.prefill_seqs == 0 && shape.decode_seqs > 0 &&
-      shape.decode_seqs < kMemoDecodeSeqs && shape.decode_extra_tokens == 0) {
+      shape.decode_seqs < kMemoDecodeSeqs && shape.decode_extra_tokens == 0 && !ep_.enabled()) {
     const size_t b = static_cast<size_t>(shape.decode_seqs);
     if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
     DecodeTerms& memo = decode_memo_[b];
@@ -938,15 +1065,15 @@ namespace {
      "efficiencies constant or from a calibration profile",
      roofline_param_specs()},
     [](const core::Params& p, const ModelSpec& model, const GpuSpec& gpu, int64_t tp,
-       const CalibrationProfile* profile) {
+       const CalibrationProfile* profile, const ExpertParallelism& ep) {
       RooflineParams params = roofline_params_from(p);
-      if (!profile) return std::make_unique<RooflineCostModel>(model, gpu, tp, params);
+      if (!profile) return std::make_unique<RooflineCostModel>(model, gpu, tp, params, nullptr, ProfileUse{}, ep);
       if (core::to_lower(profile->gpu) != core::to_lower(gpu.name))
         p.fail("calibration", "the profile describes GPU '" + profile->gpu + "' but the run uses '" + gpu.name +
                                   "'; calibrate on (or choose) the same GPU type");
       const ProfileUse use =
           apply_profile_scalars(*profile, params, [&](std::string_view key) { return p.given(key); });
-      auto cost = std::make_unique<RooflineCostModel>(model, gpu, tp, params, profile, use);
+      auto cost = std::make_unique<RooflineCostModel>(model, gpu, tp, params, profile, use, ep);
       cost->precompute();
       return cost;
     });

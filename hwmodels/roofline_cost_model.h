@@ -23,6 +23,7 @@
 
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/cost_model.h"
+#include "hwmodels/expert_parallel.h"
 
 namespace servesim::hwmodels {
 
@@ -85,13 +86,19 @@ class RooflineCostModel final : public StepCostModel {
  public:
   // Throws core::Error when tp_problem(model, tp) is not empty (callers check it first, to report
   // the problem at the config key that set tp). `profile` may be null (constant efficiencies).
+  // With `ep` enabled (degree > 1, ep_problem() empty) the replica is ep.degree GPUs: attention,
+  // dense MLPs and shared experts run on degree / tensor_parallel data-parallel ranks (tensor-parallel
+  // inside each), the routed experts whole on every GPU, with dispatch and combine all-to-alls.
   RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tensor_parallel, RooflineParams params = {},
-                    const CalibrationProfile* profile = nullptr, ProfileUse use = {});
+                    const CalibrationProfile* profile = nullptr, ProfileUse use = {}, ExpertParallelism ep = {});
 
   StepCost step(const BatchShape& shape) const override;
   const ModelSpec& model() const override { return model_; }
   const GpuSpec& gpu() const override { return gpu_; }
   int64_t tensor_parallel() const override { return tp_; }
+  int64_t gpus() const override { return ep_.enabled() ? ep_.degree : tp_; }
+  const ExpertParallelism& expert_parallelism() const { return ep_; }
+  const ExpertPlacement& expert_placement() const { return placement_; }
   const RooflineParams& params() const { return params_; }
   bool calibrated() const { return calibrated_; }
 
@@ -268,6 +275,22 @@ class RooflineCostModel final : public StepCostModel {
   };
   std::vector<AllReduceLine> allreduce_lines_;
   double all_reduce_seconds(double rows) const;
+  // Expert parallelism (ep_.degree > 1).
+  ExpertParallelism ep_;
+  ExpertPlacement placement_;
+  double ranks_ = 1;                        // attention data-parallel ranks
+  std::vector<double> busiest_log_miss_;    // per slot of the busiest GPU: log(1 - its visit probability)
+  std::vector<std::pair<double, double>> slot_log_miss_;  // over all slots: (log miss, slots with it)
+  EpCopies copies_normal_, copies_low_latency_;
+  double dispatch_copy_bytes_ = 0, combine_copy_bytes_ = 0;
+  double nvlink_rate_ = 0, scaleout_rate_ = 0;
+  double a2a_phase_s_ = 0;                  // fixed time of one dispatch or combine
+  // Expected token visits the busiest GPU's experts get from a step of `tokens` tokens, and how
+  // many of its experts they activate (and over all GPUs, for the bytes).
+  struct EpLoad {
+    double busiest_visits = 0, busiest_active = 0, all_active = 0;
+  };
+  EpLoad ep_load(double tokens) const;
 };
 
 // The page size a decode-attention table is looked up with: the cost model is built from model,

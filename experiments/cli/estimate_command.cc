@@ -14,6 +14,7 @@
 #include "experiments/cli/command.h"
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/engine/engine_model.h"
+#include "hwmodels/expert_parallel.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/hf_config.h"
 #include "hwmodels/roofline.h"
@@ -48,9 +49,10 @@ struct Phase {
   std::string bound;
 };
 
+// `gpus`: the replica's (the TP group, or every GPU of an expert-parallel replica).
 Phase evaluate(std::string name, const hwmodels::BatchShape& shape, const hwmodels::RooflineCostModel& cost,
-               const hwmodels::GpuSpec& gpu, int64_t tp, double tokens, double weight_kv_bytes) {
-  const double t = static_cast<double>(tp);
+               const hwmodels::GpuSpec& gpu, int64_t gpus, double tokens, double weight_kv_bytes) {
+  const double t = static_cast<double>(gpus);
   Phase p;
   p.name = std::move(name);
   p.cost = cost.step(shape);
@@ -65,8 +67,8 @@ Phase evaluate(std::string name, const hwmodels::BatchShape& shape, const hwmode
   p.ridge_point = per_gpu_peak / gpu.hbm_bandwidth;
   p.attainable_flops_per_s = hwmodels::attainable_flops(p.peak_flops_per_s, gpu.hbm_bandwidth * t, p.intensity);
   p.achieved_flops_per_s = p.cost.flops / p.cost.seconds;
-  p.mfu = hwmodels::step_mfu(p.cost, tp);
-  p.mbu = hwmodels::step_mbu(p.cost, gpu, tp);
+  p.mfu = hwmodels::step_mfu(p.cost, gpus);
+  p.mbu = hwmodels::step_mbu(p.cost, gpu, gpus);
   p.bound = p.intensity >= p.ridge_point ? "compute" : "memory";
   return p;
 }
@@ -156,7 +158,9 @@ void print_kv_groups(std::ostream& out, const hwmodels::ModelSpec& m, const hwmo
 int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
   po::options_description opts("servesim estimate options");
   std::string model_arg, gpu_name, calibration;
-  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0, draft_tokens = 0;
+  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0, draft_tokens = 0, ep_degree = 1, redundant = 0,
+          gpus_per_node = 8;
+  double skew = 0, nic_gb_s = 50;
   opts.add_options()
       ("help,h", "this help")
       ("model", po::value<std::string>(&model_arg), "a [model] preset name or a Hugging Face config.json")
@@ -168,6 +172,13 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
        "of the P prompt tokens, how many a prefix-cache hit spares (their KV is read, not computed)")
       ("context", po::value<int64_t>(&context), "context of each sequence in the decode iteration (default P)")
       ("calibration", po::value<std::string>(&calibration), "calibration profile (default: constant efficiencies)")
+      ("ep", po::value<int64_t>(&ep_degree)->default_value(1),
+       "expert parallelism: GPUs of the replica (experts spread over them, attention in ep/tp data-parallel ranks)")
+      ("redundant-experts", po::value<int64_t>(&redundant)->default_value(0), "with --ep: redundant expert replicas (EPLB)")
+      ("routing-skew", po::value<double>(&skew)->default_value(0), "with --ep: Zipf exponent of the experts' loads")
+      ("two-batch-overlap", "with --ep: dispatch and combine hide behind the other micro-batch's compute")
+      ("gpus-per-node", po::value<int64_t>(&gpus_per_node)->default_value(8), "with --ep: GPUs per node (NVLink domain)")
+      ("nic-gb-s", po::value<double>(&nic_gb_s)->default_value(50), "with --ep: NIC bandwidth per GPU across nodes, GB/s")
       ("cuda-graphs", "the decode iteration replays a CUDA graph")
       ("draft-tokens", po::value<int64_t>(&draft_tokens)->default_value(0),
        "also time the decode iteration verifying K draft tokens per sequence (speculative decoding): the "
@@ -176,7 +187,8 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim estimate --model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C]"
-           " [--draft-tokens K] [--calibration PROFILE] [--json]\n\n"
+           " [--draft-tokens K] [--calibration PROFILE] [--ep N [--redundant-experts R] [--routing-skew S]"
+           " [--two-batch-overlap]] [--json]\n\n"
         << opts << "\n";
     return 0;
   }
@@ -194,6 +206,27 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const hwmodels::ModelSpec model = hwmodels::model_by_name_or_file(model_arg);
   const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(gpu_name);
   if (const std::string why = hwmodels::tp_problem(model, tp); !why.empty()) throw UsageError("--tp: " + why);
+  // Expert parallelism on [network]'s default fabric: NVLink 1 us per hop; PCIe 50 GB/s and 1 us, the
+  // NIC and 2 us per hop across nodes, one NIC per GPU.
+  hwmodels::ExpertParallelism ep;
+  ep.degree = ep_degree;
+  ep.redundant_experts = redundant;
+  ep.eplb = redundant > 0;
+  ep.two_batch_overlap = vm.count("two-batch-overlap") > 0;
+  ep.gpus_per_node = gpus_per_node;
+  ep.nvlink_bytes_per_s = gpu.interconnect_bandwidth;
+  ep.nvlink_latency_s = 2e-6;
+  ep.scaleout_bytes_per_s = std::min(50.0, nic_gb_s) * 1e9;
+  ep.scaleout_latency_s = 6e-6;
+  if (gpus_per_node < 1 || !(nic_gb_s > 0)) throw UsageError("--gpus-per-node and --nic-gb-s must be positive");
+  if (ep.enabled() && model.is_moe() && skew > 0) ep.expert_shares = hwmodels::zipf_expert_shares(model.num_experts, skew);
+  if (const std::string why = hwmodels::ep_problem(model, tp, ep); !why.empty()) {
+    const std::string key = why.substr(0, why.find(": "));
+    throw UsageError("--" + std::string(key == "expert_parallel" ? "ep" : key == "redundant_experts" ? "redundant-experts" : "routing-skew") +
+                     ": " + why.substr(why.find(": ") + 2));
+  }
+  const int64_t gpus = ep.enabled() ? ep.degree : tp;
+  const int64_t ranks = hwmodels::attention_ranks(ep.degree, tp);
 
   hwmodels::RooflineParams params;
   std::optional<hwmodels::CalibrationProfile> profile;
@@ -204,7 +237,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
       throw UsageError("--calibration: the profile describes GPU '" + profile->gpu + "', not " + gpu.name);
     use = hwmodels::apply_profile_scalars(*profile, params, [](std::string_view) { return false; });
   }
-  const hwmodels::RooflineCostModel cost(model, gpu, tp, params, profile ? &*profile : nullptr, use);
+  const hwmodels::RooflineCostModel cost(model, gpu, tp, params, profile ? &*profile : nullptr, use, ep);
 
   const double b = static_cast<double>(batch);
   const hwmodels::AttentionLimits caps = model.attention_limits();
@@ -216,6 +249,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   if (vm.count("cuda-graphs")) {
     hwmodels::EngineModel launcher;  // a decode step replayed as one captured graph, as vLLM does
     launcher.graphs = hwmodels::CudaGraphMode::kFullDecode;
+    launcher.data_parallel = ranks;
     launcher.prepare(decode);
   }
   // The notes' byte count: every weight once (of the routed experts those the tokens activate; the
@@ -228,9 +262,9 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   // A sequence's cache (a hybrid model's window layers keep the window, its state layers a state).
   const auto sequence_kv = [&](int64_t tokens) { return model.sequence_kv_bytes(static_cast<double>(tokens)); };
   const Phase pre = evaluate("prefill: " + std::to_string(batch) + " x " + std::to_string(prompt) + " tokens" + cached_note,
-                             prefill, cost, gpu, tp, prefill_tokens, weights(prefill_tokens) + sequence_kv(prompt) * b);
+                             prefill, cost, gpu, gpus, prefill_tokens, weights(prefill_tokens) + sequence_kv(prompt) * b);
   const Phase dec = evaluate("decode: " + std::to_string(batch) + " sequences at context " + std::to_string(context),
-                             decode, cost, gpu, tp, b, weights(b) + sequence_kv(context) * b);
+                             decode, cost, gpu, gpus, b, weights(b) + sequence_kv(context) * b);
 
   // Speculative decoding: the same decodes verifying draft_tokens drafts each, as one small batch of
   // B (1 + K) tokens (more FLOPs, the same weights; docs/models.md).
@@ -249,7 +283,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     const double rows = b * static_cast<double>(1 + draft_tokens);
     ver = evaluate("verify: " + std::to_string(batch) + " sequences at context " + std::to_string(context) +
                        ", each verifying " + std::to_string(draft_tokens) + " draft tokens",
-                   verify, cost, gpu, tp, rows,
+                   verify, cost, gpu, gpus, rows,
                    weights(rows) + model.kv_bytes_per_token() * b * static_cast<double>(context));
   }
 
@@ -258,7 +292,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const double step_weights = weights(b);
   const double kv_per_token =
       model.uniform_full() ? model.kv_bytes_per_token() : sequence_kv(context) / static_cast<double>(context);
-  const double bandwidth = gpu.hbm_bandwidth * static_cast<double>(tp);
+  const double bandwidth = gpu.hbm_bandwidth * static_cast<double>(gpus);
   struct {
     double weight_floor_ms, ceiling_tokens_per_s, kv_gb, saturated_intensity, crossover_batch,
         kv_budget_gb, tokens_that_fit;
@@ -271,12 +305,18 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
       0, 0};
   // What the cluster's KV blocks would hold at vLLM's defaults (gpu_memory_utilization 0.9, the
   // [cluster] activation reserve of 2 GiB), per sequence of this batch.
-  const double budget = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, 0.9, 2.0 * hwmodels::kBytesPerGib);
-  limits.kv_budget_gb = std::max(0.0, budget) * static_cast<double>(tp) * 1e-9;
+  // With expert parallelism every attention rank keeps its own requests' KV: the replica holds `ranks`
+  // times one rank's.
+  const double budget = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, 0.9, 2.0 * hwmodels::kBytesPerGib,
+                                                          ep.degree, ep.redundant_experts);
+  limits.kv_budget_gb = std::max(0.0, budget) * static_cast<double>(gpus) * 1e-9;
   const hwmodels::KvGroups groups = hwmodels::kv_groups_per_gpu(model, tp);
+  const double rank_budget = budget * static_cast<double>(ranks);
   limits.tokens_that_fit =
-      groups.hybrid() ? hwmodels::kv_tokens_that_fit(groups, std::max(0.0, budget), batch)
-                      : std::max(0.0, hwmodels::kv_tokens_that_fit(hwmodels::kv_bytes_per_token_per_gpu(model, tp), budget, batch));
+      groups.hybrid()
+          ? hwmodels::kv_tokens_that_fit(groups, std::max(0.0, rank_budget), batch)
+          : std::max(0.0, hwmodels::kv_tokens_that_fit(hwmodels::kv_bytes_per_token_per_gpu(model, tp), rank_budget, batch));
+  const double weights_per_gpu = hwmodels::weight_bytes_per_gpu(model, tp, ep.degree, ep.redundant_experts);
   // The cache by layer group, whole model (all GPUs of the group together).
   const hwmodels::KvGroups whole = hwmodels::kv_groups_per_gpu(model, 1);
 
@@ -290,8 +330,8 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     j["cached"] = cached;
     j["context"] = context;
     j["calibration"] = calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(calibration);
-    j["peak_flops_per_s"] = gpu.peak_flops * static_cast<double>(tp);
-    j["hbm_bytes_per_s"] = gpu.hbm_bandwidth * static_cast<double>(tp);
+    j["peak_flops_per_s"] = gpu.peak_flops * static_cast<double>(gpus);
+    j["hbm_bytes_per_s"] = gpu.hbm_bandwidth * static_cast<double>(gpus);
     j["ridge_point"] = gpu.ridge_point();  // 16-bit; each phase gives the ridge of its precisions
     j["prefill_ms"] = pre.cost.seconds * kMsPerSecond;
     j["decode_step_ms"] = dec.cost.seconds * kMsPerSecond;
@@ -309,6 +349,18 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     }
     j["kv_budget_gb"] = limits.kv_budget_gb;
     j["context_that_fits"] = limits.tokens_that_fit;
+    j["weight_gb_per_gpu"] = weights_per_gpu * 1e-9;
+    if (ep.enabled()) {
+      const auto& a = dec.cost.all_to_all;
+      j["expert_parallel"] = {{"gpus", ep.degree},
+                              {"attention_ranks", ranks},
+                              {"experts_per_gpu", cost.expert_placement().slots_per_gpu},
+                              {"redundant_experts", ep.redundant_experts},
+                              {"imbalance", cost.expert_placement().imbalance},
+                              {"decode_all_to_all_ms", (a.fixed_s + std::max(a.nvlink_s, a.scaleout_s)) * kMsPerSecond},
+                              {"decode_scaleout_bytes_per_gpu", a.scaleout_bytes},
+                              {"prefill_scaleout_bytes_per_gpu", pre.cost.all_to_all.scaleout_bytes}};
+    }
     nlohmann::ordered_json kv;
     kv["full_bytes_per_token"] = whole.full_bytes_per_token;
     kv["window_bytes_per_token"] = whole.window_bytes_per_token;
@@ -323,10 +375,12 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     out << j.dump() << "\n";
     return 0;
   }
-  out << model.name << " on " << tp << " x " << gpu.name << " ("
+  out << model.name << " on " << gpus << " x " << gpu.name;
+  if (ep.enabled()) out << " (EP " << ep.degree << ": " << ranks << " attention ranks of TP " << tp << ")";
+  out << " ("
       << (calibration.empty() ? std::string("constant efficiencies") : "calibration " + calibration) << ")\n";
-  out << "roofline: peak " << sci(gpu.peak_flops * static_cast<double>(tp)) << " FLOP/s, HBM "
-      << sci(gpu.hbm_bandwidth * static_cast<double>(tp)) << " B/s, ridge point " << fixed(gpu.ridge_point(), 1)
+  out << "roofline: peak " << sci(gpu.peak_flops * static_cast<double>(gpus)) << " FLOP/s, HBM "
+      << sci(gpu.hbm_bandwidth * static_cast<double>(gpus)) << " B/s, ridge point " << fixed(gpu.ridge_point(), 1)
       << " FLOP/byte\n\n";
   print_kv_groups(out, model, whole, context, sequence_kv(context));
   print_phase(out, pre);
@@ -338,8 +392,8 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   out << "  batching        KV reads cap the notes' intensity at " << fixed(limits.saturated_intensity, 1)
       << " FLOP/byte and overtake the weights at batch " << fixed(limits.crossover_batch, 1) << "\n";
   out << "  KV budget       " << fixed(limits.kv_budget_gb, 1)
-      << " GB at gpu_memory_utilization 0.9: " << fixed(limits.tokens_that_fit, 0) << " tokens per sequence at batch "
-      << batch << "\n";
+      << " GB at gpu_memory_utilization 0.9 (weights " << fixed(weights_per_gpu * 1e-9, 1) << " GB per GPU): "
+      << fixed(limits.tokens_that_fit, 0) << " tokens per sequence at batch " << batch << "\n";
   if (ver) {
     const double ratio = ver->cost.seconds / dec.cost.seconds;
     out << "\n";
@@ -347,12 +401,31 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     out << "  speculation     " << fixed(ratio, 2) << "x the decode iteration: it pays only if a verify step yields more "
         << "than " << fixed(ratio, 2) << " tokens per sequence on average, before the drafter's own passes\n";
   }
+  if (ep.enabled()) {
+    const hwmodels::ExpertPlacement& placement = cost.expert_placement();
+    const double without = hwmodels::weight_bytes_per_gpu(model, tp);
+    out << "\nexpert parallelism\n";
+    out << "  placement       " << placement.slots_per_gpu << " experts per GPU (" << ep.redundant_experts
+        << " redundant), busiest GPU " << fixed(placement.imbalance, 3) << " x the mean load"
+        << (ep.eplb ? " after EPLB" : "") << "\n";
+    out << "  memory          " << fixed(weights_per_gpu * 1e-9, 1) << " GB of weights per GPU ("
+        << fixed(without * 1e-9, 1) << " GB with every expert on every GPU of a TP " << tp << " group)\n";
+    for (const Phase* p : {&pre, &dec}) {
+      const auto& a = p->cost.all_to_all;
+      out << "  all-to-all      " << (p == &pre ? "prefill" : "decode") << ": "
+          << fixed((a.fixed_s + std::max(a.nvlink_s, a.scaleout_s)) * kMsPerSecond, 3) << " ms = fixed "
+          << fixed(a.fixed_s * kMsPerSecond, 3) << " + max(NVLink " << fixed(a.nvlink_s * kMsPerSecond, 3)
+          << ", scale-out " << fixed(a.scaleout_s * kMsPerSecond, 3) << " for " << sci(a.scaleout_bytes)
+          << " bytes per GPU)" << (a.overlapped ? ", overlapping the other micro-batch's compute" : "") << "\n";
+    }
+  }
   return 0;
 }
 
 const bool kRegistered = register_command(
     {"estimate",
-     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--draft-tokens K] [--calibration PROFILE] [--json]",
+     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--draft-tokens K] "
+     "[--calibration PROFILE] [--ep N ...] [--json]",
      "time one prefill pass (B prompts of P tokens) and one decode iteration (B sequences at context C)\n"
      "and place each on the GPU's roofline: FLOPs, bytes, intensity, bound, MFU, MBU",
      cmd_estimate});

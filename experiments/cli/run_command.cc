@@ -32,7 +32,11 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   for (size_t i = 0; i < r.pools.size(); ++i) {
     const auto& p = r.pools[i];
     out << (i ? " +" : "") << " " << p.replicas << " x " << (p.role == "unified" ? "" : p.role + " ") << p.gpu_kind
-        << " (TP " << p.tensor_parallel << ", " << grouped(static_cast<uint64_t>(p.kv_blocks_per_replica))
+        << " (TP " << p.tensor_parallel;
+    if (p.expert_parallel > 1)
+      out << ", EP " << p.expert_parallel << " = " << p.attention_data_parallel << " attention ranks, "
+          << p.redundant_experts << " redundant experts, expert load imbalance " << fixed(p.expert_imbalance, 3);
+    out << ", " << grouped(static_cast<uint64_t>(p.kv_blocks_per_replica))
         << " KV blocks of " << r.block_size << " tokens, scheduler " << p.scheduler_kind << ")";
   }
   out << ", router " << r.router_kind << "\n";
@@ -65,8 +69,12 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   lat("TPOT", s.tpot_ms);
   lat("ITL", s.itl_ms);
   lat("E2E", s.e2e_ms);
+  int64_t gpus = 0;
+  for (const auto& p : r.pools)
+    gpus += p.replicas * (p.expert_parallel > 1 ? p.expert_parallel : p.tensor_parallel);
   out << "\nthroughput   " << fixed(s.throughput_req_s, 3) << " req/s, " << fixed(s.throughput_output_tok_s, 1)
-      << " output tok/s over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
+      << " output tok/s (" << fixed(s.throughput_output_tok_s / static_cast<double>(gpus), 1) << " per GPU of "
+      << gpus << ") over the whole run; " << fixed(s.throughput_req_s_window, 3) << " req/s, "
       << fixed(s.throughput_output_tok_s_window, 1) << " tok/s over the " << fixed(s.arrival_window_s, 1)
       << " s arrival window\n";
   std::string limits;
@@ -112,6 +120,10 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
                      {"replicas", p.replicas},
                      {"gpu", p.gpu_kind},
                      {"tensor_parallel", p.tensor_parallel},
+                     {"expert_parallel", p.expert_parallel},
+                     {"attention_data_parallel", p.attention_data_parallel},
+                     {"redundant_experts", p.redundant_experts},
+                     {"expert_imbalance", p.expert_imbalance},
                      {"engine", p.engine_kind},
                      {"calibration", p.calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.calibration)},
                      {"calibration_default", p.calibration_default}});

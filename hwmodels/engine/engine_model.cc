@@ -37,7 +37,7 @@ std::string_view cuda_graph_mode_name(CudaGraphMode mode) {
 }
 
 void EngineModel::prepare(BatchShape& s) const {
-  const int64_t tokens = s.tokens();
+  const int64_t tokens = data_parallel > 1 ? busiest_rank(s, data_parallel).tokens() : s.tokens();
   s.launch = LaunchMode::kEager;
   s.graph_tokens = 0;
   if (graphs == CudaGraphMode::kNone || tokens > max_graph_tokens) return;
@@ -49,7 +49,10 @@ void EngineModel::prepare(BatchShape& s) const {
   s.graph_tokens = std::min(cuda_graph_batch(tokens), std::max<int64_t>(max_graph_tokens, 1));
 }
 
-double EngineModel::host_seconds(const BatchShape& s, int64_t layers) const {
+double EngineModel::host_seconds(const BatchShape& shape, int64_t layers) const {
+  // With data-parallel ranks every rank's host works on its own share at the same time.
+  const BatchShape rank = data_parallel > 1 ? busiest_rank(shape, data_parallel) : BatchShape{};
+  const BatchShape& s = data_parallel > 1 ? rank : shape;
   const bool decode_only = s.prefill_tokens == 0;
   double host = (decode_only ? decode_schedule_s : schedule_s) +
                 schedule_s_per_seq * static_cast<double>(s.prefill_seqs + s.decode_seqs);
@@ -59,7 +62,9 @@ double EngineModel::host_seconds(const BatchShape& s, int64_t layers) const {
 
 double EngineModel::iteration_seconds(double gpu_s, const BatchShape& s, int64_t layers, bool after_idle) const {
   const double host = host_seconds(s, layers);
-  const double sample = sample_s + sample_s_per_seq * static_cast<double>(s.prefill_logits + s.decode_seqs);
+  const BatchShape rank = data_parallel > 1 ? busiest_rank(s, data_parallel) : BatchShape{};
+  const BatchShape& r = data_parallel > 1 ? rank : s;
+  const double sample = sample_s + sample_s_per_seq * static_cast<double>(r.prefill_logits + r.decode_seqs);
   if (async_scheduling && !after_idle) return std::max(gpu_s, host) + sample;
   return gpu_s + host + sample;
 }

@@ -51,12 +51,16 @@ struct EngineModel {
   // CUDA graphs.
   CudaGraphMode graphs = CudaGraphMode::kNone;
   int64_t max_graph_tokens = 512;     // the largest captured batch (tokens)
+  // Attention data-parallel ranks of the replica (expert parallelism): each rank runs its own
+  // scheduler and graphs on its share of the batch (busiest_rank), in parallel with the others.
+  int64_t data_parallel = 1;
 
   // The client's send -> the engine's queue, for a prompt of `prompt_tokens` tokens.
   double ingress_seconds(int64_t prompt_tokens) const {
     return api_server_s + tokenize_s_per_token * static_cast<double>(prompt_tokens);
   }
-  // How the iteration is launched: sets shape.launch and shape.graph_tokens.
+  // How the iteration is launched: sets shape.launch and shape.graph_tokens (the busiest rank's
+  // padded size with data_parallel ranks).
   void prepare(BatchShape& shape) const;
   // Host seconds of the iteration (layers = the model's).
   double host_seconds(const BatchShape& shape, int64_t layers) const;

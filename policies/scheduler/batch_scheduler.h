@@ -13,6 +13,10 @@ namespace servesim::policies {
 // What a scheduler may need to know of the deployment when it is built.
 struct SchedulerContext {
   int64_t max_context = 0;  // the model's context window, tokens
+  // Attention data-parallel ranks of the replica (expert parallelism): each rank schedules its own
+  // requests, so a scheduler's per-iteration limits (sequences, tokens) hold per rank and the
+  // replica's are that many times larger.
+  int64_t data_parallel = 1;
 };
 
 // Family "schedulers".

@@ -112,10 +112,12 @@ const bool kRegistered = scheduler_registry().add(
                                "blocks kept free when admitting new requests, so running ones can grow")
              .range(0, 0.5),
      }},
-    [](const core::Params& p, const SchedulerContext&) {
+    [](const core::Params& p, const SchedulerContext& ctx) {
+      // Limits are per attention rank (SchedulerContext::data_parallel); a chunk stays one request's.
       const int64_t budget = p.get_int("max_num_batched_tokens");
       const int64_t chunk = p.has("chunk_size") ? p.get_int("chunk_size") : budget;
-      return std::make_unique<ChunkedScheduler>(p.get_int("max_num_seqs"), budget, chunk, p.get_float("watermark"));
+      return std::make_unique<ChunkedScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
+                                                budget * ctx.data_parallel, chunk, p.get_float("watermark"));
     });
 
 }  // namespace

@@ -88,7 +88,9 @@ const bool kRegistered = scheduler_registry().add(
                      " tokens): a whole prompt must fit one prefill iteration with this scheduler; "
                      "raise it, lower [model] max_context, or use a chunked-prefill scheduler");
       }
-      return std::make_unique<ContinuousScheduler>(p.get_int("max_num_seqs"), budget, p.get_float("watermark"));
+      // Limits are per attention rank (SchedulerContext::data_parallel).
+      return std::make_unique<ContinuousScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
+                                                   budget * ctx.data_parallel, p.get_float("watermark"));
     });
 
 }  // namespace

@@ -29,7 +29,8 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
 }
 
 Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepCostModel& cost,
-                              std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus) {
+                              std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus,
+                              int64_t attention_ranks) {
   const size_t i = replicas_.size();
   if (i >= loads_.size()) throw core::Error("internal: more replicas added than declared");
   ReplicaConfig c = config;
@@ -41,8 +42,26 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   replicas_.push_back(std::make_unique<Replica>(c, sim_, requests_, cost, std::move(scheduler),
                                                 static_cast<core::LifecycleObserver&>(*this), loads_[i],
                                                 static_cast<ReplicaListener*>(this)));
+  if (attention_ranks < 1 || (!gpus.empty() && gpus.size() % static_cast<size_t>(attention_ranks) != 0))
+    throw core::Error("internal: a replica's GPUs must split into whole attention ranks");
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  if (network_ && !gpus.empty()) {
+    const Topology& topo = network_->topology();
+    size_t per_node = 0;
+    while (per_node < gpus.size() && topo.node_of(gpus[per_node]) == topo.node_of(gpus[0])) ++per_node;
+    if (per_node < gpus.size())
+      for (size_t g = 0; g < gpus.size(); ++g) pairs.emplace_back(gpus[g], gpus[(g + per_node) % gpus.size()]);
+  }
+  exchange_pairs_.push_back(std::move(pairs));
+  ranks_.push_back(attention_ranks);
   gpus_.push_back(std::move(gpus));
   return *replicas_.back();
+}
+
+double Cluster::exchange_seconds(Replica& replica, double bytes) {
+  const auto& pairs = exchange_pairs_[replica.index()];
+  if (pairs.empty()) return -1.0;
+  return network_->start_exchange(pairs, bytes);
 }
 
 void Cluster::start() {
@@ -246,8 +265,16 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
       r, std::span<const ReplicaLoad>(loads_.data() + first, loads_.size() - first));
   if (pick >= loads_.size() - first) throw core::Error("internal: decode router chose a replica out of range");
   const uint32_t to = static_cast<uint32_t>(first + pick);
-  const auto& src = gpus_[replica.index()];
-  const auto& dst = gpus_[to];
+  // The request's KV sits on one attention rank of each replica (the whole replica without data
+  // parallelism); ranks are taken by request id.
+  auto rank_gpus = [&](uint32_t replica_index) {
+    const auto& all = gpus_[replica_index];
+    const size_t ranks = static_cast<size_t>(ranks_[replica_index]);
+    const size_t per = all.size() / ranks;
+    return std::span<const int64_t>(all.data() + static_cast<size_t>(r.id % ranks) * per, per);
+  };
+  const std::span<const int64_t> src = rank_gpus(replica.index());
+  const std::span<const int64_t> dst = rank_gpus(to);
   // Every GPU of the decode replica receives the KV it will hold: its share of the heads, or all of
   // a latent (MLA) or of a replicated KV head that each GPU keeps whole. The pairs below split the
   // total evenly, so each destination GPU gets exactly its own bytes.

@@ -72,9 +72,12 @@ class Cluster final : public EventHandler,
           std::unique_ptr<Router> decode_router = nullptr, Network* network = nullptr);
 
   // Adds replica number `replicas().size()` on the given GPUs of the topology (its role follows
-  // from the layout); call exactly layout.replicas times before start().
+  // from the layout); call exactly layout.replicas times before start(). An expert-parallel
+  // replica's GPUs form `attention_ranks` data-parallel ranks of consecutive GPUs: a request's KV
+  // lives on one rank, so a transfer goes rank to rank.
   Replica& add_replica(const ReplicaConfig& config, const hwmodels::StepCostModel& cost,
-                       std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {});
+                       std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {},
+                       int64_t attention_ranks = 1);
 
   // Schedules the first arrival.
   void start();
@@ -138,6 +141,10 @@ class Cluster final : public EventHandler,
   void on_prefill_done(Replica& replica, RequestId id) override;
   // TransferListener: its KV has arrived.
   void on_transfer_done(uint64_t tag) override;
+  // ReplicaListener: an expert-parallel iteration's cross-node all-to-all, as flows on the network
+  // (each GPU to the GPU of the same local rank on the replica's next node, so that every GPU's
+  // links carry its share, as DeepEP's rail-aligned RDMA does).
+  double exchange_seconds(Replica& replica, double bytes) override;
 
   struct PendingTransfer {
     uint32_t from = 0, to = 0;
@@ -156,6 +163,8 @@ class Cluster final : public EventHandler,
   std::vector<ReplicaLoad> loads_;  // sized once: replicas hold references into it
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::vector<int64_t>> gpus_;  // per replica
+  std::vector<int64_t> ranks_;              // per replica: attention data-parallel ranks
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> exchange_pairs_;  // per replica; empty: one node
   std::vector<PendingTransfer> transfers_;  // by request slot
   traces::RequestSpec next_;
   bool has_next_ = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -130,20 +131,18 @@ constexpr double kDrainedBytes = 1e-6;
 Network::Network(Simulation& sim, Topology topology) : sim_(sim), topology_(std::move(topology)) {
   residual_.resize(topology_.num_links());
   unfrozen_.resize(topology_.num_links());
+  link_stamp_.resize(topology_.num_links(), 0);
+  demand_.resize(topology_.num_links());
+  slack_.resize(topology_.num_links());
+  link_start_.resize(topology_.num_links());
+  link_fill_.resize(topology_.num_links());
 }
 
 void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
                              TransferListener* listener) {
   if (gpu_pairs.empty()) throw core::Error("internal: transfer without GPU pairs");
   advance();
-  uint32_t t;
-  if (!free_transfers_.empty()) {
-    t = free_transfers_.back();
-    free_transfers_.pop_back();
-  } else {
-    t = static_cast<uint32_t>(transfers_.size());
-    transfers_.emplace_back();
-  }
+  const uint32_t t = new_transfer();
   Transfer& tr = transfers_[t];
   tr = Transfer{tag, listener, 0, 0, bytes};
   const double share = bytes / static_cast<double>(gpu_pairs.size());
@@ -161,6 +160,64 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
   reschedule();
 }
 
+uint32_t Network::new_transfer() {
+  if (!free_transfers_.empty()) {
+    const uint32_t t = free_transfers_.back();
+    free_transfers_.pop_back();
+    return t;
+  }
+  transfers_.emplace_back();
+  return static_cast<uint32_t>(transfers_.size() - 1);
+}
+
+double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair) {
+  if (gpu_pairs.empty() || bytes_per_pair <= kDrainedBytes) return 0;
+  advance();
+  const uint32_t t = new_transfer();
+  Transfer& tr = transfers_[t];
+  tr = Transfer{0, nullptr, 0, 0, 0};
+  for (const auto& [from, to] : gpu_pairs) {
+    const Topology::Path& p = topology_.path(from, to);
+    if (p.links.empty()) continue;
+    tr.latency_s = std::max(tr.latency_s, p.latency_s);
+    tr.bytes += bytes_per_pair;
+    flows_.push_back(Flow{t, &p, bytes_per_pair});
+    ++tr.flows_left;
+  }
+  if (tr.flows_left == 0) {
+    free_transfers_.push_back(t);
+    return 0;
+  }
+  reschedule();
+  // What-if: drain a copy of the active flows, rates recomputed as flows finish, until the last of
+  // this exchange's flows is gone.
+  what_if_ = flows_;
+  double elapsed = 0;
+  for (;;) {
+    double dt = std::numeric_limits<double>::infinity();
+    for (const Flow& f : what_if_) dt = std::min(dt, f.remaining / f.rate);
+    elapsed += dt;
+    bool mine_left = false;
+    size_t kept = 0;
+    for (Flow& f : what_if_) {
+      // Drained within a relative rounding of the shortest remaining time.
+      if (f.remaining / f.rate <= dt * (1.0 + 1e-12)) continue;
+      f.remaining -= f.rate * dt;
+      mine_left = mine_left || f.transfer == t;
+      what_if_[kept++] = f;
+    }
+    what_if_.resize(kept);
+    if (!mine_left) return elapsed;
+    fill_rates(what_if_);
+  }
+}
+
+std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() const {
+  std::vector<std::pair<std::vector<uint32_t>, double>> out;
+  for (const Flow& f : flows_) out.emplace_back(f.path->links, f.rate);
+  return out;
+}
+
 void Network::advance() {
   const core::Time now = sim_.now();
   const double dt = (now - last_update_).seconds();
@@ -172,43 +229,7 @@ void Network::advance() {
 void Network::reschedule() {
   ++version_;
   if (flows_.empty()) return;
-  // Max-min fair rates by progressive filling: repeatedly find the link whose residual capacity
-  // split among its unfrozen flows is smallest, give its flows that rate, and remove them.
-  std::fill(unfrozen_.begin(), unfrozen_.end(), 0);
-  for (size_t l = 0; l < residual_.size(); ++l) residual_[l] = topology_.link_bandwidth(static_cast<uint32_t>(l));
-  for (const Flow& f : flows_)
-    for (uint32_t l : f.path->links) ++unfrozen_[l];
-  frozen_.assign(flows_.size(), 0);
-  size_t left = flows_.size();
-  while (left > 0) {
-    double share = std::numeric_limits<double>::infinity();
-    uint32_t bottleneck = 0;
-    for (size_t l = 0; l < residual_.size(); ++l) {
-      if (unfrozen_[l] == 0) continue;
-      const double s = residual_[l] / static_cast<double>(unfrozen_[l]);
-      if (s < share) {
-        share = s;
-        bottleneck = static_cast<uint32_t>(l);
-      }
-    }
-    // Each pass freezes the flows of one link; a rate that is not a positive finite number (link
-    // bandwidths out of proportion) would freeze none and loop for ever.
-    if (!(share > 0) || !std::isfinite(share))
-      throw core::Error("internal: KV transfer rates did not converge (link share " + std::to_string(share) +
-                        " B/s); the [network] bandwidths are out of proportion");
-    for (size_t i = 0; i < flows_.size(); ++i) {
-      if (frozen_[i]) continue;
-      const auto& links = flows_[i].path->links;
-      if (std::find(links.begin(), links.end(), bottleneck) == links.end()) continue;
-      flows_[i].rate = share;
-      frozen_[i] = 1;
-      --left;
-      for (uint32_t l : links) {
-        residual_[l] -= share;
-        --unfrozen_[l];
-      }
-    }
-  }
+  fill_rates(flows_);
   double next = std::numeric_limits<double>::infinity();
   for (const Flow& f : flows_) next = std::min(next, f.remaining / f.rate);
   if (!(next < core::kMaxClockSeconds)) core::clock_overflow(next, "a KV transfer");
@@ -216,12 +237,131 @@ void Network::reschedule() {
   sim_.schedule_after(core::Duration::from_ns(ns), this, version_);
 }
 
+void Network::fill_rates(std::vector<Flow>& flows) {
+  // Max-min fair rates by progressive filling: repeatedly find the link whose residual capacity
+  // split among its unfrozen flows is smallest (ties: the lowest link index), give its flows that
+  // rate, and remove them. The same rates, computed with less work:
+  // - only the links the flows cross are visited;
+  // - a link that can never fill (its bandwidth exceeds what its flows could carry at their other
+  //   links' bandwidths, e.g. a non-blocking spine) is left out: it never binds, so leaving it out
+  //   changes no choice;
+  // - a flow alone on every link that can bind gets the smallest of their bandwidths at once;
+  // - the other links wait in a heap of (share, link) whose stale entries are skipped, so a fill
+  //   costs O(flows x path x log), not rounds x links.
+  // The choices and the order of the subtractions on the links that bind are those of a scan over
+  // all links, so the rates have the same bits.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  ++fill_stamp_;
+  used_links_.clear();
+  for (const Flow& f : flows)
+    for (uint32_t l : f.path->links) {
+      if (link_stamp_[l] != fill_stamp_) {
+        link_stamp_[l] = fill_stamp_;
+        residual_[l] = topology_.link_bandwidth(l);
+        unfrozen_[l] = 0;
+        demand_[l] = 0;
+        used_links_.push_back(l);
+      }
+      ++unfrozen_[l];
+    }
+  // Each flow could carry at most its path's smallest bandwidth other than this link's.
+  for (const Flow& f : flows) {
+    double m1 = kInf, m2 = kInf;
+    uint32_t at = 0;
+    for (uint32_t l : f.path->links) {
+      const double bw = topology_.link_bandwidth(l);
+      if (bw < m1) {
+        m2 = m1;
+        m1 = bw;
+        at = l;
+      } else if (bw < m2) {
+        m2 = bw;
+      }
+    }
+    for (uint32_t l : f.path->links) demand_[l] += l == at ? m2 : m1;
+  }
+  for (uint32_t l : used_links_) slack_[l] = topology_.link_bandwidth(l) > demand_[l];
+  frozen_.assign(flows.size(), 0);
+  size_t left = flows.size();
+  for (size_t i = 0; i < flows.size(); ++i) {
+    double rate = kInf;
+    bool alone = true;
+    for (uint32_t l : flows[i].path->links) {
+      if (slack_[l]) continue;
+      if (unfrozen_[l] != 1) {
+        alone = false;
+        break;
+      }
+      rate = std::min(rate, residual_[l]);
+    }
+    if (!alone) continue;
+    flows[i].rate = rate;
+    frozen_[i] = 1;
+    --left;
+    for (uint32_t l : flows[i].path->links)
+      if (!slack_[l]) {
+        residual_[l] -= rate;
+        --unfrozen_[l];
+      }
+  }
+  // The flows of each link that can bind, in flow order.
+  uint32_t offset = 0;
+  for (uint32_t l : used_links_) {
+    link_start_[l] = link_fill_[l] = offset;
+    if (!slack_[l]) offset += static_cast<uint32_t>(unfrozen_[l]);
+  }
+  link_flows_.resize(offset);
+  for (size_t i = 0; i < flows.size(); ++i)
+    if (!frozen_[i])
+      for (uint32_t l : flows[i].path->links)
+        if (!slack_[l]) link_flows_[link_fill_[l]++] = static_cast<uint32_t>(i);
+  heap_.clear();
+  for (uint32_t l : used_links_)
+    if (!slack_[l] && unfrozen_[l] > 0) heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), l);
+  const auto later = std::greater<std::pair<double, uint32_t>>();
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  while (left > 0) {
+    // A share that is not a positive finite number (link bandwidths out of proportion) would freeze
+    // no flow and loop for ever.
+    if (heap_.empty())
+      throw core::Error("internal: KV transfer rates did not converge; the [network] bandwidths are out of proportion");
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const auto [share, bottleneck] = heap_.back();
+    heap_.pop_back();
+    if (!(share > 0) || !std::isfinite(share))
+      throw core::Error("internal: KV transfer rates did not converge (link share " + std::to_string(share) +
+                        " B/s); the [network] bandwidths are out of proportion");
+    if (unfrozen_[bottleneck] == 0 || residual_[bottleneck] / static_cast<double>(unfrozen_[bottleneck]) != share)
+      continue;  // stale
+    const uint32_t first = link_start_[bottleneck], end = link_fill_[bottleneck];
+    for (uint32_t k = first; k < end; ++k) {
+      const uint32_t i = link_flows_[k];
+      if (frozen_[i]) continue;
+      flows[i].rate = share;
+      frozen_[i] = 1;
+      --left;
+      for (uint32_t l : flows[i].path->links)
+        if (!slack_[l]) {
+          residual_[l] -= share;
+          --unfrozen_[l];
+        }
+    }
+    // The shares of the links those flows crossed changed (the bottleneck's flows are all frozen now).
+    for (uint32_t k = first; k < end; ++k)
+      for (uint32_t l : flows[link_flows_[k]].path->links)
+        if (!slack_[l] && unfrozen_[l] > 0) {
+          heap_.emplace_back(residual_[l] / static_cast<double>(unfrozen_[l]), l);
+          std::push_heap(heap_.begin(), heap_.end(), later);
+        }
+  }
+}
+
 void Network::on_event(uint64_t payload) {
   if (payload & kCompletionBit) {
     const uint32_t t = static_cast<uint32_t>(payload & ~kCompletionBit);
     Transfer tr = transfers_[t];
     free_transfers_.push_back(t);
-    tr.listener->on_transfer_done(tr.tag);
+    if (tr.listener) tr.listener->on_transfer_done(tr.tag);
     return;
   }
   if (payload != version_) return;  // superseded by a later rate change

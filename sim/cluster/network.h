@@ -83,7 +83,16 @@ class Network final : public EventHandler {
   // `listener` with `tag` when the last flow has arrived.
   void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
                       TransferListener* listener);
+  // Expert parallelism's cross-node all-to-all of one step: moves `bytes_per_pair` along each
+  // (from GPU, to GPU) pair as flows that share links max-min fairly with every other flow (KV
+  // transfers, other replicas' exchanges), and returns the seconds until the last of them would have
+  // drained if no other flow started meanwhile: a what-if drain of all the active flows under the
+  // same sharing. The flows stay in the network until they drain (a later transfer still sees them);
+  // nobody is told when. Path latencies are not included (the cost model adds the collectives').
+  double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
   size_t active_flows() const { return flows_.size(); }
+  // The active flows' links and current rates, in flow order (for tests).
+  std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates() const;
   double bytes_delivered() const { return bytes_delivered_; }
 
   void on_event(uint64_t payload) override;
@@ -97,13 +106,16 @@ class Network final : public EventHandler {
   };
   struct Transfer {
     uint64_t tag;
-    TransferListener* listener;
+    TransferListener* listener;  // null for an exchange
     int64_t flows_left;
     double latency_s = 0;  // the longest path latency of its flows
     double bytes = 0;
   };
   void advance();
   void reschedule();
+  uint32_t new_transfer();
+  // Max-min fair rates of `flows` by progressive filling (sets Flow::rate).
+  void fill_rates(std::vector<Flow>& flows);
 
   Simulation& sim_;
   Topology topology_;
@@ -117,6 +129,14 @@ class Network final : public EventHandler {
   std::vector<double> residual_;
   std::vector<int64_t> unfrozen_;
   std::vector<char> frozen_;
+  std::vector<uint64_t> link_stamp_;  // the fill that last initialised each link
+  uint64_t fill_stamp_ = 0;
+  std::vector<uint32_t> used_links_;
+  std::vector<double> demand_;  // per link: what its flows could carry at their other links' bandwidths
+  std::vector<char> slack_;     // per link: it can never fill
+  std::vector<uint32_t> link_start_, link_fill_, link_flows_;  // per link: its flows' span in link_flows_
+  std::vector<std::pair<double, uint32_t>> heap_;
+  std::vector<Flow> what_if_;
 };
 
 }  // namespace servesim::sim

@@ -503,8 +503,12 @@ void Replica::try_start_iteration() {
   const hwmodels::StepCost cost = cost_.step(shape);
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
+  double gpu_s = cost.seconds;
+  if (cost.all_to_all.scaleout_bytes > 0 && listener_)
+    if (const double network_s = listener_->exchange_seconds(*this, cost.all_to_all.scaleout_bytes); network_s >= 0)
+      gpu_s = hwmodels::all_to_all_step_seconds(cost.all_to_all, network_s);
   const double iteration_s =
-      engine_ ? engine_->iteration_seconds(cost.seconds, shape, cost_.model().num_layers, after_idle) : cost.seconds;
+      engine_ ? engine_->iteration_seconds(gpu_s, shape, cost_.model().num_layers, after_idle) : gpu_s;
   const double seconds = iteration_s + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
   const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));

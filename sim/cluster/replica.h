@@ -145,6 +145,10 @@ class ReplicaListener {
   // A prefill replica's request has its first token; move its KV to a decode replica and call
   // Replica::finish_handoff when the transfer is over.
   virtual void on_prefill_done(Replica& replica, RequestId id) = 0;
+  // Expert parallelism: the replica's iteration moves `bytes` per GPU across nodes (its MoE
+  // all-to-alls). Returns how long that takes on the network now, sharing links with the other
+  // traffic; negative when there is no network (the cost model's uncontended time stands).
+  virtual double exchange_seconds(Replica& /*replica*/, double /*bytes*/) { return -1.0; }
 
  protected:
   ~ReplicaListener() = default;

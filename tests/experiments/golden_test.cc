@@ -64,6 +64,8 @@ std::vector<Example> examples() {
       // A hybrid model (linear-attention and full layers) against a dense one: capacity search.
       {"capacity_hybrid_vs_dense", {"capacity", "experiments/sweeps/hybrid_vs_dense.toml", "--jobs", "2", "--quiet"},
        false},
+      // Expert parallelism across nodes (prefill EP32, decode EP72), under the invariant checker.
+      {"deepseek_v3_wide_ep", {"run", "experiments/deepseek_v3_wide_ep.toml", "--check"}, false},
   };
 }
 

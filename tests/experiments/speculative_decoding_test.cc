@@ -154,5 +154,58 @@ TEST(SpeculativeDecodingRunTest, NgramTakesItsMatchesFromTheWorkload) {
   EXPECT_NEAR(r.summary.spec_mean_accepted_length / ((1 - std::pow(0.8, 5)) / 0.2), 1.0, 0.02);
 }
 
+// Expert parallelism (issue 15): n-gram drafting, which runs no model, verifies its drafts in an
+// expert-parallel replica (the verify tokens go to the attention ranks with their decodes) and keeps
+// the closed-form accepted length; a drafter there is refused at decoding.kind.
+std::string ep_config(const std::string& decoding) {
+  return R"(
+seed = 7
+[workload]
+kind = "poisson"
+rate = 50.0
+max_requests = 24
+repetition = 1.0
+[workload.prompt]
+kind = "uniform"
+min = 100
+max = 400
+[workload.output]
+kind = "fixed"
+value = 500
+[model]
+kind = "mixtral-8x7b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 1
+expert_parallel = 4
+[scheduler]
+kind = "chunked"
+[output]
+sample_interval_ms = 0
+[decoding]
+)" + decoding;
+}
+
+TEST(SpeculativeDecodingRunTest, NgramDraftsRunInAnExpertParallelReplicaAndDraftersAreRefused) {
+  const RunResult r = run(ep_config("kind = \"ngram\"\nk = 3\nacceptance = [0.7]\n"));
+  EXPECT_EQ(r.pools[0].expert_parallel, 4);
+  EXPECT_EQ(r.summary.requests_completed, 24u);
+  EXPECT_NEAR(r.summary.spec_mean_accepted_length / ((1 - std::pow(0.7, 4)) / 0.3), 1.0, 0.03)
+      << r.summary.spec_mean_accepted_length;
+  for (const char* kind : {"draft_head", "draft_model"}) {
+    SCOPED_TRACE(kind);
+    std::string text = std::string("kind = \"") + kind + "\"\nk = 3\nacceptance = [0.7]\n";
+    if (std::string(kind) == "draft_model") text += "[decoding.model]\nkind = \"mixtral-8x7b\"\nnum_layers = 1\n";
+    try {
+      run(ep_config(text));
+      ADD_FAILURE() << "no error";
+    } catch (const core::ConfigError& e) {
+      EXPECT_EQ(e.key(), "decoding.kind") << e.what();
+      EXPECT_NE(std::string(e.what()).find("expert-parallel replica"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace servesim::experiments

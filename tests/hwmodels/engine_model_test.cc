@@ -79,6 +79,29 @@ TEST(EngineModelTest, HostTimePerIteration) {
   EXPECT_NEAR(graphs.e2e_ms - graphs_base.e2e_ms, 32 * 0.020, kNs);
 }
 
+// Expert parallelism's attention ranks each run their own scheduler and graphs on their share.
+TEST(EngineModelTest, DataParallelRanksPadAndScheduleTheirOwnShare) {
+  EngineModel e;
+  e.graphs = CudaGraphMode::kFullDecode;
+  e.max_graph_tokens = 32;
+  e.decode_schedule_s = 1e-3;
+  e.schedule_s_per_seq = 10e-6;
+  BatchShape s;
+  s.decode_seqs = 62;
+  s.decode_context_tokens = 62 * 100;
+  BatchShape one = s;
+  e.prepare(one);
+  EXPECT_EQ(one.launch, LaunchMode::kEager);  // 62 tokens > the largest graph (32)
+  EXPECT_NEAR(e.host_seconds(one, 32), 1e-3 + 62 * 10e-6, 1e-15);
+  e.data_parallel = 4;
+  BatchShape ranks = s;
+  e.prepare(ranks);
+  // The busiest of 4 ranks decodes ceil(62 / 4) = 16 sequences: a captured size of its own.
+  EXPECT_EQ(ranks.launch, LaunchMode::kFullGraph);
+  EXPECT_EQ(ranks.graph_tokens, 16);
+  EXPECT_NEAR(e.host_seconds(ranks, 32), 1e-3 + 16 * 10e-6, 1e-15);
+}
+
 // Async scheduling: the host prepares the next iteration while the GPU runs this one, so an
 // iteration takes max(GPU, host) - except the first after an idle spell, which pays both.
 TEST(EngineModelTest, AsyncSchedulingOverlapsHostAndGpu) {

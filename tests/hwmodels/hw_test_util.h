@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hwmodels/cost_model.h"
+#include "hwmodels/expert_parallel.h"
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline_cost_model.h"
@@ -58,7 +59,7 @@ inline Hw build_hw(const std::string& text, int64_t tp = 1) {
   if (cm.has("calibration"))
     if (const std::optional<std::string> path = selected_calibration(cm, hw.gpu->name))
       profile = read_calibration_profile(*path);
-  hw.cost = cost_model_registry().make(cm, *hw.model, *hw.gpu, tp, profile ? &*profile : nullptr);
+  hw.cost = cost_model_registry().make(cm, *hw.model, *hw.gpu, tp, profile ? &*profile : nullptr, ExpertParallelism{});
   return hw;
 }
 

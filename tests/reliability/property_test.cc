@@ -40,7 +40,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Draw {
   std::string toml;
   std::string router, scheduler, workload, model, arrival, decoding = "none";
-  bool disaggregated = false, prefix_caching = false, swap = false, timeout = false;
+  bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -243,8 +243,30 @@ Draw draw_config(uint64_t seed) {
   if (d.prefix_caching) std::erase_if(sizes, [&](int64_t b) { return d.hash_block % b != 0; });
   const int64_t block_size = pick(rng, sizes);
   if (!d.disaggregated) t += "replicas = " + std::to_string(1 + rng.uniform_int(4)) + "\n";
-  t += "tensor_parallel = " + std::to_string(pick(rng, m.tp)) +
-       "\nblock_size = " + std::to_string(block_size) + "\n";
+  const int tp = pick(rng, m.tp);
+  t += "tensor_parallel = " + std::to_string(tp) + "\nblock_size = " + std::to_string(block_size) + "\n";
+  // Expert parallelism (issue 15) on a third of the MoE draws, from its own stream so that the other
+  // draws stay as they were: 2 or 4 attention ranks, nodes of 2-8 GPUs (at least a TP group; replicas
+  // often span nodes), the redundant experts that make the slots divide (plus a GPU's worth
+  // sometimes), random [moe] keys.
+  core::Rng ep_rng(seed, "property-ep");
+  const auto model = hwmodels::model_registry().make(
+      core::parse_config("[model]\nkind = \"" + m.kind + "\"\n" + m.extra, "m.toml",
+                         {core::ParamSpec::section("model", "models", "", "")})
+          .section("model"));
+  std::string moe;
+  if (model->is_moe() && ep_rng.uniform_int(3) == 0) {
+    d.expert_parallel = true;
+    const int64_t ep = tp * (ep_rng.uniform_int(2) ? 2 : 4);
+    const int64_t experts = model->num_experts;
+    const int64_t redundant = (experts + ep - 1) / ep * ep - experts + (ep_rng.uniform_int(3) == 0 ? ep : 0);
+    t += "expert_parallel = " + std::to_string(ep) + "\nredundant_experts = " + std::to_string(redundant) + "\n";
+    moe = "[moe]\nrouting_skew = " + num(pick(ep_rng, std::vector<double>{0, 0.3, 0.8})) + "\nkernels = \"" +
+          pick(ep_rng, std::vector<std::string>{"auto", "normal", "low_latency"}) + "\"\noverlap = \"" +
+          pick(ep_rng, std::vector<std::string>{"none", "two_batch"}) + "\"\nrouting_noise = " +
+          (ep_rng.uniform_int(2) ? "true" : "false") + "\n[network]\ngpus_per_node = " +
+          std::to_string(pick(ep_rng, std::vector<int>{std::max(2, tp), 4, 8})) + "\n";
+  }
   if (d.prefix_caching) t += "prefix_caching = true\n";
   if (d.swap) t += "preemption = \"swap\"\nswap_space_gib = " + num(std::round(rng.uniform() * 20) / 10) + "\n";
   if (d.disaggregated) {
@@ -252,6 +274,7 @@ Draw draw_config(uint64_t seed) {
     t += "[cluster.decode]\nreplicas = " + std::to_string(1 + rng.uniform_int(2)) + "\n";
     t += "[decode_router]\nkind = \"" + pick(rng, policies::router_registry().kind_names()) + "\"\n";
   }
+  t += moe;
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
@@ -261,7 +284,12 @@ Draw draw_config(uint64_t seed) {
   const int64_t k = 1 + static_cast<int64_t>(rng.uniform_int(5));
   const double acceptance = std::round(rng.uniform() * 100) / 100;
   const std::string common = "k = " + std::to_string(k) + "\nacceptance = [" + num(acceptance) + "]\n";
-  if (speculation == 1) {
+  if (d.expert_parallel && (speculation == 1 || speculation == 3)) {
+    // A drafter in an expert-parallel replica is refused (not modelled); n-gram drafting runs no
+    // model. Its match rate is the acceptance drawn above, so the draws stay as they were.
+    d.decoding = "ngram";
+    t += "[decoding]\nkind = \"ngram\"\nmatch_rate = " + num(acceptance) + "\n" + common;
+  } else if (speculation == 1) {
     d.decoding = "draft_head";
     t += "[decoding]\nkind = \"draft_head\"\n" + common;
   } else if (speculation == 2) {
@@ -284,9 +312,12 @@ Draw draw_config(uint64_t seed) {
 std::string kv_override(const core::Params& p, double kv_tokens) {
   auto model = hwmodels::model_registry().make(p.section("model"));
   auto gpu = hwmodels::gpu_registry().make(p.section("gpu"));
-  const int64_t tp = p.section("cluster").get_int("tensor_parallel");
-  const double budget = gpu->memory_bytes * p.section("cluster").get_float("gpu_memory_utilization");
-  double weights = hwmodels::weight_bytes_per_gpu(*model, tp);
+  const core::Params& cluster = p.section("cluster");
+  const int64_t tp = cluster.get_int("tensor_parallel");
+  const int64_t ep = cluster.has("expert_parallel") ? cluster.get_int("expert_parallel") : 1;
+  const int64_t redundant = cluster.has("redundant_experts") ? cluster.get_int("redundant_experts") : 0;
+  const double budget = gpu->memory_bytes * cluster.get_float("gpu_memory_utilization");
+  double weights = hwmodels::weight_bytes_per_gpu(*model, tp, ep, redundant);
   double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(*model, tp);
   if (p.has("decoding")) {  // a drafter's weights and KV take their share too
     policies::DecodingContext ctx;
@@ -366,6 +397,7 @@ struct Tally {
   uint64_t runs = 0, config_errors = 0, completed = 0, rejected_context = 0, rejected_kv = 0, preemptions = 0;
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
+  uint64_t expert_parallel = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -424,6 +456,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.disaggregated += d.disaggregated;
       tally.prefix_caching += d.prefix_caching;
       tally.swap += d.swap;
+      tally.expert_parallel += d.expert_parallel;
       tally.prefix_hit_tokens += static_cast<uint64_t>(s.prefix_hit_tokens);
       tally.kv_transfers += s.kv_transfers;
       tally.timed_out += s.requests_timed_out;
@@ -455,6 +488,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.disaggregated, kSeeds / 8);
   EXPECT_GT(tally.prefix_caching, kSeeds / 20);
   EXPECT_GT(tally.swap, kSeeds / 6);
+  EXPECT_GT(tally.expert_parallel, kSeeds / 20);
   EXPECT_GT(tally.prefix_hit_tokens, 0u);
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.rejected_context, 10u);
@@ -480,7 +514,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.completed << " requests completed, " << tally.rejected_context << " rejected (context), "
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "
             << tally.disaggregated << " disaggregated, " << tally.prefix_caching << " with prefix caching ("
-            << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.kv_transfers
+            << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
+            << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
             << " runs with a client time-out; decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;

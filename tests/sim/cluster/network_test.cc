@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
+#include "sim/core/rng.h"
+
 namespace servesim::sim {
 namespace {
 
@@ -93,6 +98,136 @@ TEST(NetworkTest, MaxMinFairnessGivesUnusedShareToOthers) {
   ASSERT_EQ(done.at.size(), 2u);
   EXPECT_EQ(done.at[0].second, 10000000 + 2000);  // 4 GB / 400 GB/s
   EXPECT_EQ(done.at[1].second, 40000000 + 6000);
+}
+
+// Two nodes of two GPUs, each GPU with its own NIC at 25 GB/s (PCIe 50 GB/s): the expert-parallel
+// case of tests/hwmodels/roofline_cost_model_ep_test.cc.
+TopologyConfig two_nodes_nic_per_gpu() {
+  TopologyConfig c = two_nodes();
+  c.nics_per_node = 2;
+  return c;
+}
+
+// Each GPU sends to the GPU of the same local rank on the other node: every NIC link carries one flow.
+const std::vector<std::pair<int64_t, int64_t>> kExchange = {{0, 2}, {1, 3}, {2, 0}, {3, 1}};
+
+TEST(NetworkTest, ExchangeOfATwoNodeAllToAllByHand) {
+  Simulation sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  // The cost model's hand case: 99,328 bytes per GPU across nodes at 25 GB/s = 3.97312 us.
+  EXPECT_DOUBLE_EQ(net.start_exchange(kExchange, 99328.0), 99328.0 / 25e9);
+  EXPECT_EQ(net.active_flows(), 4u);
+  sim.run();  // the flows drain; nobody is waiting for them
+  EXPECT_EQ(net.active_flows(), 0u);
+  EXPECT_DOUBLE_EQ(net.bytes_delivered(), 4 * 99328.0);
+  // Pairs inside a node move over NVLink; a GPU to itself moves nothing.
+  EXPECT_EQ(net.start_exchange({{0, 1}, {1, 0}}, 1e6), 1e6 / 400e9);
+  EXPECT_EQ(net.start_exchange({{0, 0}}, 1e6), 0.0);
+}
+
+TEST(NetworkTest, AKvTransferSharingTheLinkHalvesTheExchangeBandwidth) {
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  // A 1 GB KV transfer from GPU 0 to GPU 2 holds GPU 0's NIC uplink and GPU 2's downlink; the
+  // exchange's flow 0 -> 2 shares both with it at 12.5 GB/s, so the exchange (which ends with its
+  // slowest flow) takes twice as long: 2 x 1 MB / 25 GB/s = 80 us.
+  net.start_transfer(7, {{0, 2}}, 1e9, &done);
+  const double bytes = 1e6;
+  EXPECT_DOUBLE_EQ(net.start_exchange(kExchange, bytes), 2.0 * bytes / 25e9);
+  sim.run();
+  // The KV transfer ran at 12.5 GB/s while the exchange shared its link (1 MB moved in those 80 us),
+  // then at 25 GB/s: (1 GB + 1 MB) / 25 GB/s, plus the 6 us path latency.
+  ASSERT_EQ(done.at.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(done.at[0].second), (1e9 + bytes) / 25e9 * 1e9 + 6000, 2.0);
+  // Without the transfer the exchange gets the whole link.
+  Simulation quiet;
+  Network alone(quiet, Topology(two_nodes_nic_per_gpu()));
+  EXPECT_DOUBLE_EQ(alone.start_exchange(kExchange, bytes), bytes / 25e9);
+}
+
+TEST(NetworkTest, ExchangePredictionFollowsFlowsThatFinishFirst) {
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  // A small transfer (0.5 MB) shares the 0 -> 2 link with the exchange's 1 MB flow: both at
+  // 12.5 GB/s until it drains (40 us, 0.5 MB of the exchange moved), then the exchange's last
+  // 0.5 MB alone at 25 GB/s (20 us): 60 us.
+  net.start_transfer(7, {{0, 2}}, 0.5e6, &done);
+  EXPECT_NEAR(net.start_exchange(kExchange, 1e6), 60e-6, 1e-15);
+  sim.run();
+}
+
+// The textbook progressive filling, one scan over every link per round: the oracle the network's
+// faster fill (heap, links that cannot fill left out, flows alone on their links) must match bit
+// for bit.
+std::vector<double> reference_rates(const Topology& t, const std::vector<std::vector<uint32_t>>& paths) {
+  std::vector<double> residual(t.num_links());
+  std::vector<int64_t> unfrozen(t.num_links(), 0);
+  for (size_t l = 0; l < residual.size(); ++l) residual[l] = t.link_bandwidth(static_cast<uint32_t>(l));
+  for (const auto& p : paths)
+    for (uint32_t l : p) ++unfrozen[l];
+  std::vector<double> rate(paths.size(), -1);
+  size_t left = paths.size();
+  while (left > 0) {
+    double share = std::numeric_limits<double>::infinity();
+    uint32_t bottleneck = 0;
+    for (size_t l = 0; l < residual.size(); ++l)
+      if (unfrozen[l] > 0 && residual[l] / static_cast<double>(unfrozen[l]) < share) {
+        share = residual[l] / static_cast<double>(unfrozen[l]);
+        bottleneck = static_cast<uint32_t>(l);
+      }
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (rate[i] >= 0 || std::find(paths[i].begin(), paths[i].end(), bottleneck) == paths[i].end()) continue;
+      rate[i] = share;
+      --left;
+      for (uint32_t l : paths[i]) {
+        residual[l] -= share;
+        --unfrozen[l];
+      }
+    }
+  }
+  return rate;
+}
+
+TEST(NetworkTest, FastRatesEqualTheTextbookFillingBitForBit) {
+  core::Rng rng(7, "network_oracle");
+  for (int trial = 0; trial < 200; ++trial) {
+    TopologyConfig c;
+    c.num_gpus = 8 + static_cast<int64_t>(rng.uniform_int(40));
+    c.gpus_per_node = 1 + static_cast<int64_t>(rng.uniform_int(8));
+    c.nics_per_node = 1 + static_cast<int64_t>(rng.uniform_int(8));
+    c.nodes_per_switch = 1 + static_cast<int64_t>(rng.uniform_int(4));
+    const double speeds[] = {25e9, 50e9, 100e9, 400e9};
+    c.nvlink_bytes_per_s = speeds[rng.uniform_int(4)];
+    c.pcie_bytes_per_s = speeds[rng.uniform_int(3)];
+    c.nic_bytes_per_s = speeds[rng.uniform_int(3)];
+    c.spine_bytes_per_s = rng.uniform() < 0.5 ? 0.0 : speeds[rng.uniform_int(4)];  // blocking or not
+    Simulation sim;
+    Network net(sim, Topology(c));
+    Done done;
+    done.sim = &sim;
+    const int transfers = 1 + static_cast<int>(rng.uniform_int(12));
+    for (int k = 0; k < transfers; ++k) {
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      const int n = 1 + static_cast<int>(rng.uniform_int(6));
+      for (int p = 0; p < n; ++p)
+        pairs.emplace_back(static_cast<int64_t>(rng.uniform_int(static_cast<uint64_t>(c.num_gpus))),
+                           static_cast<int64_t>(rng.uniform_int(static_cast<uint64_t>(c.num_gpus))));
+      if (rng.uniform() < 0.3)
+        net.start_exchange(pairs, 1e6 * (1 + rng.uniform_int(100)));
+      else
+        net.start_transfer(static_cast<uint64_t>(k), pairs, 1e7 * (1 + rng.uniform_int(100)), &done);
+    }
+    const auto flows = net.flow_rates();
+    std::vector<std::vector<uint32_t>> paths;
+    for (const auto& f : flows) paths.push_back(f.first);
+    const std::vector<double> expected = reference_rates(net.topology(), paths);
+    for (size_t i = 0; i < flows.size(); ++i) ASSERT_EQ(flows[i].second, expected[i]) << "trial " << trial << " flow " << i;
+    sim.run();
+  }
 }
 
 }  // namespace
