@@ -16,6 +16,8 @@
 #include "hwmodels/gpu_spec.h"
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
+#include "hwmodels/speculative_cost_model.h"
+#include "policies/decoding/decoding_method.h"
 #include "policies/router/router.h"
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/cluster/cluster.h"
@@ -195,6 +197,10 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::section("decode_router", "routers", "least_outstanding",
                          "disaggregated only: picks the decode replica for each prefilled request"),
       ParamSpec::section("scheduler", "schedulers", "continuous", "per-replica batch scheduler"),
+      ParamSpec::section("decoding", "decoding", "none",
+                         "speculative decoding: who drafts (a draft model, an EAGLE-style head, the model's MTP "
+                         "modules, n-gram lookup), how many tokens per step and how many the target accepts")
+          .optional(),
       ParamSpec::table(
           "slo",
           {
@@ -305,40 +311,51 @@ constexpr double kMaxKvTokens = 1e15;
 
 std::string gib(double bytes) { return core::format_double(std::round(bytes / kGiB * 100) / 100) + " GiB"; }
 
-// The cache's layer groups on one GPU of a TP group, as the replica's KV cache counts them.
-sim::KvLayout kv_layout(const hwmodels::ModelSpec& model, int64_t tp) {
+// The cache's layer groups on one GPU of a TP group, as the replica's KV cache counts them. A
+// speculative drafter's KV (full attention layers) sits beside the target's in every block (one page
+// table for both, as engines allocate them).
+sim::KvLayout kv_layout(const hwmodels::ModelSpec& model, int64_t tp, const policies::DecodingMethod* decoding) {
   const hwmodels::KvGroups g = hwmodels::kv_groups_per_gpu(model, tp);
   sim::KvLayout l;
   l.full_bytes_per_token = g.full_bytes_per_token;
   l.window_bytes_per_token = g.window_bytes_per_token;
   l.window = g.window;
   l.state_bytes = g.state_bytes;
+  if (decoding && decoding->drafter())
+    l.full_bytes_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), tp);
   return l;
 }
 
-// KV blocks per replica, from what GPU memory leaves after weights and the activation reserve: one
-// GPU's worth per attention rank (each expert-parallel rank keeps its own requests' KV). A hybrid
-// model's block is block_size tokens of its per-token layers (full and window).
+// KV blocks per replica, from what GPU memory leaves after weights (a drafter's too) and the
+// activation reserve: one GPU's worth per attention rank (each expert-parallel rank keeps its own
+// requests' KV). A hybrid model's block is block_size tokens of its per-token layers (full and window).
 int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const core::Params& gpu_cfg,
                   const hwmodels::ModelSpec& model, const hwmodels::GpuSpec& gpu, int64_t tp,
-                  const hwmodels::ExpertParallelism& ep) {
+                  const hwmodels::ExpertParallelism& ep, const policies::DecodingMethod* decoding) {
   const int64_t block_size = cluster.get_int("block_size");
   const double util = cluster.get_float("gpu_memory_utilization");
   const double reserve = cluster.get_float("activation_reserve_gib") * kGiB;
   const double budget = gpu.memory_bytes * util - reserve;
-  const double weights = hwmodels::weight_bytes_per_gpu(model, tp, ep.degree, ep.redundant_experts);
-  const double kv_per_block = kv_layout(model, tp).hybrid()
-                                  ? kv_layout(model, tp).block_bytes(block_size)
-                                  : hwmodels::kv_bytes_per_token_per_gpu(model, tp) * static_cast<double>(block_size);
-  const double left =
-      hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve, ep.degree, ep.redundant_experts);
-  const std::string layout = ep.enabled() ? "expert_parallel = " + std::to_string(ep.degree) +
-                                                " (attention tensor_parallel = " + std::to_string(tp) + ")"
-                                          : "tensor_parallel = " + std::to_string(tp);
+  double weights = hwmodels::weight_bytes_per_gpu(model, tp, ep.degree, ep.redundant_experts);
+  double left = hwmodels::kv_budget_bytes_per_gpu(gpu, model, tp, util, reserve, ep.degree, ep.redundant_experts);
+  double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(model, tp);
+  if (decoding && decoding->drafter()) {
+    const double draft_weights = policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), tp);
+    weights += draft_weights;
+    left -= draft_weights;
+    kv_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), tp);
+  }
+  const sim::KvLayout layout = kv_layout(model, tp, decoding);
+  const double kv_per_block =
+      layout.hybrid() ? layout.block_bytes(block_size) : kv_per_token * static_cast<double>(block_size);
+  const std::string parallel = ep.enabled() ? "expert_parallel = " + std::to_string(ep.degree) +
+                                                  " (attention tensor_parallel = " + std::to_string(tp) + ")"
+                                            : "tensor_parallel = " + std::to_string(tp);
   if (left < kv_per_block)
     pool.fail(ep.enabled() ? "expert_parallel" : "tensor_parallel",
-                 "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at " + layout +
-                     ": its weights need " + gib(weights) + " per GPU, and " +
+                 "model '" + model.name + "' does not fit GPU '" + gpu.name + "' at " + parallel +
+                     ": its weights" + (decoding && decoding->drafter() ? " and its drafter's" : "") +
+                     " need " + gib(weights) + " per GPU, and " +
                      gib(gpu.memory_bytes) + " x gpu_memory_utilization " + core::format_double(util) +
                      " - activation_reserve_gib " + core::format_double(reserve / kGiB) + " leaves " +
                      gib(budget) + ", not enough for the weights and one KV block; raise " +
@@ -352,8 +369,7 @@ int64_t kv_blocks(const core::Params& cluster, const core::Params& pool, const c
     gpu_cfg.fail("memory_gib",
               "the KV cache would hold " + core::format_double(blocks) + " blocks of " + std::to_string(block_size) +
                   " tokens per replica (gpu.memory_gib = " + core::format_double(gpu.memory_bytes / kGiB) +
-                  ", model KV bytes per token per GPU = " +
-                  core::format_double(hwmodels::kv_bytes_per_token_per_gpu(model, tp)) + "), more than the " +
+                  ", model KV bytes per token per GPU = " + core::format_double(kv_per_token) + "), more than the " +
                   core::format_double(kMaxKvBlocks) + " blocks and " + core::format_double(kMaxKvTokens) +
                   " tokens servesim counts; check gpu.memory_gib, the model's kv_bytes and cluster.block_size");
   return static_cast<int64_t>(blocks);
@@ -518,7 +534,7 @@ hwmodels::ExpertParallelism expert_parallelism(const core::Params& pool_cfg, con
 
 Pool build_pool(const std::string& name, const core::Params& pool_cfg, const core::Params& config,
                 const core::Params& cluster_cfg, const hwmodels::ModelSpec& model, int64_t replicas, int64_t tp,
-                const std::vector<double>& shares) {
+                const std::vector<double>& shares, const policies::DecodingMethod* decoding) {
   Pool p;
   p.name = name;
   p.cfg = &pool_cfg;
@@ -531,7 +547,19 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   p.ep = expert_parallelism(pool_cfg, cluster_cfg, config, model, *p.gpu, tp, shares);
   p.ranks = hwmodels::attention_ranks(p.ep.degree, tp);
   if (p.ep.enabled()) p.expert_imbalance = hwmodels::place_experts(model, p.ep).imbalance;
-  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, gpu_cfg, model, *p.gpu, tp, p.ep);
+  const hwmodels::ModelSpec* drafter = decoding && decoding->drafter() ? &decoding->drafter()->spec : nullptr;
+  if (drafter) {
+    const core::Params& dec = config.section("decoding");
+    if (std::string why = hwmodels::tp_problem(*drafter, tp); !why.empty())
+      dec.fail(dec.kind() == "draft_model" ? "model" : "kind", "the drafter at the target's tensor parallelism: " + why);
+    // The drafter's passes would run on every attention rank of an expert-parallel replica; that
+    // split is not modelled (n-gram drafting, which runs no model, is).
+    if (p.ep.enabled())
+      dec.fail("kind", "a drafter (" + dec.kind() + ") in an expert-parallel replica (" + name +
+                           ".expert_parallel = " + std::to_string(p.ep.degree) +
+                           ") is not modelled; use kind = \"ngram\" or no expert parallelism");
+  }
+  p.kv_blocks = kv_blocks(cluster_cfg, pool_cfg, gpu_cfg, model, *p.gpu, tp, p.ep, decoding);
   const core::Params& cost_cfg = config.section("cost_model");
   std::optional<hwmodels::CalibrationProfile> profile;
   if (const std::optional<std::string> path = hwmodels::selected_calibration(cost_cfg, p.gpu->name)) {
@@ -542,6 +570,12 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   const hwmodels::CalibrationProfile* selected = profile ? &*profile : nullptr;
   p.cost = hwmodels::cost_model_registry().make(cost_cfg, model, *p.gpu, tp, selected, p.ep);
   p.engine = hwmodels::engine_registry().make(config.section("engine"), selected);
+  // The drafter's passes are costed like the target's steps: the same cost model kind and profile,
+  // applied to the drafter's architecture.
+  if (drafter)
+    p.cost = std::make_unique<hwmodels::SpeculativeCostModel>(
+        std::move(p.cost), hwmodels::cost_model_registry().make(cost_cfg, *drafter, *p.gpu, tp, selected, hwmodels::ExpertParallelism{}),
+        p.engine.get());
   check_iteration_times(config, pool_cfg, *p.cost, model.max_context);
   p.engine->data_parallel = p.ranks;
   p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");
@@ -574,6 +608,14 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   // ---- Build everything first: every configuration error surfaces before anything is written.
   std::unique_ptr<hwmodels::ModelSpec> model = hwmodels::model_registry().make(config.section("model"));
+  std::unique_ptr<policies::DecodingMethod> decoding;
+  if (config.has("decoding")) {
+    policies::DecodingContext ctx;
+    ctx.target = model.get();
+    if (const core::Params& wl = config.section("workload"); wl.has("repetition"))
+      ctx.workload_repetition = wl.get_float("repetition");
+    decoding = policies::decoding_registry().make(config.section("decoding"), ctx);
+  }
   const core::Params& cluster_cfg = config.section("cluster");
   const core::Params& net_cfg = config.section("network");
   const bool disaggregated = cluster_cfg.has("prefill") || cluster_cfg.has("decode");
@@ -593,11 +635,11 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       const core::Params& pc = cluster_cfg.section(role);
       const int64_t tp = pc.has("tensor_parallel") ? pc.get_int("tensor_parallel") : cluster_cfg.get_int("tensor_parallel");
       pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"),
-                                 tp, shares));
+                                 tp, shares, decoding.get()));
     }
   } else {
     pools.push_back(build_pool("cluster", cluster_cfg, config, cluster_cfg, *model, cluster_cfg.get_int("replicas"),
-                               cluster_cfg.get_int("tensor_parallel"), shares));
+                               cluster_cfg.get_int("tensor_parallel"), shares, decoding.get()));
   }
   int64_t replicas = 0;
   for (const auto& p : pools) replicas += p.replicas;
@@ -763,8 +805,12 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.swap_capacity_bytes = cluster_cfg.get_float("swap_space_gib") * kGiB;
     rc.host_link_bytes_per_s = host_link;
     rc.kv_bytes_per_token_per_gpu = hwmodels::kv_bytes_per_token_per_gpu(*model, p.tp);
-    rc.kv_layout = kv_layout(*model, p.tp);
+    if (decoding && decoding->drafter())  // its KV moves and swaps with the target's
+      rc.kv_bytes_per_token_per_gpu += policies::drafter_kv_bytes_per_token_per_gpu(*decoding->drafter(), p.tp);
+    rc.kv_layout = kv_layout(*model, p.tp, decoding.get());
     rc.engine = p.engine.get();
+    rc.speculator = decoding.get();
+    rc.seed = seed;
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
@@ -794,6 +840,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   result.workload_kind = config.section("workload").kind();
   result.model_kind = config.section("model").kind();
   result.router_kind = config.section("router").kind();
+  result.decoding_kind = decoding ? decoding->name() : "none";
   for (const auto& p : pools) {
     RunResult::PoolInfo info;
     info.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");

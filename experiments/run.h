@@ -18,7 +18,7 @@ namespace servesim::experiments {
 
 // The schema of a run configuration: seed, [workload], [model], [gpu], [cost_model], [cluster]
 // (with optional [cluster.prefill] and [cluster.decode] pools), [network], [router],
-// [decode_router], [scheduler], [slo], [output].
+// [decode_router], [scheduler], [decoding], [slo], [output].
 const std::vector<core::ParamSpec>& run_schema();
 
 // Loads and validates CONFIG.toml with "--set section.key=value" overrides.
@@ -47,6 +47,7 @@ struct RunResult {
   metrics::RunInfo info;
   // Echoes for the report.
   std::string workload_kind, model_kind, gpu_kind, router_kind, scheduler_kind;
+  std::string decoding_kind = "none";  // speculative decoding method
   int64_t replicas = 0, tensor_parallel = 0, kv_blocks_per_replica = 0, block_size = 0;
   double usd_per_gpu_hour = 0;
   metrics::Slo slo;

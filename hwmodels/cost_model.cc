@@ -32,6 +32,11 @@ BatchShape busiest_rank(const BatchShape& s, int64_t ranks) {
   r.decode_context_tokens = scaled(s.decode_context_tokens, r.decode_seqs, s.decode_seqs);
   r.decode_window_context_tokens = scaled(s.decode_window_context_tokens, r.decode_seqs, s.decode_seqs);
   r.decode_sparse_context_tokens = scaled(s.decode_sparse_context_tokens, r.decode_seqs, s.decode_seqs);
+  // Speculative decoding: the drafts verified with those decodes.
+  r.decode_extra_tokens = scaled(s.decode_extra_tokens, r.decode_seqs, s.decode_seqs);
+  r.decode_extra_pairs = scaled(s.decode_extra_pairs, r.decode_seqs, s.decode_seqs);
+  r.decode_extra_window_pairs = scaled(s.decode_extra_window_pairs, r.decode_seqs, s.decode_seqs);
+  r.decode_extra_sparse_pairs = scaled(s.decode_extra_sparse_pairs, r.decode_seqs, s.decode_seqs);
   return r;
 }
 

@@ -39,7 +39,26 @@ struct BatchShape {
   int64_t decode_window_context_tokens = 0;   // sum over decodes of min(context, W)
   int64_t decode_sparse_context_tokens = 0;   // sum over decodes of min(context, K)
 
-  int64_t tokens() const { return prefill_tokens + decode_seqs; }
+  // Speculative decoding (policies/decoding/, docs/models.md). A decode that verifies e draft tokens
+  // processes 1 + e tokens: each extra one is a row of every linear layer and one more query of the
+  // decode attention kernel, which reads the sequence's cached KV once for all of its queries.
+  int64_t decode_extra_tokens = 0;      // sum over decodes of e
+  int64_t decode_extra_pairs = 0;       // the query-key pairs they add: sum of e c + e (e + 1) / 2, c the decode's context
+  int64_t decode_extra_window_pairs = 0;  // the same under the window cap (capped_pairs(c, e, W))
+  int64_t decode_extra_sparse_pairs = 0;  // and under the top-k cap
+  bool decode_extra_logits = true;      // they need logits (verification); a drafter catching up needs the last only
+  // The drafter's passes in this iteration, after verification (a draft model, head or MTP module,
+  // whose weights are not the target's: the target's cost model ignores these fields and
+  // SpeculativeCostModel adds them). Pass 1 runs the drafter over what the target processed (its
+  // prefill chunks, and each decode's accepted tokens); passes 2..draft_passes are decodes of one
+  // token for each of draft_seqs sequences.
+  int64_t draft_passes = 0;             // 0: no drafter runs
+  int64_t draft_seqs = 0;               // sequences proposed for
+  int64_t draft_context_tokens = 0;     // sum over them of the keys pass 2 attends
+  int64_t draft_catchup_tokens = 0;     // pass 1: tokens beyond one per decode (accepted drafts)
+  int64_t draft_catchup_pairs = 0;      // pass 1: the query-key pairs they add
+
+  int64_t tokens() const { return prefill_tokens + decode_seqs + decode_extra_tokens; }
   bool empty() const { return prefill_tokens == 0 && decode_seqs == 0; }
 };
 

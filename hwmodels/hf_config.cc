@@ -414,6 +414,9 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
     m.weight_bytes = dtype_bytes(*dtype);
   }
 
+  // Multi-token-prediction modules (DeepSeek-V3, and models that copy its config key).
+  m.mtp_layers = r.integer(config, "num_nextn_predict_layers", false, 0, kMaxModelCount).value_or(0);
+
   if (const std::string problem = model_problem(m); !problem.empty()) {
     static const std::pair<const char*, const char*> hf_names[] = {
         {"num_kv_heads", "num_key_value_heads"}, {"experts_per_token", "num_experts_per_tok"},

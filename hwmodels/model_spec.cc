@@ -378,6 +378,7 @@ ModelSpec deepseek_v3() {
   m.q_lora_rank = 1536;
   m.qk_rope_head_dim = 64;
   m.v_head_dim = 128;
+  m.mtp_layers = 1;  // num_nextn_predict_layers
   return m;
 }
 

@@ -100,6 +100,14 @@ struct ModelSpec {
   int64_t index_topk = 0;
   int64_t index_n_heads = 0;
   int64_t index_head_dim = 0;
+  // Speculative decoding (policies/decoding/). Multi-token-prediction modules the checkpoint
+  // carries beside the model (config.json's num_nextn_predict_layers): engines load them only when
+  // they speculate with them, so they are not in the parameter counts above.
+  int64_t mtp_layers = 0;
+  // This spec describes a draft head (an EAGLE head, an MTP module): before its blocks it fuses
+  // [token embedding; the target's hidden state] through a 2h x h projection (cost model op
+  // "draft_fc"). Set on drafter specs only, never from a config.
+  bool draft_head = false;
 
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }

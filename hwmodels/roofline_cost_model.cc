@@ -254,6 +254,9 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   // The attention projections run on the softmax-attention layers (all of them but linear ones).
   const int64_t attn_layers = m.attention_layers();
   const double norm_bytes_per_row = 2.0 * h * a;  // read x, write normalised x
+  // A draft head (EAGLE's fc, an MTP module's eh_proj) first fuses [token embedding; the target's
+  // hidden state] into the residual stream: a 2h x h projection, unquantised and whole on every GPU.
+  if (m.draft_head) pre_attention_ops_.push_back(gemm("draft_fc", 1, 2.0 * h, h, 2.0 * 2.0 * h * h, true));
   pre_attention_ops_.push_back(elementwise("input_layernorm", "rms_norm", layers, h * a, norm_bytes_per_row));
   double rope_bytes_per_row = 0;
   if (m.is_mla()) {
@@ -674,10 +677,11 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
         mixer("linear_attention_prefill", linear_layers_, linear_attention_term(full_graph, true, seqs, c));
     }
     if (b.decode_seqs > 0) {
+      // Linear-attention layers advance each sequence's state once per token, drafts included.
       if (linear_layers_ > 0)
         mixer("linear_attention_decode", linear_layers_,
               linear_attention_term(full_graph, false, static_cast<double>(b.decode_seqs),
-                                    static_cast<double>(b.decode_seqs)));
+                                    static_cast<double>(b.decode_seqs + b.decode_extra_tokens)));
       decode_context_terms(full_graph, b, [&](std::string_view name, double layers, const Term& term) {
         emit(name, layers, term, name == "indexer_decode" ? indexer_peak_ : attn_peak_);
       });
@@ -757,9 +761,11 @@ StepCost RooflineCostModel::evaluate(const BatchShape& s, Sink&& sink) const {
   }
   for (const LinearOp& op : tail_ops_) linear_op(op);
   linear(final_norm_, time_rows, rows);
-  if (const int64_t logits = s.prefill_logits + s.decode_seqs; logits > 0) {
+  if (const int64_t logits = s.prefill_logits + s.decode_seqs + (s.decode_extra_logits ? s.decode_extra_tokens : 0);
+      logits > 0) {
     const double l = static_cast<double>(logits);
-    linear(lm_head_, graph ? time_rows : static_cast<double>(r.prefill_logits + r.decode_seqs), l);
+    const int64_t rank_logits = r.prefill_logits + r.decode_seqs + (r.decode_extra_logits ? r.decode_extra_tokens : 0);
+    linear(lm_head_, graph ? time_rows : static_cast<double>(rank_logits), l);
   }
   if (allreduces_ > 0) {
     const double n = static_cast<double>(allreduces_);
@@ -819,14 +825,22 @@ RooflineCostModel::Term RooflineCostModel::attention_term(bool graph, double lay
 }
 
 RooflineCostModel::Term RooflineCostModel::decode_attention_term(bool graph, double layers, int64_t decode_seqs,
-                                                                 int64_t decode_context_tokens) const {
+                                                                 int64_t decode_context_tokens, int64_t extra_tokens,
+                                                                 int64_t extra_pairs) const {
   const double ctx = static_cast<double>(decode_context_tokens);
   const double seqs = static_cast<double>(decode_seqs);
   const double rate = attention_decode_table_.empty()
                            ? hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, ctx / seqs)
                            : hbm_ * attention_decode_table_(seqs, std::max(1.0, ctx / seqs));
-  return attention_term(graph, layers, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
-                        kv_bytes_per_token_, attn_compute_rate_, rate);
+  if (extra_tokens == 0)
+    return attention_term(graph, layers, ctx, seqs, ctx, decode_flops_per_pair_, decode_group_flops_per_pair_,
+                          kv_bytes_per_token_, attn_compute_rate_, rate);
+  // Verification: every query of a sequence attends to its cache, which the kernel streams once
+  // (the draft tokens' keys included); more FLOPs, nearly the same bytes.
+  const double extra = static_cast<double>(extra_tokens);
+  return attention_term(graph, layers, ctx + static_cast<double>(extra_pairs), seqs + extra, ctx + extra,
+                        decode_flops_per_pair_, decode_group_flops_per_pair_, kv_bytes_per_token_,
+                        attn_compute_rate_, rate);
 }
 
 bool RooflineCostModel::is_decode_context_term(std::string_view name) {
@@ -836,22 +850,29 @@ bool RooflineCostModel::is_decode_context_term(std::string_view name) {
 
 template <class Emit>
 void RooflineCostModel::decode_context_terms(bool graph, const BatchShape& s, Emit&& emit) const {
+  // Speculative decoding's draft tokens are more queries of each sequence (their pairs under each
+  // layer type's cap in BatchShape::decode_extra_*); a sequence's cache is still read once.
   if (full_layers_ > 0)
-    emit("attention_decode", full_layers_, decode_attention_term(graph, full_layers_, s.decode_seqs, s.decode_context_tokens));
+    emit("attention_decode", full_layers_,
+         decode_attention_term(graph, full_layers_, s.decode_seqs, s.decode_context_tokens, s.decode_extra_tokens,
+                               s.decode_extra_pairs));
   // Window and sparse layers read each sequence's capped context the same way.
   if (window_layers_ > 0)
     emit("attention_decode_window", window_layers_,
-         decode_attention_term(graph, window_layers_, s.decode_seqs, s.decode_window_context_tokens));
+         decode_attention_term(graph, window_layers_, s.decode_seqs, s.decode_window_context_tokens,
+                               s.decode_extra_tokens, s.decode_extra_window_pairs));
   if (sparse_layers_ > 0) {
     const double seqs = static_cast<double>(s.decode_seqs);
     const double ctx = static_cast<double>(s.decode_sparse_context_tokens);
+    const double extra = static_cast<double>(s.decode_extra_tokens);
     const double rate = hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, ctx / seqs);
     emit("attention_decode_sparse", sparse_layers_,
-         attention_term(graph, sparse_layers_, ctx, seqs, ctx, sparse_flops_per_pair_, sparse_group_flops_per_pair_,
-                        kv_bytes_per_token_, attn_compute_rate_, rate));
+         attention_term(graph, sparse_layers_, ctx + static_cast<double>(s.decode_extra_sparse_pairs), seqs + extra,
+                        ctx + extra, sparse_flops_per_pair_, sparse_group_flops_per_pair_, kv_bytes_per_token_,
+                        attn_compute_rate_, rate));
     const double full_ctx = static_cast<double>(s.decode_context_tokens);
     emit("indexer_decode", sparse_layers_,
-         indexer_term(graph, full_ctx, seqs, full_ctx,
+         indexer_term(graph, full_ctx + static_cast<double>(s.decode_extra_pairs), seqs + extra, full_ctx + extra,
                       hbm_ * attn_decode_peak_eff_ * decode_attention_occupancy(seqs, full_ctx / seqs)));
   }
 }
@@ -926,7 +947,7 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
   // which gives the same bits as evaluating afresh.
   if (shape.prefill_tokens == 0 && shape.prefill_seqs == 0 && shape.decode_seqs > 0 &&
-      shape.decode_seqs < kMemoDecodeSeqs && !ep_.enabled()) {
+      shape.decode_seqs < kMemoDecodeSeqs && shape.decode_extra_tokens == 0 && !ep_.enabled()) {
     const size_t b = static_cast<size_t>(shape.decode_seqs);
     if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
     DecodeTerms& memo = decode_memo_[b];

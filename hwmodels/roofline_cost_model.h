@@ -172,7 +172,9 @@ class RooflineCostModel final : public StepCostModel {
   Term attention_term(bool graph, double layers, double pairs, double new_tokens, double keys_read,
                       double flops_per_pair, double group_flops_per_pair, double read_bytes_per_token,
                       double compute_rate, double memory_rate) const;
-  Term decode_attention_term(bool graph, double layers, int64_t decode_seqs, int64_t decode_context_tokens) const;
+  // With speculative decoding each decode may carry extra query tokens (BatchShape::decode_extra_*).
+  Term decode_attention_term(bool graph, double layers, int64_t decode_seqs, int64_t decode_context_tokens,
+                             int64_t extra_tokens = 0, int64_t extra_pairs = 0) const;
   // The decode terms that depend on the contexts (full, window and sparse attention, the sparse
   // layers' indexer), in evaluate()'s order; `emit(name, layers, term)` for each present.
   template <class Emit>

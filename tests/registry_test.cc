@@ -38,6 +38,7 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
                         "reference"});
   expect_kinds("cost_models", {"roofline"});
   expect_kinds("engines", {"vllm-v1", "none"});
+  expect_kinds("decoding", {"none", "draft_model", "draft_head", "mtp", "ngram"});
 }
 
 TEST(RegistryTest, LookupIgnoresCase) {

@@ -70,6 +70,7 @@ struct RecordingObserver final : core::LifecycleObserver {
   std::vector<core::RequestRecord> done;
   std::vector<core::IterationRecord> iterations;
   std::vector<int64_t> gaps;
+  std::vector<int64_t> gap_tokens;  // parallel to gaps: tokens each delivered
   std::vector<uint64_t> preempted;
   std::vector<core::ReplicaState> states;
   std::vector<core::PrefixLookup> lookups;
@@ -79,7 +80,10 @@ struct RecordingObserver final : core::LifecycleObserver {
   void on_request_done(const core::RequestRecord& r) override { done.push_back(r); }
   void on_iteration(const core::IterationRecord& it) override { iterations.push_back(it); }
   void on_token_gaps(std::span<const core::GapRun> runs) override {
-    for (const core::GapRun& run : runs) gaps.insert(gaps.end(), static_cast<size_t>(run.count), run.gap_ns);
+    for (const core::GapRun& run : runs) {
+      gaps.insert(gaps.end(), static_cast<size_t>(run.count), run.gap_ns);
+      gap_tokens.insert(gap_tokens.end(), static_cast<size_t>(run.count), run.tokens);
+    }
   }
   void on_preempt(uint64_t id, uint32_t, core::Time) override { preempted.push_back(id); }
   void on_replica_state(const core::ReplicaState& s) override { states.push_back(s); }

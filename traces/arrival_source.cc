@@ -51,8 +51,20 @@ std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
                     .at_least(0)
                     .optional());
   own.push_back(client_timeout_spec());
+  own.push_back(repetition_spec());
   return own;
 }
+
+core::ParamSpec repetition_spec() {
+  return ParamSpec::real("repetition", 0.0, "fraction",
+                         "how repetitive the requests' outputs are: the chance that a decode step's next tokens "
+                         "continue an n-gram already in the request's context, which a prompt-lookup drafter "
+                         "([decoding] kind = \"ngram\") finds and proposes; set for every request (unset: unknown)")
+      .range(0, 1)
+      .optional();
+}
+
+double read_repetition(const core::Params& p) { return p.has("repetition") ? p.get_float("repetition") : -1.0; }
 
 core::ParamSpec client_timeout_spec() {
   return ParamSpec::real("client_timeout_s", 0, "s",
@@ -86,6 +98,7 @@ int64_t window_ns(const core::Params& p, std::string_view key, double seconds) {
 
 ShapedSource::ShapedSource(const core::Params& p) : client_timeout_(read_client_timeout(p)) {
   rate_scale_ = p.get_float("rate_scale");
+  repetition_ = read_repetition(p);
   max_requests_ = p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max();
   const double start_s = p.get_float("window_start_s");
   window_start_ns_ = window_ns(p, "window_start_s", start_s);
@@ -128,6 +141,7 @@ bool ShapedSource::next(RequestSpec& out) {
       t = std::llround(scaled);
     }
     out.arrival = core::Time::from_ns(t);
+    out.repetition = repetition_;
     ++emitted_;
     return true;
   }

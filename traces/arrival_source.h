@@ -27,6 +27,8 @@ struct RequestSpec {
                                       // 0 = the prompt (Mooncake); generators may cover the output too
   uint64_t session = 0;               // conversation/session id; 0 when unknown
   uint32_t stage = 0;                 // load stage that sends it (workloads with stages); 0 otherwise
+  double repetition = -1;             // how often its output repeats n-grams of its context, in
+                                      // [0, 1] (prompt-lookup drafting); < 0 when unknown
 };
 
 class ArrivalSource {

@@ -17,6 +17,7 @@ std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own) {
                     .at_least(0)
                     .optional());
   own.push_back(client_timeout_spec());
+  own.push_back(repetition_spec());
   return own;
 }
 
@@ -24,7 +25,8 @@ ComposedSource::ComposedSource(const core::Params& p, uint64_t seed, std::unique
     : process_(arrival_registry().make(p.section("arrival"), seed)),
       content_(std::move(content)),
       max_requests_(p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max()),
-      client_timeout_(read_client_timeout(p)) {}
+      client_timeout_(read_client_timeout(p)),
+      repetition_(read_repetition(p)) {}
 
 bool ComposedSource::next(RequestSpec& out) {
   if (static_cast<int64_t>(sent_) >= max_requests_) return false;
@@ -34,6 +36,7 @@ bool ComposedSource::next(RequestSpec& out) {
   content_->fill(sent_, out);
   out.arrival = send->time;
   out.stage = send->stage;
+  out.repetition = repetition_;
   ++sent_;
   return true;
 }

@@ -24,7 +24,7 @@ class RequestContent {
 };
 
 // `own`, then the parameters every composed kind shares: the arrival section, max_requests, seed,
-// client_timeout_s.
+// client_timeout_s, repetition.
 std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own);
 
 class ComposedSource final : public ArrivalSource {
@@ -44,6 +44,7 @@ class ComposedSource final : public ArrivalSource {
   std::unique_ptr<RequestContent> content_;
   int64_t max_requests_ = 0;
   std::optional<core::Duration> client_timeout_;
+  double repetition_ = -1;  // every request's RequestSpec::repetition
   uint64_t sent_ = 0;
 };
 

@@ -18,9 +18,13 @@ inline constexpr double kMaxRequests = 1e9;
 inline constexpr double kMaxWindowS = 3e9;
 
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
-// seed, client_timeout_s. Every trace and generator kind declares its list through this.
+// seed, client_timeout_s, repetition. Every trace and generator kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
 
+// The declaration of `repetition` (speculative decoding's prompt lookup), which every workload kind
+// takes, and its value (< 0 when unset: RequestSpec::repetition).
+core::ParamSpec repetition_spec();
+double read_repetition(const core::Params& p);
 // The declaration of `client_timeout_s`, which every workload kind takes.
 core::ParamSpec client_timeout_spec();
 // The value of `client_timeout_s` (nullopt when unset).
@@ -58,6 +62,7 @@ class ShapedSource : public ArrivalSource {
   double rate_scale_ = 1.0;
   int64_t max_requests_ = 0;
   int64_t emitted_ = 0;
+  double repetition_ = -1;  // every request's RequestSpec::repetition
   bool done_ = false;
   std::optional<core::Duration> client_timeout_;
 };

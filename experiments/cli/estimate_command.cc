@@ -158,7 +158,8 @@ void print_kv_groups(std::ostream& out, const hwmodels::ModelSpec& m, const hwmo
 int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
   po::options_description opts("servesim estimate options");
   std::string model_arg, gpu_name, calibration;
-  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0, ep_degree = 1, redundant = 0, gpus_per_node = 8;
+  int64_t tp = 1, batch = 1, prompt = 0, context = 0, cached = 0, draft_tokens = 0, ep_degree = 1, redundant = 0,
+          gpus_per_node = 8;
   double skew = 0, nic_gb_s = 50;
   opts.add_options()
       ("help,h", "this help")
@@ -179,11 +180,15 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
       ("gpus-per-node", po::value<int64_t>(&gpus_per_node)->default_value(8), "with --ep: GPUs per node (NVLink domain)")
       ("nic-gb-s", po::value<double>(&nic_gb_s)->default_value(50), "with --ep: NIC bandwidth per GPU across nodes, GB/s")
       ("cuda-graphs", "the decode iteration replays a CUDA graph")
+      ("draft-tokens", po::value<int64_t>(&draft_tokens)->default_value(0),
+       "also time the decode iteration verifying K draft tokens per sequence (speculative decoding): the "
+       "target's part, and the tokens per step it must yield to pay")
       ("json", "print one JSON object");
   const po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     out << "usage: servesim estimate --model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C]"
-           " [--calibration PROFILE] [--ep N [--redundant-experts R] [--routing-skew S] [--two-batch-overlap]] [--json]\n\n"
+           " [--draft-tokens K] [--calibration PROFILE] [--ep N [--redundant-experts R] [--routing-skew S]"
+           " [--two-batch-overlap]] [--json]\n\n"
         << opts << "\n";
     return 0;
   }
@@ -196,6 +201,7 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     throw UsageError("--cached must be at least 0 and below --prompt (" + std::to_string(prompt) +
                      "): at least one prompt token is computed to produce the first token");
   if (!vm.count("context")) context = prompt;
+  require_option("--draft-tokens", static_cast<double>(draft_tokens), 0, 64, "draft tokens verified per sequence");
   require_option("--context", static_cast<double>(context), 1, 4294967296.0, "context tokens of each sequence");
   const hwmodels::ModelSpec model = hwmodels::model_by_name_or_file(model_arg);
   const hwmodels::GpuSpec& gpu = hwmodels::gpu_preset(gpu_name);
@@ -260,6 +266,27 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   const Phase dec = evaluate("decode: " + std::to_string(batch) + " sequences at context " + std::to_string(context),
                              decode, cost, gpu, gpus, b, weights(b) + sequence_kv(context) * b);
 
+  // Speculative decoding: the same decodes verifying draft_tokens drafts each, as one small batch of
+  // B (1 + K) tokens (more FLOPs, the same weights; docs/models.md).
+  std::optional<Phase> ver;
+  if (draft_tokens > 0) {
+    hwmodels::BatchShape verify = decode;
+    verify.decode_extra_tokens = batch * draft_tokens;
+    verify.decode_extra_pairs = batch * (draft_tokens * context + draft_tokens * (draft_tokens + 1) / 2);
+    if (caps.window > 0) verify.decode_extra_window_pairs = batch * hwmodels::capped_pairs(context, draft_tokens, caps.window);
+    if (caps.topk > 0) verify.decode_extra_sparse_pairs = batch * hwmodels::capped_pairs(context, draft_tokens, caps.topk);
+    if (vm.count("cuda-graphs")) {
+      hwmodels::EngineModel launcher;
+      launcher.graphs = hwmodels::CudaGraphMode::kFullDecode;
+      launcher.prepare(verify);
+    }
+    const double rows = b * static_cast<double>(1 + draft_tokens);
+    ver = evaluate("verify: " + std::to_string(batch) + " sequences at context " + std::to_string(context) +
+                       ", each verifying " + std::to_string(draft_tokens) + " draft tokens",
+                   verify, cost, gpu, gpus, rows,
+                   weights(rows) + model.kv_bytes_per_token() * b * static_cast<double>(context));
+  }
+
   // The notes' decode limits at this batch and context (16-bit weights: 2P bytes for 2N FLOPs); for
   // a hybrid model, the cache per token at this context (state and window spread over it).
   const double step_weights = weights(b);
@@ -315,6 +342,11 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
     j["decode"]["kv_cache_gb"] = limits.kv_gb;
     j["decode"]["saturated_notes_intensity"] = limits.saturated_intensity;
     j["decode"]["kv_crossover_batch"] = limits.crossover_batch;
+    if (ver) {
+      j["verify"] = phase_json(*ver);
+      j["verify"]["draft_tokens"] = draft_tokens;
+      j["verify"]["vs_decode"] = ver->cost.seconds / dec.cost.seconds;
+    }
     j["kv_budget_gb"] = limits.kv_budget_gb;
     j["context_that_fits"] = limits.tokens_that_fit;
     j["weight_gb_per_gpu"] = weights_per_gpu * 1e-9;
@@ -362,6 +394,13 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
   out << "  KV budget       " << fixed(limits.kv_budget_gb, 1)
       << " GB at gpu_memory_utilization 0.9 (weights " << fixed(weights_per_gpu * 1e-9, 1) << " GB per GPU): "
       << fixed(limits.tokens_that_fit, 0) << " tokens per sequence at batch " << batch << "\n";
+  if (ver) {
+    const double ratio = ver->cost.seconds / dec.cost.seconds;
+    out << "\n";
+    print_phase(out, *ver);
+    out << "  speculation     " << fixed(ratio, 2) << "x the decode iteration: it pays only if a verify step yields more "
+        << "than " << fixed(ratio, 2) << " tokens per sequence on average, before the drafter's own passes\n";
+  }
   if (ep.enabled()) {
     const hwmodels::ExpertPlacement& placement = cost.expert_placement();
     const double without = hwmodels::weight_bytes_per_gpu(model, tp);
@@ -385,8 +424,8 @@ int cmd_estimate(const std::vector<std::string>& args, std::ostream& out, std::o
 
 const bool kRegistered = register_command(
     {"estimate",
-     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--calibration PROFILE] "
-     "[--ep N ...] [--json]",
+     "--model NAME|config.json --gpu NAME --tp N --batch B --prompt P [--cached H] [--context C] [--draft-tokens K] "
+     "[--calibration PROFILE] [--ep N ...] [--json]",
      "time one prefill pass (B prompts of P tokens) and one decode iteration (B sequences at context C)\n"
      "and place each on the GPU's roofline: FLOPs, bytes, intensity, bound, MFU, MBU",
      cmd_estimate});

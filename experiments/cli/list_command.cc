@@ -86,7 +86,7 @@ int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 
 const bool kRegistered = register_command(
-    {"list", "[routers|schedulers|workloads|arrivals|models|gpus|cost_models|engines|length_distributions]",
+    {"list", "[routers|schedulers|decoding|workloads|arrivals|models|gpus|cost_models|engines|length_distributions]",
      "registered kinds and every parameter: type, default, unit, range, description", cmd_list});
 
 }  // namespace

@@ -143,6 +143,10 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   if (s.kv_transfers > 0)
     out << "kv transfer  " << grouped(s.kv_transfers) << " prefill -> decode transfers, " << fixed(s.kv_transfer_gb, 1)
         << " GB, " << fixed(s.kv_transfer_ms.mean, 2) << " ms mean, " << fixed(s.kv_transfer_ms.p99, 2) << " ms p99\n";
+  if (r.decoding_kind != "none")
+    out << "speculation  " << r.decoding_kind << ": " << fixed(s.spec_mean_accepted_length, 2)
+        << " tokens per verify step (" << percent(s.spec_acceptance_rate) << " of " << grouped(static_cast<uint64_t>(s.spec_draft_tokens))
+        << " draft tokens accepted), " << fixed(s.tokens_per_gap, 2) << " tokens per streamed chunk (one ITL gap)\n";
   if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
   if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
 }
@@ -170,6 +174,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
                      {"calibration", p.calibration.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.calibration)},
                      {"calibration_default", p.calibration_default}});
   j["pools"] = pools;
+  j["decoding"] = r.decoding_kind;
   const std::pair<std::string, const metrics::LatencyStats*> latencies[] = {
       {"ttft_ms", &s.ttft_ms},          {"tpot_ms", &s.tpot_ms},          {"itl_ms", &s.itl_ms},
       {"e2e_ms", &s.e2e_ms},            {"ttft_ms_window", &s.steady.ttft_ms}, {"tpot_ms_window", &s.steady.tpot_ms},

@@ -26,7 +26,7 @@ class ChunkedScheduler final : public sim::BatchScheduler {
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
     const bool preempted = decode_running(replica, plan, budget_);
-    int64_t left = budget_ - static_cast<int64_t>(plan.decodes.size());
+    int64_t left = budget_ - plan.decode_tokens();
     left -= continue_prefills(replica, plan, left);
     if (preempted) return;  // blocks are short: admit nothing new this iteration
     left -= admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()), left);
@@ -102,7 +102,7 @@ const bool kRegistered = scheduler_registry().add(
          core::ParamSpec::integer("max_num_seqs", 256, "sequences", "most sequences running at once")
              .range(1, 1 << 20),
          core::ParamSpec::integer("max_num_batched_tokens", 2048, "tokens",
-                                  "token budget of one iteration (decodes count one each)")
+                                  "token budget of one iteration (decodes count one each, plus the draft tokens they verify)")
              .range(1, int64_t{1} << 40),
          core::ParamSpec::integer("chunk_size", 0, "tokens",
                                   "most prompt tokens of one request per iteration; unset = the budget")

@@ -1,8 +1,15 @@
 #include "policies/scheduler/steps.h"
 
+#include <algorithm>
+
 namespace servesim::policies {
 
-bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens) {
+namespace {
+
+// The loop of decode_running; kSpeculative = false compiles the drafts away (the replica has no
+// speculative decoding, so every request's drafts are 0).
+template <bool kSpeculative>
+bool decode_running_loop(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens) {
   bool preempted = false;
   size_t i = 0;
   int64_t tokens = 0;
@@ -14,8 +21,12 @@ bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max
       continue;
     }
     const int64_t need = r.kv_tokens + 1;
+    // With speculative decoding the decode verifies its drafts too: they count in the budget (as
+    // vLLM V1 does, dropping the drafts that do not fit it) and take KV until they are judged.
+    int64_t drafts = 0;
+    if constexpr (kSpeculative) drafts = r.drafts > 0 ? std::min(r.drafts, max_tokens - tokens - 1) : 0;
     bool self_preempted = false;
-    while (!replica.reserve(id, need)) {
+    while (!replica.reserve(id, need, drafts)) {
       preempted = true;
       if (replica.running().size() - 1 > i) {
         replica.preempt(replica.running().back());
@@ -26,11 +37,18 @@ bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max
       }
     }
     if (self_preempted) break;
-    plan.add_decode(id, need);
-    ++tokens;
+    plan.add_decode(id, need, drafts);
+    tokens += 1 + drafts;
     ++i;
   }
   return preempted;
+}
+
+}  // namespace
+
+bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens) {
+  return replica.speculating() ? decode_running_loop<true>(replica, plan, max_tokens)
+                               : decode_running_loop<false>(replica, plan, max_tokens);
 }
 
 int64_t admit_resumable(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_num_seqs, int64_t reserved,

@@ -11,8 +11,10 @@
 namespace servesim::policies {
 
 // Every decoding request in the running set gets one more token, oldest first, up to `max_tokens`
-// of them. Each takes a new block when it crosses a block boundary; when none is available the
+// tokens. Each takes a new block when it crosses a block boundary; when none is available the
 // newest running request is preempted (and a request that is itself the newest preempts itself).
+// A request with draft tokens (speculative decoding) verifies them in the same step: they count
+// towards `max_tokens` (those that do not fit are dropped) and take KV blocks too.
 // Returns true when something was preempted.
 bool decode_running(sim::Replica& replica, sim::IterationPlan& plan,
                     int64_t max_tokens = std::numeric_limits<int64_t>::max());

@@ -155,6 +155,7 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   r.output_tokens = spec.output_tokens;
   r.session = spec.session;
   r.stage = spec.stage;
+  r.repetition = spec.repetition;
   r.hashed_tokens = spec.hashed_tokens;
   r.block_hashes = spec.block_hashes;
   observer_.on_arrival(r.id, r.arrival);

@@ -21,6 +21,8 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
       host_link_bytes_per_s_(config.host_link_bytes_per_s),
       kv_bytes_per_token_per_gpu_(config.kv_bytes_per_token_per_gpu),
       engine_(config.engine),
+      speculator_(config.speculator),
+      spec_rng_(config.seed, "speculation/replica/" + std::to_string(config.index)),
       sim_(sim),
       requests_(requests),
       cost_(cost),
@@ -43,8 +45,11 @@ static size_t hashed_units(const Request& r, int64_t unit_tokens);
 std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
   // Written so that no sum can overflow, whatever lengths a trace holds (both are >= 1).
   if (r.prompt_tokens > max_context_ - r.output_tokens) return core::RequestOutcome::kRejectedContext;
-  // A prefill replica holds the prompt (and the first token's recompute) only.
-  const int64_t peak = role_ == ReplicaRole::kPrefill ? r.prompt_tokens : r.peak_kv_tokens();
+  // A prefill replica holds the prompt (and the first token's recompute) only. A speculative decode
+  // reserves its drafts too, and the engine does not know which step is a request's last.
+  const int64_t peak = role_ == ReplicaRole::kPrefill
+                           ? r.prompt_tokens
+                           : r.peak_kv_tokens() + (speculator_ ? speculator_->max_draft_tokens() : 0);
   // With prefix caching a partial last unit and the private blocks after it may each start a
   // block: at most one more block than the tokens need.
   int64_t blocks = kv_.blocks_for(peak) + (kv_.prefix_caching() ? 1 : 0);
@@ -202,9 +207,9 @@ int64_t Replica::growth_blocks(RequestId id, int64_t kv_tokens) const {
   return g.unit_blocks + g.private_delta;
 }
 
-bool Replica::reserve_slow(Request& r, int64_t kv_tokens) {
+bool Replica::reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative) {
   if (!kv_.prefix_caching()) {
-    const int64_t need = kv_.request_blocks(0, r.kv_tokens, kv_tokens) - r.kv_blocks;
+    const int64_t need = kv_.request_blocks(0, r.kv_tokens, kv_tokens + speculative) - r.kv_blocks;
     if (need <= 0) {
       // A hybrid request gives back the window pages its window has left behind.
       if (need < 0 && kv_.hybrid()) {
@@ -220,14 +225,52 @@ bool Replica::reserve_slow(Request& r, int64_t kv_tokens) {
   // Most decode steps neither complete a prefix unit nor need another block: nothing changes
   // (what plan_growth would find, without walking the unit chain).
   if (const size_t j = r.units.size();
-      !kv_.hybrid() && (j >= hashed_units(r, kv_.unit_tokens()) || unit_end(r, j) > kv_tokens)) {
+      speculative == 0 && !kv_.hybrid() && (j >= hashed_units(r, kv_.unit_tokens()) || unit_end(r, j) > kv_tokens)) {
     const int64_t tokens = kv_tokens - r.shared_tokens, bs = kv_.block_size();
     if (tokens > (r.kv_blocks - 1) * bs && tokens <= r.kv_blocks * bs) return true;
   }
   const Growth g = plan_growth(r, held(r), kv_tokens);
-  if (g.unit_blocks + g.private_delta > kv_.available()) return false;
+  // Draft tokens are not final: they go into private blocks past the units, never into a unit
+  // (the prefix cache shares only tokens the target has accepted).
+  const int64_t spec_blocks =
+      speculative > 0
+          ? std::max<int64_t>(0, kv_.request_blocks(g.shared_after, std::max(r.kv_tokens, g.shared_after),
+                                                    kv_tokens + speculative) -
+                                     (r.kv_blocks + g.private_delta))
+          : 0;
+  if (g.unit_blocks + g.private_delta + spec_blocks > kv_.available()) return false;
   apply_growth(r, kv_tokens);
+  if (spec_blocks > 0) {
+    if (!kv_.try_allocate(spec_blocks)) throw core::Error("internal: speculative KV planned without room");
+    r.kv_blocks += spec_blocks;
+  }
   return true;
+}
+
+void IterationPlan::add_drafts(int64_t context_tokens, int64_t drafts) {
+  verifies.push_back({static_cast<uint32_t>(decodes.size() - 1), drafts});
+  decode_extra_tokens += drafts;
+  decode_extra_pairs += drafts * context_tokens + drafts * (drafts + 1) / 2;
+  if (limits.window > 0) decode_extra_window_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.window);
+  if (limits.topk > 0) decode_extra_sparse_pairs += hwmodels::capped_pairs(context_tokens, drafts, limits.topk);
+}
+
+int64_t Replica::settle_decode(Request& r, size_t i) {
+  // The input token and the accepted drafts are now in the cache (the bonus token the target
+  // sampled after them is the next step's input); the request stops at its output length.
+  const int64_t tokens = std::min(1 + accepted_[i], r.output_tokens - r.generated);
+  r.kv_tokens += tokens;
+  if (verified_[i] > 0) trim_kv(r);
+  r.drafts = proposed_[i];
+  return tokens;
+}
+
+void Replica::trim_kv(Request& r) {
+  const int64_t keep = kv_.request_blocks(r.shared_tokens, r.kv_tokens, r.kv_tokens);
+  if (r.kv_blocks > keep) {
+    kv_.release(r.kv_blocks - keep);
+    r.kv_blocks = keep;
+  }
 }
 
 int64_t Replica::admission_blocks(int64_t kv_tokens) const {
@@ -332,6 +375,7 @@ void Replica::preempt(RequestId id) {
   }
   account(r, +1);
   r.state = RequestState::kWaiting;
+  r.drafts = 0;  // its drafts are dropped with it
   ++r.preemptions;
   waiting_.push_front(id);
   observer_.on_preempt(r.id, index_, sim_.now());
@@ -449,6 +493,14 @@ void Replica::try_start_iteration() {
   shape.decode_context_tokens = plan_.decode_context_tokens;
   shape.decode_window_context_tokens = plan_.decode_window_context_tokens;
   shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
+  core::IterationRecord rec;
+  if (speculator_) [[unlikely]] {
+    shape.decode_extra_tokens = plan_.decode_extra_tokens;
+    shape.decode_extra_pairs = plan_.decode_extra_pairs;
+    shape.decode_extra_window_pairs = plan_.decode_extra_window_pairs;
+    shape.decode_extra_sparse_pairs = plan_.decode_extra_sparse_pairs;
+    speculate(shape, rec);
+  }
 #ifndef NDEBUG
   {
     int64_t context = 0;
@@ -475,7 +527,6 @@ void Replica::try_start_iteration() {
   last_duration_ = duration;
   last_start_ = sim_.now();
   sim_.schedule_after(duration, this, ++iteration_);
-  core::IterationRecord rec;
   rec.replica = index_;
   rec.start = sim_.now();
   rec.duration = duration;
@@ -487,6 +538,65 @@ void Replica::try_start_iteration() {
   rec.peak_flop_seconds = cost.peak_flop_seconds;
   observer_.on_iteration(rec);
   publish_state();
+}
+
+void Replica::speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec) {
+  const Speculator& spec = *speculator_;
+  const size_t decodes = plan_.decodes.size();
+  // Verification: how many of each decode's drafts the target accepts, drawn now (in plan order)
+  // because the drafter's first pass, in this same iteration, runs over the accepted tokens.
+  verified_.assign(decodes, 0);
+  accepted_.assign(decodes, 0);
+  int64_t catchup = 0, catchup_pairs = 0;
+  for (const IterationPlan::Verify& v : plan_.verifies) {
+    const size_t i = v.decode;
+    const int64_t drafts = v.drafts;
+    verified_[i] = drafts;
+    const Request& r = requests_[plan_.decodes[i]];
+    const int64_t a = std::clamp<int64_t>(spec.accept(r, drafts, spec_rng_), 0, drafts);
+    accepted_[i] = a;
+    ++rec.verify_seqs;
+    rec.draft_tokens += drafts;
+    rec.accepted_tokens += a;
+    rec.extra_decode_tokens += std::min(a, r.output_tokens - r.generated - 1);
+    if (spec.catches_up()) {
+      const int64_t context = r.kv_tokens + 1;
+      catchup += a;
+      catchup_pairs += a * context + a * (a + 1) / 2;
+    }
+  }
+  // Proposals for the next iteration: every decode, and every prompt this iteration completes (a
+  // prefill replica's go to a decode replica, which drafts from its first decode on). The engine
+  // does not know which requests end now, so it drafts for them too. A sequence never drafts past
+  // the model's context.
+  const int64_t k = role_ == ReplicaRole::kPrefill ? 0 : spec.draft_tokens(static_cast<int64_t>(running_.size()));
+  proposed_.assign(decodes + plan_.prefills.size(), 0);
+  int64_t seqs = 0, context = 0, passes = 0;
+  auto propose = [&](size_t slot, const Request& r, int64_t kv_after) {
+    if (k <= 0) return;
+    const int64_t p = std::min(spec.propose(r, k, spec_rng_), std::max<int64_t>(0, max_context_ - kv_after - 1));
+    proposed_[slot] = std::max<int64_t>(0, p);
+    if (p <= 0) return;
+    ++seqs;
+    context += kv_after + 1;
+    passes = std::max(passes, p);
+  };
+  for (size_t i = 0; i < decodes; ++i) {
+    const Request& r = requests_[plan_.decodes[i]];
+    propose(i, r, r.kv_tokens + 1 + accepted_[i]);
+  }
+  for (size_t j = 0; j < plan_.prefills.size(); ++j) {
+    const Request& r = requests_[plan_.prefills[j].id];
+    if (r.kv_tokens + plan_.prefills[j].tokens == r.prefill_target()) propose(decodes + j, r, r.prefill_target());
+  }
+  if (!spec.drafter_runs()) return;
+  // The drafter sees every token the target made final, to keep its own KV (pass 1), even in an
+  // iteration that proposes nothing.
+  shape.draft_passes = std::max<int64_t>(1, passes);
+  shape.draft_seqs = seqs;
+  shape.draft_context_tokens = context;
+  shape.draft_catchup_tokens = catchup;
+  shape.draft_catchup_pairs = catchup_pairs;
 }
 
 void Replica::on_event(uint64_t /*payload*/) {
@@ -503,17 +613,29 @@ void Replica::on_event(uint64_t /*payload*/) {
     if (r.kv_tokens == r.prefill_target()) {
       emit_token(r, now);
       r.decoding = true;
+      if (speculator_) r.drafts = proposed_[plan_.decodes.size() + static_cast<size_t>(&p - plan_.prefills.data())];
       leaving = leaving || role_ == ReplicaRole::kPrefill || r.generated >= r.output_tokens;
     }
     account(r, +1);
   }
-  for (RequestId id : plan_.decodes) {
-    Request& r = requests_[id];
-    r.kv_tokens += 1;
-    emit_token(r, now);
-    leaving = leaving || r.generated >= r.output_tokens;
+  int64_t emitted = 0;
+  if (!speculator_) [[likely]] {
+    for (RequestId id : plan_.decodes) {
+      Request& r = requests_[id];
+      r.kv_tokens += 1;
+      emit_token(r, now);
+      leaving = leaving || r.generated >= r.output_tokens;
+    }
+  } else {
+    for (size_t i = 0; i < plan_.decodes.size(); ++i) {
+      Request& r = requests_[plan_.decodes[i]];
+      const int64_t tokens = settle_decode(r, i);
+      emit_token(r, now, tokens);
+      emitted += tokens - 1;
+      leaving = leaving || r.generated >= r.output_tokens;
+    }
   }
-  load_.oracle_remaining_tokens -= static_cast<int64_t>(plan_.decodes.size());
+  load_.oracle_remaining_tokens -= static_cast<int64_t>(plan_.decodes.size()) + emitted;
 
   // Finished requests leave the running set (order of the rest is kept); so do prefilled ones on
   // a prefill replica, whose KV now moves to a decode replica.

@@ -22,7 +22,9 @@
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
 #include "sim/cluster/request.h"
+#include "sim/cluster/speculator.h"
 #include "sim/core/lifecycle.h"
+#include "sim/core/rng.h"
 #include "sim/engine/simulation.h"
 
 namespace servesim::sim {
@@ -41,25 +43,46 @@ struct PlannedPrefill {
 struct IterationPlan {
   std::vector<PlannedPrefill> prefills;
   std::vector<RequestId> decodes;
+  // The decodes that verify draft tokens (speculative decoding): their index in `decodes` and drafts.
+  struct Verify {
+    uint32_t decode = 0;
+    int64_t drafts = 0;
+  };
+  std::vector<Verify> verifies;
   int64_t decode_context_tokens = 0;  // sum over decodes of the tokens their attention reads
+  int64_t decode_extra_tokens = 0;    // sum of the verifies' drafts
+  int64_t decode_extra_pairs = 0;     // the query-key pairs the drafts add (BatchShape::decode_extra_pairs)
   // The model's caps on the keys a query reads (sliding window, sparse top-k; set by the replica,
   // kept across clear()) and the decodes' capped contexts summed under them (BatchShape's).
   hwmodels::AttentionLimits limits;
   int64_t decode_window_context_tokens = 0;
   int64_t decode_sparse_context_tokens = 0;
-  // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1).
-  void add_decode(RequestId id, int64_t context_tokens) {
+  int64_t decode_extra_window_pairs = 0;  // the drafts' pairs under the window cap
+  int64_t decode_extra_sparse_pairs = 0;  // and under the top-k cap
+  // Request `id` decodes one token, attending over `context_tokens` (its kv_tokens + 1), and
+  // verifies `drafts` draft tokens after it (speculative decoding; at most request.drafts).
+  void add_decode(RequestId id, int64_t context_tokens, int64_t drafts = 0) {
     decodes.push_back(id);
     decode_context_tokens += context_tokens;
     if (limits.window > 0) decode_window_context_tokens += std::min(context_tokens, limits.window);
     if (limits.topk > 0) decode_sparse_context_tokens += std::min(context_tokens, limits.topk);
+    if (drafts > 0) [[unlikely]] add_drafts(context_tokens, drafts);
   }
+  // The last decode added verifies `drafts` draft tokens (out of line: the hot path is a plain decode).
+  void add_drafts(int64_t context_tokens, int64_t drafts);
+  // The tokens the decodes process, which a token budget counts: one each, plus the drafts they verify.
+  int64_t decode_tokens() const { return static_cast<int64_t>(decodes.size()) + decode_extra_tokens; }
   void clear() {
     prefills.clear();
     decodes.clear();
+    verifies.clear();
     decode_context_tokens = 0;
+    decode_extra_tokens = 0;
+    decode_extra_pairs = 0;
     decode_window_context_tokens = 0;
     decode_sparse_context_tokens = 0;
+    decode_extra_window_pairs = 0;
+    decode_extra_sparse_pairs = 0;
   }
   bool empty() const { return prefills.empty() && decodes.empty(); }
 };
@@ -111,6 +134,10 @@ struct ReplicaConfig {
   // The serving engine: how iterations are launched and the host time around them (not owned;
   // null = none: every kernel eager, no host time).
   const hwmodels::EngineModel* engine = nullptr;
+  // Speculative decoding (not owned; null = none) and the seed of the replica's stream of its
+  // random draws (acceptances, n-gram matches).
+  const Speculator* speculator = nullptr;
+  uint64_t seed = 0;
 };
 
 class ReplicaListener {
@@ -136,6 +163,8 @@ class Replica final : public EventHandler {
   uint32_t index() const { return index_; }
   ReplicaRole role() const { return role_; }
   const hwmodels::StepCostModel& cost_model() const { return cost_; }
+  // Whether the replica runs speculative decoding (requests may carry drafts).
+  bool speculating() const { return speculator_ != nullptr; }
 
   // ---- cluster side ----
   // Why this replica can never serve `r` (too long for the context or for the KV cache), if so.
@@ -193,12 +222,14 @@ class Replica final : public EventHandler {
   // when growth moves tokens into already cached units).
   int64_t growth_blocks(RequestId id, int64_t kv_tokens) const;
   // Takes the blocks needed for request `id` to hold `kv_tokens` tokens (registering the prefix
-  // units those tokens complete); false when not available.
-  bool reserve(RequestId id, int64_t kv_tokens) {
+  // units those tokens complete), and `speculative` more draft tokens in private blocks (freed
+  // again when the drafts are rejected); false (nothing taken) when not available.
+  bool reserve(RequestId id, int64_t kv_tokens, int64_t speculative = 0) {
     Request& r = requests_[id];
     // The common case (every decode step without prefix caching): the blocks held already suffice.
-    if (!kv_.prefix_caching() && !kv_.hybrid() && kv_tokens <= r.kv_blocks * kv_.block_size()) return true;
-    return reserve_slow(r, kv_tokens);
+    if (!kv_.prefix_caching() && !kv_.hybrid() && kv_tokens + speculative <= r.kv_blocks * kv_.block_size())
+      return true;
+    return reserve_slow(r, kv_tokens, speculative);
   }
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is
   // room and it is decoding, otherwise by recompute (blocks freed; its prompt and generated tokens
@@ -240,8 +271,9 @@ class Replica final : public EventHandler {
   void try_start_iteration();
   // Moves the requests the scheduler can see now from arriving_ into the waiting queue.
   void admit_arrivals(bool chained);
-  bool reserve_slow(Request& r, int64_t kv_tokens);
-  void emit_token(Request& r, core::Time now) {
+  bool reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative);
+  // Emits `tokens` tokens of `r` at once (one streamed chunk: one inter-token gap).
+  void emit_token(Request& r, core::Time now, int64_t tokens = 1) {
     if (r.generated == 0) {
       r.first_token = now;
     } else {
@@ -249,15 +281,25 @@ class Replica final : public EventHandler {
       // first chunk), which shortens the gap to the second.
       int64_t gap = (now - r.last_token).ns();
       if (r.generated == 1 && first_token_delay_ns_ > 0) gap = std::max<int64_t>(0, gap - first_token_delay_ns_);
-      if (!gaps_.empty() && gaps_.back().gap_ns == gap) {
+      if (!gaps_.empty() && gaps_.back().gap_ns == gap && gaps_.back().tokens == tokens) {
         ++gaps_.back().count;
       } else {
-        gaps_.push_back({gap, 1});
+        gaps_.push_back({gap, 1, tokens});
       }
     }
     r.last_token = now;
-    ++r.generated;
+    r.generated += tokens;
   }
+  // Speculative decoding at the start of an iteration: draws how many of each decode's drafts the
+  // target accepts, proposes the next drafts, and puts the verification and the drafter's passes
+  // into `shape`; fills `rec`'s speculation counts.
+  void speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec);
+  // Frees the private blocks beyond what `r`'s kv_tokens need (the rejected drafts').
+  void trim_kv(Request& r);
+  // The end of the speculative decode plan_.decodes[i]: its input and accepted drafts are now
+  // cached, the rejected drafts' KV is freed, its next drafts are taken; returns the tokens it emits
+  // (1 + accepted, never past its output).
+  int64_t settle_decode(Request& r, size_t i);
   void publish_state();
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
@@ -273,6 +315,11 @@ class Replica final : public EventHandler {
   PreemptionMode preemption_;
   double swap_capacity_bytes_, host_link_bytes_per_s_, kv_bytes_per_token_per_gpu_;
   const hwmodels::EngineModel* engine_;
+  const Speculator* speculator_;
+  core::Rng spec_rng_;
+  // Per iteration, parallel to plan_.decodes: drafts verified and accepted; then to decodes +
+  // prefills: drafts proposed for the next iteration.
+  std::vector<int64_t> verified_, accepted_, proposed_;
   int64_t first_token_delay_ns_ = 0;
   double swap_used_bytes_ = 0;
   double pending_swap_seconds_ = 0;  // swap traffic the next iteration carries

@@ -46,6 +46,11 @@ struct Request {
   uint32_t replica = 0;         // where it is now
   uint32_t routed_replica = 0;  // where the router sent it (the prefill replica when disaggregated)
   uint32_t preemptions = 0;
+  // Speculative decoding: draft tokens proposed for this request's next decode, which verifies them
+  // (schedulers reserve KV and budget for 1 + drafts tokens); the workload's repetitiveness of its
+  // output (prompt-lookup drafting), < 0 when the workload says nothing.
+  int64_t drafts = 0;
+  double repetition = -1;
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage

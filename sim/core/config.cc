@@ -225,6 +225,27 @@ class Validator {
         out.set(spec.name, d, where, true);
         break;
       }
+      case ParamType::kFloatList: {
+        const toml::array* array = node->as_array();
+        if (!array) type_error(out, spec, *node);
+        std::vector<double> values;
+        for (size_t i = 0; i < array->size(); ++i) {
+          const toml::node& item = *array->get(i);
+          const std::string key = out.key_path(spec.name) + "[" + std::to_string(i) + "]";
+          if (!item.is_number())
+            throw ConfigError(location_of(item, file_), key,
+                              "expected a number, got " + toml_type_name(item) + describe(spec));
+          const double d = *item.value<double>();
+          const bool low = spec.min_exclusive ? !(d > spec.min) : d < spec.min;
+          if (!std::isfinite(d) || low || d > spec.max)
+            throw ConfigError(location_of(item, file_), key,
+                              "value " + format_double(d) + " is out of range; valid: " + spec.range_str() +
+                                  (spec.unit.empty() ? "" : " " + spec.unit) + " (" + spec.description + ")");
+          values.push_back(d);
+        }
+        out.set(spec.name, std::move(values), where, true);
+        break;
+      }
       case ParamType::kBool: {
         if (!node->is_boolean()) type_error(out, spec, *node);
         out.set(spec.name, *node->value<bool>(), where, true);

@@ -56,6 +56,13 @@ struct IterationRecord {
   double flops = 0;              // whole TP group
   double bytes = 0;              // whole TP group
   double peak_flop_seconds = 0;  // GPU-seconds those FLOPs take at the peak of their precision
+  // Speculative decoding: of the decode_tokens decoding sequences, those that verified draft
+  // tokens, the drafts they verified, how many the target accepted, and the tokens the decodes
+  // emitted beyond one each (the accepted drafts that fit the requests' outputs).
+  int64_t verify_seqs = 0;
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  int64_t extra_decode_tokens = 0;
 };
 
 // The prefix-cache lookup of a request's first admission to a replica.
@@ -88,10 +95,13 @@ struct ReplicaState {
   int64_t kv_blocks_total = 0;
 };
 
-// `count` consecutive inter-token gaps of `gap_ns` each.
+// `count` consecutive inter-token gaps of `gap_ns` each, each delivering `tokens` tokens at once: a
+// client receives a speculative decode's accepted tokens in one streamed chunk, so it sees one gap
+// shared by them (as `vllm bench serve` records ITL, one entry per chunk).
 struct GapRun {
   int64_t gap_ns = 0;
   int64_t count = 0;
+  int64_t tokens = 1;
 };
 
 class LifecycleObserver {
@@ -102,7 +112,8 @@ class LifecycleObserver {
   virtual void on_preempt(uint64_t /*id*/, uint32_t /*replica*/, Time /*t*/) {}
   virtual void on_iteration(const IterationRecord& /*it*/) {}
   // Inter-token gaps of the tokens one iteration emitted after each request's first token, as runs
-  // of equal gaps (most sequences of an iteration also decoded in the one before).
+  // of equal gaps (most sequences of an iteration also decoded in the one before); a gap may deliver
+  // several tokens (speculative decoding).
   virtual void on_token_gaps(std::span<const GapRun> /*runs*/) {}
   virtual void on_replica_state(const ReplicaState& /*state*/) {}
   virtual void on_prefix_lookup(const PrefixLookup& /*lookup*/) {}

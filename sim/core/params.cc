@@ -39,6 +39,17 @@ ParamSpec ParamSpec::boolean(std::string name, bool def, std::string description
   return p;
 }
 
+ParamSpec ParamSpec::real_list(std::string name, std::vector<double> def, std::string unit,
+                               std::string description) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = ParamType::kFloatList;
+  p.default_value = std::move(def);
+  p.unit = std::move(unit);
+  p.description = std::move(description);
+  return p;
+}
+
 ParamSpec ParamSpec::string(std::string name, std::string def, std::string description) {
   ParamSpec p;
   p.name = std::move(name);
@@ -101,6 +112,7 @@ std::string ParamSpec::type_name() const {
     case ParamType::kSection: return "section";
     case ParamType::kTable: return "table";
     case ParamType::kTableList: return "table list";
+    case ParamType::kFloatList: return "list of floats";
   }
   return "?";
 }
@@ -112,6 +124,11 @@ static std::string scalar_str(const Scalar& v) {
     std::string operator()(double d) const { return format_double(d); }
     std::string operator()(bool b) const { return b ? "true" : "false"; }
     std::string operator()(const std::string& s) const { return toml_quote(s); }
+    std::string operator()(const std::vector<double>& v) const {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + format_double(v[i]);
+      return out + "]";
+    }
   } visitor;
   return std::visit(visitor, v);
 }
@@ -133,7 +150,7 @@ std::string ParamSpec::range_str() const {
     if (type == ParamType::kPath) return "a path, or " + join(choices);
     return "one of: " + join(choices);
   }
-  if (type != ParamType::kInt && type != ParamType::kFloat) return "";
+  if (type != ParamType::kInt && type != ParamType::kFloat && type != ParamType::kFloatList) return "";
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
   std::string out = zero_allowed ? "0 or " : "";
   if (has_min && has_max) {
@@ -143,6 +160,7 @@ std::string ParamSpec::range_str() const {
   } else if (has_max) {
     out.append("<= ").append(format_double(max));
   }
+  if (type == ParamType::kFloatList && !out.empty()) out = (out[0] == '[' || out[0] == '(' ? "each in " : "each ") + out;
   return out;
 }
 
@@ -189,6 +207,10 @@ bool Params::get_bool(std::string_view name) const {
 
 const std::string& Params::get_string(std::string_view name) const {
   return get_as<std::string>(entry(name).value, key_path(name), "a string");
+}
+
+const std::vector<double>& Params::get_float_list(std::string_view name) const {
+  return get_as<std::vector<double>>(entry(name).value, key_path(name), "a list of floats");
 }
 
 const Params& Params::section(std::string_view name) const {

@@ -20,10 +20,11 @@
 
 namespace servesim::core {
 
-enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable, kTableList };
+enum class ParamType { kInt, kFloat, kBool, kString, kPath, kSection, kTable, kTableList, kFloatList };
 
-// monostate = no value (an optional parameter that was not given).
-using Scalar = std::variant<std::monostate, int64_t, double, bool, std::string>;
+// monostate = no value (an optional parameter that was not given). A list of numbers is a TOML
+// array (`acceptance = [0.8, 0.7]`).
+using Scalar = std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<double>>;
 
 struct ParamSpec {
   std::string name;
@@ -45,6 +46,8 @@ struct ParamSpec {
   static ParamSpec integer(std::string name, int64_t def, std::string unit, std::string description);
   static ParamSpec real(std::string name, double def, std::string unit, std::string description);
   static ParamSpec boolean(std::string name, bool def, std::string description);
+  // A TOML array of numbers; range() bounds every element.
+  static ParamSpec real_list(std::string name, std::vector<double> def, std::string unit, std::string description);
   static ParamSpec string(std::string name, std::string def, std::string description);
   // A file path; relative paths resolve against the directory of the config file that holds them.
   static ParamSpec path(std::string name, std::string description);
@@ -71,7 +74,7 @@ struct ParamSpec {
 
   bool is_required() const;
   std::string type_name() const;     // "integer", "float", "bool", "string", "path", "section", "table",
-                                     // "table list"
+                                     // "table list", "list of floats"
   std::string default_str() const;   // "256", "\"fcfs\"", "(required)", "(unset)"
   std::string range_str() const;     // "[1, 1024]", "> 0", "0 or [0.1, 1e+05]", "one of: a, b", or ""
 };
@@ -93,6 +96,7 @@ class Params {
   double get_float(std::string_view name) const;
   bool get_bool(std::string_view name) const;
   const std::string& get_string(std::string_view name) const;  // strings and paths
+  const std::vector<double>& get_float_list(std::string_view name) const;
   const Params& section(std::string_view name) const;
   // The elements of a table list, in the order written (each a Params whose path ends in "[i]").
   const std::vector<Params>& list(std::string_view name) const;

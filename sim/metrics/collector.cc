@@ -124,6 +124,14 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   ++r.iterations;
   r.prefill_tokens += it.prefill_tokens;
   r.decode_tokens += it.decode_tokens;
+  if (it.draft_tokens > 0) [[unlikely]] {  // speculative decoding (tokens beyond one per decode need drafts)
+    r.decode_tokens += it.extra_decode_tokens;
+    r.spec_draft_tokens += it.draft_tokens;
+    r.spec_accepted_tokens += it.accepted_tokens;
+    s_.spec_verify_steps += static_cast<uint64_t>(it.verify_seqs);
+    s_.spec_draft_tokens += it.draft_tokens;
+    s_.spec_accepted_tokens += it.accepted_tokens;
+  }
   Busy& b = replica_busy_[it.replica];
   b.seconds += d;
   b.gpu_seconds += d * hw.gpus;
@@ -133,8 +141,14 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
 }
 
 void MetricsCollector::on_token_gaps(std::span<const core::GapRun> runs) {
-  // A run goes in at once: the histogram's counts and exact integer sum are those of its gaps.
-  for (const core::GapRun& run : runs) itl_ns_.add(run.gap_ns, static_cast<uint64_t>(run.count));
+  // A run goes in at once: the histogram's counts and exact integer sum are those of its gaps. A gap
+  // that delivers several tokens (speculative decoding) is one ITL sample, as a client streaming
+  // chunks records it.
+  for (const core::GapRun& run : runs) {
+    itl_ns_.add(run.gap_ns, static_cast<uint64_t>(run.count));
+    gaps_ += run.count;
+    gap_tokens_ += run.count * run.tokens;
+  }
 }
 
 void MetricsCollector::flush_samples_until(int64_t t_exclusive) {
@@ -208,6 +222,12 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   s.e2e_ms = summarize(e2e_ms_);
   s.itl_ms = itl_ns_.summarize(1e6);
   s.kv_transfer_ms = summarize(transfer_ms_);
+  if (s.spec_draft_tokens > 0)
+    s.spec_acceptance_rate = static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens);
+  if (s.spec_verify_steps > 0)
+    s.spec_mean_accepted_length =
+        1.0 + static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_verify_steps);
+  if (gaps_ > 0) s.tokens_per_gap = static_cast<double>(gap_tokens_) / static_cast<double>(gaps_);
   if (s.prefix_prompt_blocks > 0)
     s.prefix_block_hit_rate = static_cast<double>(s.prefix_matched_blocks) / static_cast<double>(s.prefix_prompt_blocks);
   if (s.prefix_prompt_tokens > 0)

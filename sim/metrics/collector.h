@@ -64,6 +64,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   };
   std::vector<Busy> replica_busy_;
   LogHistogram itl_ns_;
+  int64_t gap_tokens_ = 0, gaps_ = 0;  // tokens the inter-token gaps delivered, and the gaps
   RunSummary s_;
   double busy_seconds_ = 0, busy_gpu_seconds_ = 0, busy_peak_bytes_ = 0;
   double peak_flop_seconds_ = 0, bytes_ = 0, batch_seconds_ = 0;

@@ -179,6 +179,17 @@ void InvariantChecker::on_iteration(const core::IterationRecord& it) {
                              " decode tokens and " + n(it.prefill_tokens) +
                              " prefill tokens: every sequence must decode one token or prefill at least one");
         });
+  check(it.verify_seqs >= 0 && it.verify_seqs <= it.decode_tokens && it.draft_tokens >= it.verify_seqs &&
+            (it.draft_tokens == 0) == (it.verify_seqs == 0) && it.accepted_tokens >= 0 &&
+            it.accepted_tokens <= it.draft_tokens && it.extra_decode_tokens >= 0 &&
+            it.extra_decode_tokens <= it.accepted_tokens,
+        "iterations", it.start, [&] {
+          return std::string(who() + " has " + n(it.verify_seqs) + " of its " + n(it.decode_tokens) +
+                             " decodes verifying " + n(it.draft_tokens) + " draft tokens, " + n(it.accepted_tokens) +
+                             " accepted, " + n(it.extra_decode_tokens) +
+                             " emitted beyond one per decode: a verifying decode has at least one draft, accepts "
+                             "at most its drafts and emits at most what it accepts");
+        });
   check(std::isfinite(it.flops) && it.flops >= 0 && std::isfinite(it.bytes) && it.bytes >= 0, "iterations", it.start,
         [&] {
           return std::string(who() + " reports " + std::to_string(it.flops) + " FLOPs and " + std::to_string(it.bytes) +
@@ -191,6 +202,7 @@ void InvariantChecker::on_iteration(const core::IterationRecord& it) {
   rv.iterated = true;
   ++totals_.iterations;
   totals_.decode_tokens += it.decode_tokens;
+  totals_.decode_output += it.decode_tokens + it.extra_decode_tokens;
   totals_.prefill_tokens += it.prefill_tokens;
   if (next_) next_->on_iteration(it);
 }
@@ -201,7 +213,10 @@ void InvariantChecker::on_token_gaps(std::span<const core::GapRun> runs) {
       return std::string("an inter-token gap of " + n(run.gap_ns) + " ns (consecutive tokens must be > 0 ns apart)");
     });
     check(run.count > 0, "tokens", now_, [&] { return std::string("a run of " + n(run.count) + " inter-token gaps"); });
+    check(run.tokens > 0, "tokens", now_,
+          [&] { return std::string("inter-token gaps delivering " + n(run.tokens) + " tokens each (must be >= 1)"); });
     totals_.token_gaps += static_cast<uint64_t>(std::max<int64_t>(0, run.count));
+    totals_.gap_tokens += std::max<int64_t>(0, run.count) * std::max<int64_t>(0, run.tokens);
   }
   if (next_) next_->on_token_gaps(runs);
 }
@@ -297,21 +312,29 @@ void InvariantChecker::check_drained() {
                          " KV blocks in use (expected 0)");
     });
   }
-  const int64_t expected_gaps =
+  // Every token but each request's first arrives after a gap, alone or with others in one chunk.
+  const int64_t expected_tokens =
       totals_.completed_output_tokens - static_cast<int64_t>(totals_.completed) + totals_.timed_out_gaps;
+  const int64_t tokens = totals_.gap_tokens;
   const int64_t gaps = static_cast<int64_t>(totals_.token_gaps);
-  check(gaps == expected_gaps, "tokens", now_, [&] {
+  check(tokens == expected_tokens, "tokens", now_, [&] {
     return std::string("the completed requests produced " + n(totals_.completed_output_tokens) +
                        " output tokens and the timed-out ones " + n(totals_.timed_out_gaps) +
-                       " gaps' worth, so " + n(expected_gaps) +
-                       " inter-token gaps (all but each request's first token), but " + n(gaps) +
-                       " gaps were signalled");
+                       " after their first, so " + n(expected_tokens) +
+                       " after an inter-token gap (all but each request's first token), but the " + n(gaps) +
+                       " gaps signalled delivered " + n(tokens));
   });
+  check(totals_.decode_output <= tokens && tokens <= totals_.decode_output + static_cast<int64_t>(totals_.preemptions),
+        "tokens", now_, [&] {
+          return std::string(n(totals_.decode_output) + " decode tokens and " + n(totals_.preemptions) +
+                             " preemptions cannot produce " + n(tokens) +
+                             " tokens after inter-token gaps (decodes <= tokens <= decodes + preemptions)");
+        });
   check(totals_.decode_tokens <= gaps && gaps <= totals_.decode_tokens + static_cast<int64_t>(totals_.preemptions),
         "tokens", now_, [&] {
-          return std::string(n(totals_.decode_tokens) + " decode tokens and " + n(totals_.preemptions) +
+          return std::string(n(totals_.decode_tokens) + " decode steps and " + n(totals_.preemptions) +
                              " preemptions cannot produce " + n(gaps) +
-                             " inter-token gaps (decodes <= gaps <= decodes + preemptions)");
+                             " inter-token gaps (one per step: steps <= gaps <= steps + preemptions)");
         });
   check(totals_.prefix_hit_tokens == totals_.cached_tokens, "prefix", now_, [&] {
     return std::string(n(totals_.prefix_lookups) + " prefix lookups hit " + n(totals_.prefix_hit_tokens) +

@@ -23,10 +23,14 @@
 //               (when the engine let go), the client gave up after it sent the request (arrival <
 //               client finish), it produced 0 to output tokens, and arrival < first token <= finish
 //               when it produced any (first token = finish when none).
-//   tokens      every token after a request's first is one inter-token gap (> 0 ns): gaps = sum over
+//   tokens      every token after a request's first arrives after an inter-token gap (> 0 ns), alone
+//               or with others in one chunk (speculative decoding): tokens the gaps deliver = sum over
 //               completed requests of (output tokens - 1) + sum over timed-out ones of (tokens
-//               produced - 1, when any); decodes <= gaps <= decodes + preemptions (a recompute prefill
-//               emits a token too); prefilled tokens >= the completed requests' prompt tokens.
+//               produced - 1, when any); decode output <= those tokens <= decode output +
+//               preemptions, and decode steps <= gaps <= decode steps + preemptions (a recompute
+//               prefill emits a token too); a verifying decode has >= 1 draft, accepts at most its
+//               drafts and emits at most what it accepts; prefilled tokens >= the completed requests'
+//               prompt tokens.
 //
 //   prefix      a lookup matches at most the prompt's units and tokens; the hits of all lookups add
 //               up to the cached tokens the requests' records report; prefilled tokens >= prompt
@@ -62,7 +66,9 @@ class InvariantChecker final : public core::LifecycleObserver {
     uint64_t preemptions = 0;
     uint64_t iterations = 0;
     uint64_t token_gaps = 0;
-    int64_t decode_tokens = 0;
+    int64_t gap_tokens = 0;      // tokens the gaps delivered (several per gap with speculative decoding)
+    int64_t decode_tokens = 0;   // decode steps (one sequence, one iteration)
+    int64_t decode_output = 0;   // tokens they emitted
     int64_t prefill_tokens = 0;
     int64_t completed_prompt_tokens = 0;
     int64_t completed_output_tokens = 0;

@@ -21,8 +21,10 @@ namespace servesim::metrics {
 namespace {
 
 // 2: MFU per precision, arrival-window figures, requests in system, engine times; 3: timed-out requests,
-// the requests' load stage; 4: the measurement window, batch-means intervals, stationarity
-constexpr int kSchemaVersion = 4;
+// the requests' load stage; 4: the measurement window, batch-means intervals, stationarity; 5:
+// speculative decoding (runs: spec_*, tokens_per_gap; replica_stats: spec_draft_tokens,
+// spec_accepted_tokens).
+constexpr int kSchemaVersion = 5;
 
 std::string runs_columns_sql() {
   std::string cols =

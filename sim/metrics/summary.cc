@@ -71,6 +71,14 @@ std::vector<NamedValue> flatten(const RunSummary& s) {
                             f("kv_transfer_gb", s.kv_transfer_gb),
                         });
   latency("kv_transfer_ms", s.kv_transfer_ms);
+  out.insert(out.end(), {
+                            i("spec_verify_steps", s.spec_verify_steps),
+                            i("spec_draft_tokens", static_cast<uint64_t>(s.spec_draft_tokens)),
+                            i("spec_accepted_tokens", static_cast<uint64_t>(s.spec_accepted_tokens)),
+                            f("spec_acceptance_rate", s.spec_acceptance_rate),
+                            f("spec_mean_accepted_length", s.spec_mean_accepted_length),
+                            f("tokens_per_gap", s.tokens_per_gap),
+                        });
   append_named(s.steady, out);
   return out;
 }
@@ -95,6 +103,8 @@ std::vector<NamedValue> flatten(const ReplicaStats& r) {
       f("mfu", r.mfu),
       f("mbu", r.mbu),
       f("kv_util_mean", r.kv_util_mean),
+      i("spec_draft_tokens", r.spec_draft_tokens),
+      i("spec_accepted_tokens", r.spec_accepted_tokens),
   };
 }
 

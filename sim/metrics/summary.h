@@ -93,6 +93,15 @@ struct RunSummary {
   uint64_t kv_transfers = 0;
   double kv_transfer_gb = 0;            // 1e9 bytes
   LatencyStats kv_transfer_ms;          // from prefill end to KV arrival
+  // Speculative decoding (zero without it). A verify step is one sequence's decode in one iteration
+  // that verified draft tokens.
+  uint64_t spec_verify_steps = 0;
+  int64_t spec_draft_tokens = 0;        // draft tokens verified
+  int64_t spec_accepted_tokens = 0;     // of those, accepted by the target
+  double spec_acceptance_rate = 0;      // accepted / draft tokens
+  double spec_mean_accepted_length = 0; // tokens a verify step yields: 1 + accepted / verify steps
+  // Output tokens per inter-token gap (per streamed chunk after the first): 1 without speculation.
+  double tokens_per_gap = 0;
   // The measurement window and the run's steady state (steady_state.h). The *_window figures above
   // are those of the measurement window: arrival_window_s is its length, and by default it is the
   // arrival window [0, last arrival].
@@ -110,7 +119,7 @@ struct ReplicaStats {
   uint64_t iterations = 0;
   double busy_seconds = 0;
   int64_t prefill_tokens = 0;
-  int64_t decode_tokens = 0;
+  int64_t decode_tokens = 0;        // output tokens decode steps emitted
   uint64_t preemptions = 0;
   uint64_t prefix_prompt_blocks = 0;
   uint64_t prefix_matched_blocks = 0;
@@ -120,6 +129,8 @@ struct ReplicaStats {
   double mfu = 0;                   // over its busy time
   double mbu = 0;
   double kv_util_mean = 0;          // time-weighted, whole run
+  int64_t spec_draft_tokens = 0;    // speculative decoding: draft tokens verified here
+  int64_t spec_accepted_tokens = 0; // of those, accepted
 };
 
 // The summary as named numbers, in a fixed order: the columns of the `runs` table and of runs.csv.

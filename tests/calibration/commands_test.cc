@@ -93,6 +93,33 @@ TEST(CommandsTest, EstimateNeverAchievesMoreThanTheRooflineAllows) {
   EXPECT_GT(fp8["prefill"]["ridge_point"].get<double>(), 1.5 * fp8["ridge_point"].get<double>());
 }
 
+// Issue 15: --draft-tokens times the same decodes verifying K drafts each, the target's share of a
+// speculative step: a step of B (1 + K) rows on the same weights.
+TEST(CommandsTest, EstimateVerificationStep) {
+  const auto j = nlohmann::json::parse(cli({"estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--batch", "4",
+                                            "--prompt", "1000", "--draft-tokens", "3", "--json"})
+                                           .out);
+  ASSERT_TRUE(j.contains("verify"));
+  EXPECT_EQ(j["verify"]["draft_tokens"], 3);
+  // Memory-bound at 16 rows: a few percent more time for 4x the FLOPs.
+  EXPECT_NEAR(j["verify"]["flops"].get<double>() / j["decode"]["flops"].get<double>(), 4.0, 0.05);
+  EXPECT_GT(j["verify"]["vs_decode"].get<double>(), 1.0);
+  EXPECT_LT(j["verify"]["vs_decode"].get<double>(), 1.1);
+  EXPECT_DOUBLE_EQ(j["verify"]["vs_decode"].get<double>(),
+                   j["verify"]["ms"].get<double>() / j["decode"]["ms"].get<double>());
+  const Cli text = cli({"estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--batch", "4", "--prompt", "1000",
+                        "--draft-tokens", "3"});
+  EXPECT_NE(text.out.find("verify: 4 sequences at context 1000, each verifying 3 draft tokens"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("it pays only if a verify step yields more than"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(cli({"estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--prompt", "10",
+                                          "--json"})
+                                         .out)
+                   .contains("verify"));
+  EXPECT_EQ(cli({"estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--prompt", "10", "--draft-tokens", "65"}).code,
+            2);
+}
+
 TEST(CommandsTest, EstimateTableAndInputs) {
   const Cli text = cli({"estimate", "--model", source("tests/hwmodels/testdata/hf/Mixtral-8x7B/config.json"), "--gpu",
                         "h100-sxm", "--tp", "2", "--batch", "16", "--prompt", "1000", "--context", "3000",

@@ -58,6 +58,9 @@ std::vector<Example> examples() {
        true},
       // MoE, MLA and fp8 models, under the invariant checker.
       {"sweep_models", {"sweep", "experiments/sweeps/models.toml", "--jobs", "2", "--quiet", "--check"}, false},
+      // Speculative decoding (MTP, a draft model) across load on DeepSeek-V3, under the checker.
+      {"sweep_speculative_decoding",
+       {"sweep", "experiments/sweeps/speculative_decoding.toml", "--jobs", "2", "--quiet", "--check"}, false},
       // A hybrid model (linear-attention and full layers) against a dense one: capacity search.
       {"capacity_hybrid_vs_dense", {"capacity", "experiments/sweeps/hybrid_vs_dense.toml", "--jobs", "2", "--quiet"},
        false},

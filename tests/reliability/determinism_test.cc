@@ -40,7 +40,7 @@ const char* kLengths =
 
 // One configuration per mechanism: generators, both trace formats, every router family, both
 // schedulers, prefix caching, swapping, disaggregation, tight KV (preemptions), load stages,
-// closed-loop clients and client time-outs, expert parallelism.
+// closed-loop clients and client time-outs, speculative decoding, expert parallelism.
 std::vector<std::pair<std::string, std::string>> configurations() {
   const std::string model = "[model]\nkind = \"llama-3-8b\"\n[gpu]\nkind = \"h100-sxm\"\n";
   return {
@@ -85,6 +85,11 @@ std::vector<std::pair<std::string, std::string>> configurations() {
        "seed = 18\n[workload]\nkind = \"synthetic\"\nclient_timeout_s = 0.8\n" + std::string(kLengths) +
            "[workload.arrival]\nkind = \"closed_loop\"\nconcurrency = 24\nrequests = 300\nthink_time_s = 0.05\n" +
            model + "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n"},
+      {"poisson_speculative_draft_head_chunked_tight_kv",
+       "seed = 17\n[workload]\nkind = \"poisson\"\nrate = 40\nmax_requests = 300\n" + std::string(kLengths) + model +
+           "[cluster]\nreplicas = 2\nactivation_reserve_gib = 53\n[router]\nkind = \"least_outstanding\"\n"
+           "[scheduler]\nkind = \"chunked\"\n[decoding]\nkind = \"draft_head\"\nk_schedule = [4, 2]\n"
+           "k_schedule_batch = [8, 64]\nacceptance = [0.8, 0.6]\n"},
       // Expert parallelism across nodes: prefill EP4 on two nodes of 2, decode EP8 on four, with
       // their all-to-all flows sharing links with the KV transfers.
       {"poisson_expert_parallel_disaggregated",

@@ -21,6 +21,7 @@
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
 #include "policies/router/router.h"
+#include "policies/decoding/decoding_method.h"
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
@@ -38,7 +39,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Draw {
   std::string toml;
-  std::string router, scheduler, workload, model, arrival;
+  std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
@@ -277,6 +278,32 @@ Draw draw_config(uint64_t seed) {
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
+  // Issue 15: speculative decoding, drawn after everything else so that the draws above stay what
+  // they were. A draft model is the target cut to its first blocks (same vocabulary).
+  const uint64_t speculation = rng.uniform_int(4);
+  const int64_t k = 1 + static_cast<int64_t>(rng.uniform_int(5));
+  const double acceptance = std::round(rng.uniform() * 100) / 100;
+  const std::string common = "k = " + std::to_string(k) + "\nacceptance = [" + num(acceptance) + "]\n";
+  if (d.expert_parallel && (speculation == 1 || speculation == 3)) {
+    // A drafter in an expert-parallel replica is refused (not modelled); n-gram drafting runs no
+    // model. Its match rate is the acceptance drawn above, so the draws stay as they were.
+    d.decoding = "ngram";
+    t += "[decoding]\nkind = \"ngram\"\nmatch_rate = " + num(acceptance) + "\n" + common;
+  } else if (speculation == 1) {
+    d.decoding = "draft_head";
+    t += "[decoding]\nkind = \"draft_head\"\n" + common;
+  } else if (speculation == 2) {
+    d.decoding = "ngram";
+    t += "[decoding]\nkind = \"ngram\"\nmatch_rate = " + num(std::round(rng.uniform() * 100) / 100) + "\n" + common;
+  } else if (speculation == 3) {
+    // DeepSeek models draft with their MTP module; a draft model must have full attention layers,
+    // so hybrid models take a head instead.
+    const bool hybrid = m.kind == "gpt-oss-20b" || m.kind == "qwen3-next-80b-a3b";
+    d.decoding = m.kind.rfind("deepseek-v3", 0) == 0 ? "mtp" : hybrid ? "draft_head" : "draft_model";
+    t += "[decoding]\nkind = \"" + d.decoding + "\"\n" + common;
+    if (d.decoding == "draft_model")
+      t += "[decoding.model]\nkind = \"" + m.kind + "\"\n" + m.extra + "num_layers = 1\n";
+  }
   d.toml = t;
   return d;
 }
@@ -290,8 +317,17 @@ std::string kv_override(const core::Params& p, double kv_tokens) {
   const int64_t ep = cluster.has("expert_parallel") ? cluster.get_int("expert_parallel") : 1;
   const int64_t redundant = cluster.has("redundant_experts") ? cluster.get_int("redundant_experts") : 0;
   const double budget = gpu->memory_bytes * cluster.get_float("gpu_memory_utilization");
-  const double left = budget - hwmodels::weight_bytes_per_gpu(*model, tp, ep, redundant) -
-                      kv_tokens * hwmodels::kv_bytes_per_token_per_gpu(*model, tp);
+  double weights = hwmodels::weight_bytes_per_gpu(*model, tp, ep, redundant);
+  double kv_per_token = hwmodels::kv_bytes_per_token_per_gpu(*model, tp);
+  if (p.has("decoding")) {  // a drafter's weights and KV take their share too
+    policies::DecodingContext ctx;
+    ctx.target = model.get();
+    if (const auto method = policies::decoding_registry().make(p.section("decoding"), ctx); method && method->drafter()) {
+      weights += policies::drafter_weight_bytes_per_gpu(*method->drafter(), tp);
+      kv_per_token += policies::drafter_kv_bytes_per_token_per_gpu(*method->drafter(), tp);
+    }
+  }
+  const double left = budget - weights - kv_tokens * kv_per_token;
   return "cluster.activation_reserve_gib=" + num(std::max(0.0, std::floor(left / kGiB * 1e4) / 1e4));
 }
 
@@ -362,7 +398,7 @@ struct Tally {
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
-  std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals;
+  std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
 
@@ -434,6 +470,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       ++tally.schedulers[d.scheduler];
       ++tally.workloads[d.workload];
       ++tally.models[d.model];
+      ++tally.decodings[d.decoding];
     } catch (const core::ConfigError& e) {
       // A drawn deployment may not fit (a 4-way TP of a model with few KV heads, ...): allowed, counted.
       ++tally.config_errors;
@@ -467,6 +504,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.timeout_runs, kSeeds / 5);
   EXPECT_GT(tally.timed_out, 100u);
   EXPECT_GT(tally.timed_out_disaggregated, 0u);
+  for (const char* kind : {"none", "draft_head", "ngram", "draft_model"})
+    EXPECT_GE(tally.decodings[kind], kSeeds / 10) << "decoding " << kind << " rarely ran";
+  EXPECT_GE(tally.decodings["mtp"], kSeeds / 50);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
     EXPECT_GE(tally.models[model], kSeeds / 15) << model << " rarely ran";
   for (const char* model : {"gpt-oss-20b (sliding_window = 32)", "qwen3-next-80b-a3b (num_layers = 8)",
@@ -479,7 +519,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out; wall s:";
+            << " runs with a client time-out; decoding:";
+  for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
+  std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";
   std::cout << "\n";
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "policies/decoding/decoding_method.h"
 #include "policies/router/router.h"
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/cluster/cluster.h"
@@ -39,6 +40,9 @@ struct ClusterSetup {
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
   bool layerwise = false;
   std::optional<hwmodels::EngineModel> engine;  // none: no engine (eager, no host time)
+  std::string decoding;      // the [decoding] section's keys; empty: no speculative decoding
+  uint64_t seed = 1;         // the replicas' random streams
+  std::optional<double> workload_repetition;  // what [workload] repetition would say
   // Hybrid models: the cache's layer groups, and the model's attention pattern and window (the
   // batch shapes' capped sums follow them).
   sim::KvLayout kv_layout;
@@ -56,6 +60,7 @@ struct Harness {
   std::unique_ptr<traces::ArrivalSource> source;
   std::optional<hwmodels::EngineModel> engine;
   std::unique_ptr<sim::Network> network;
+  std::unique_ptr<policies::DecodingMethod> decoding;
   std::unique_ptr<sim::Cluster> cluster;
 
   explicit Harness(std::vector<traces::RequestSpec> specs, const ClusterSetup& s = ClusterSetup())
@@ -74,10 +79,15 @@ struct Harness {
     const std::vector<core::ParamSpec> schema = {
         core::ParamSpec::section("scheduler", "schedulers", "continuous", "s"),
         core::ParamSpec::section("router", "routers", "round_robin", "r"),
-        core::ParamSpec::section("decode_router", "routers", "round_robin", "d")};
-    core::Params cfg = core::parse_config(
-        "[scheduler]\n" + s.scheduler + "[router]\n" + s.router + "[decode_router]\n" + s.decode_router, "test.toml",
-        schema);
+        core::ParamSpec::section("decode_router", "routers", "round_robin", "d"),
+        core::ParamSpec::section("decoding", "decoding", "none", "x")};
+    core::Params cfg = core::parse_config("[scheduler]\n" + s.scheduler + "[router]\n" + s.router +
+                                              "[decode_router]\n" + s.decode_router + "[decoding]\n" + s.decoding,
+                                          "test.toml", schema);
+    policies::DecodingContext dctx;
+    dctx.target = &cost.model();
+    dctx.workload_repetition = s.workload_repetition;
+    decoding = policies::decoding_registry().make(cfg.section("decoding"), dctx);
     sim::ClusterLayout layout;
     layout.replicas = static_cast<size_t>(s.replicas);
     layout.prefill_replicas = static_cast<size_t>(s.prefill_replicas);
@@ -106,6 +116,8 @@ struct Harness {
     rc.kv_layout = s.kv_layout;
     if (s.engine) engine = *s.engine;
     rc.engine = engine ? &*engine : nullptr;
+    rc.speculator = decoding.get();
+    rc.seed = s.seed;
     for (int i = 0; i < s.replicas; ++i)
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
   }

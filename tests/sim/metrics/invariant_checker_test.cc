@@ -238,11 +238,52 @@ TEST(InvariantCheckerTest, TokensAddUp) {
         c.on_token_gaps(gap);
         c.on_request_done(completed(0, 0, 0, 100, 150, 10, 3));
       },
-      [](InvariantChecker& c) { c.check_drained(); }, {"[tokens]", "3 output tokens", "2 inter-token gaps", "1 gaps"});
+      [](InvariantChecker& c) { c.check_drained(); },
+      {"[tokens]", "3 output tokens", "2 after an inter-token gap", "1 gaps signalled delivered 1"});
   expect_violation(two_replicas, [](InvariantChecker& c) {
     const core::GapRun gap[] = {{0, 1}};
     c.on_token_gaps(gap);
   }, {"[tokens]", "gap of 0 ns"});
+  expect_violation(two_replicas, [](InvariantChecker& c) {
+    const core::GapRun gap[] = {{10, 1, 0}};
+    c.on_token_gaps(gap);
+  }, {"[tokens]", "delivering 0 tokens"});
+}
+
+TEST(InvariantCheckerTest, SpeculativeDecodesAddUp) {
+  // A 5-token request: its first token from the prefill, then one decode that verified 3 drafts,
+  // accepted 3 and emitted all 4 tokens in one chunk (one gap).
+  auto run = [](int64_t emitted_gap_tokens) {
+    return [emitted_gap_tokens](InvariantChecker& c) {
+      two_replicas(c);
+      c.on_arrival(0, at(0));
+      c.on_iteration(iteration(0, 0, 100, 10, 0, 1));
+      core::IterationRecord it = iteration(0, 100, 50, 0, 1, 1);
+      it.verify_seqs = 1;
+      it.draft_tokens = 3;
+      it.accepted_tokens = 3;
+      it.extra_decode_tokens = 3;
+      c.on_iteration(it);
+      const core::GapRun gap[] = {{50, 1, emitted_gap_tokens}};
+      c.on_token_gaps(gap);
+      c.on_request_done(completed(0, 0, 0, 100, 150, 10, 5));
+    };
+  };
+  {
+    InvariantChecker c;
+    run(4)(c);
+    EXPECT_NO_THROW(c.check_drained());
+  }
+  expect_violation(run(2), [](InvariantChecker& c) { c.check_drained(); },
+                   {"[tokens]", "5 output tokens", "4 after an inter-token gap"});
+  // More accepted than drafted.
+  expect_violation(two_replicas, [](InvariantChecker& c) {
+    core::IterationRecord it = iteration(0, 0, 50, 0, 1, 1);
+    it.verify_seqs = 1;
+    it.draft_tokens = 2;
+    it.accepted_tokens = 3;
+    c.on_iteration(it);
+  }, {"[iterations]", "verifying 2 draft tokens, 3 accepted"});
 }
 
 // A timed-out request: its tokens' gaps count (tokens produced - 1), its times hold together.
@@ -293,7 +334,7 @@ TEST(InvariantCheckerTest, TimedOutRequestsKeepTheirContract) {
         run(c);
         c.on_request_done(timed_out(0, 0, 100, 200, 1));
       },
-      [](InvariantChecker& c) { c.check_drained(); }, {"[tokens]", "so 0 inter-token gaps", "but 2 gaps"});
+      [](InvariantChecker& c) { c.check_drained(); }, {"[tokens]", "so 0 after an inter-token gap", "the 2 gaps signalled delivered 2"});
 }
 
 TEST(InvariantCheckerTest, PrefixHitsAndTransfersAddUp) {
