@@ -951,10 +951,12 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
     const size_t b = static_cast<size_t>(shape.decode_seqs);
     if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
     DecodeTerms& memo = decode_memo_[b];
-    // Batches of one size launch the same way under one engine; a model shared by engines that
-    // launch them differently evaluates afresh.
-    if (memo.ready && (memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens))
-      return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
+    // Batches of one size launch the same way under one engine: a launch unlike the memo's (a probe
+    // before the run, such as check_iteration_times' eager one-token decode, or a model shared by
+    // engines that launch differently) re-primes it for the new launch. (Evaluating afresh instead
+    // left every later decode of that size unmemoised once a probe had primed it: S2 evaluated
+    // 395k of its 1.8M steps afresh.)
+    if (memo.ready && (memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens)) memo = DecodeTerms{};
     if (!memo.ready) {
       BatchShape probe;
       probe.decode_seqs = shape.decode_seqs;
