@@ -97,6 +97,18 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   if (s.kv_transfers > 0)
     out << "kv transfer  " << grouped(s.kv_transfers) << " prefill -> decode transfers, " << fixed(s.kv_transfer_gb, 1)
         << " GB, " << fixed(s.kv_transfer_ms.mean, 2) << " ms mean, " << fixed(s.kv_transfer_ms.p99, 2) << " ms p99\n";
+  if (!s.fleet.empty()) {
+    auto get = [&](const char* name) {
+      for (const auto& v : s.fleet)
+        if (v.name == name) return v.value;
+      return 0.0;
+    };
+    out << "fleet        " << grouped(static_cast<uint64_t>(get("replica_failures"))) << " replica failures ("
+        << grouped(static_cast<uint64_t>(get("replica_repairs"))) << " repaired, " << fixed(get("replica_down_seconds"), 1)
+        << " replica-seconds down), " << grouped(static_cast<uint64_t>(get("requests_rerouted")))
+        << " requests rerouted and recomputed, " << grouped(static_cast<uint64_t>(get("requests_failed")))
+        << " failed, " << grouped(static_cast<uint64_t>(get("replica_speed_changes"))) << " straggler events\n";
+  }
   if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
   if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
 }

@@ -20,6 +20,7 @@ enum class RequestState : uint8_t {
   kWaiting,       // in a replica's waiting queue
   kRunning,       // in a replica's running set, holding KV blocks
   kTransferring,  // prefilled on a prefill replica, its KV on the way to a decode replica
+  kParked,        // at the cluster: every replica is down ([faults]); routed when one comes back
   kDone,
 };
 
@@ -46,6 +47,7 @@ struct Request {
   uint32_t replica = 0;         // where it is now
   uint32_t routed_replica = 0;  // where the router sent it (the prefill replica when disaggregated)
   uint32_t preemptions = 0;
+  uint32_t failovers = 0;       // times a replica failure sent it elsewhere to be recomputed
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage

@@ -39,6 +39,13 @@ struct RunInfo {
   int64_t run_id = 0;        // assigned by the first sink that numbers runs
 };
 
+// A named number of the results.
+struct NamedValue {
+  std::string name;
+  double value;
+  bool integer;
+};
+
 struct RunSummary {
   uint64_t requests_total = 0;
   uint64_t requests_completed = 0;
@@ -91,6 +98,10 @@ struct RunSummary {
   uint64_t kv_transfers = 0;
   double kv_transfer_gb = 0;            // 1e9 bytes
   LatencyStats kv_transfer_ms;          // from prefill end to KV arrival
+  // Fleet dynamics ([faults]): replica_failures, requests_rerouted, requests_failed, ... Empty for a
+  // run without them; kept out of the `runs` columns (table fleet_metrics), so that the results of
+  // runs without fleet dynamics keep their layout.
+  std::vector<NamedValue> fleet;
 };
 
 // One replica's share of a run (table replica_stats).
@@ -118,11 +129,6 @@ struct ReplicaStats {
 
 // The summary as named numbers, in a fixed order: the columns of the `runs` table and of runs.csv.
 // Latency statistics appear as ttft_ms_mean, ttft_ms_p50, ...
-struct NamedValue {
-  std::string name;
-  double value;
-  bool integer;
-};
 std::vector<NamedValue> flatten(const RunSummary& s);
 // A replica's numbers (everything but replica, role and gpu), in the column order of replica_stats.
 std::vector<NamedValue> flatten(const ReplicaStats& r);
