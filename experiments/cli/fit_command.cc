@@ -15,6 +15,7 @@
 #include "calibration/shipped_profiles.h"
 #include "calibration/step_latency_csv.h"
 #include "experiments/cli/command.h"
+#include "experiments/serving_fit.h"
 #include "sim/core/output_file.h"
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/gpu_spec.h"
@@ -129,10 +130,84 @@ int fit_microbench(const std::string& dir, const std::string& gpu_name, const st
   return 0;
 }
 
+// The mean |error| of a figure over `c`'s stages the server kept up with, as a percentage ("-" when none).
+std::string mae_text(const std::vector<StageComparison>& c, const char* metric, const char* stat) {
+  const auto e = mean_abs_error(c, metric, stat);
+  return e ? percent(*e) : std::string("-");
+}
+
+int fit_serving(const std::vector<std::string>& files, const std::string& gpu_name, std::string base_arg,
+                const std::string& engine, bool leave_one_out, int jobs, const std::string& out_path,
+                const std::vector<std::string>& args, std::ostream& out) {
+  std::vector<MeasuredStage> stages;
+  for (const std::string& f : files)
+    for (MeasuredStage& s : read_serving_results(f)) stages.push_back(std::move(s));
+  std::string gpu = gpu_name;
+  for (const MeasuredStage& s : stages) {
+    if (gpu.empty()) gpu = s.gpu;
+    if (!gpu_name.empty() || s.gpu.empty() || s.gpu == gpu) continue;
+    throw UsageError("the results measure more than one GPU (" + gpu + ", " + s.gpu + " in " + s.source +
+                     "): fit one GPU at a time, or name it with --gpu");
+  }
+  if (gpu.empty()) throw UsageError("the results do not say which GPU they measured: pass --gpu NAME");
+  const hwmodels::GpuSpec& g = hwmodels::gpu_preset(gpu, "--gpu");
+  if (base_arg.empty()) {
+    const std::optional<std::string> shipped = hwmodels::shipped_profile(g.name);
+    if (!shipped)
+      throw UsageError("no shipped calibration profile for " + g.name +
+                       ": pass --base PROFILE.toml (the kernel tables the engine terms are fitted on)");
+    base_arg = *shipped;
+  }
+  hwmodels::CalibrationProfile profile = hwmodels::read_calibration_profile(base_arg);
+  if (core::to_lower(profile.gpu) != g.name)
+    throw UsageError("--base: the profile describes GPU '" + profile.gpu + "' but the results measure " + g.name);
+  ServingFitOptions o;
+  o.validate.engine = engine;
+  o.validate.gpu = g.name;
+  o.validate.calibration = base_arg;
+  o.leave_one_out = leave_one_out;
+  o.jobs = jobs;
+  o.progress = [&](const std::string& line) { out << "  " << line << "\n" << std::flush; };
+  out << "fitting engine '" << engine << "' on " << stages.size() << " stages of " << files.size() << " file"
+      << (files.size() == 1 ? "" : "s") << " (base profile " << base_arg << ")\n";
+  const ServingFitResult r = fit_serving_runs(stages, o);
+  apply_to_profile(r.params, engine, profile);
+  profile.source = (profile.source.empty() ? "" : profile.source + "; then ") + command_line(args);
+  profile.description += "; engine '" + engine + "' terms fitted to " + std::to_string(stages.size()) +
+                         " real serving stages";
+  hwmodels::write_calibration_profile(profile, out_path);
+  const ServingFitParams& p = r.params;
+  out << "wrote " << out_path << ": [engine." << engine << "] api_server_ms " << core::format_double(p.api_server_ms)
+      << " (fixed), stream_ms " << core::format_double(p.stream_ms) << ", first_token_ms "
+      << core::format_double(p.first_token_ms) << ", sample_ms " << core::format_double(p.sample_ms)
+      << ", async_scheduling " << (p.async_scheduling ? "true" : "false") << "; [attention] decode_memory_efficiency "
+      << core::format_double(p.decode_efficiency) << "\n\n";
+  out << "mean |error| over the stages the server kept up with     ttft mean  ttft p90  tpot mean  itl mean  e2e mean  e2e p90\n";
+  auto row = [&](const std::string& name, const std::vector<StageComparison>& c) {
+    out << "  " << std::left << std::setw(55) << name << std::right << std::setw(9) << mae_text(c, "ttft", "mean")
+        << std::setw(10) << mae_text(c, "ttft", "p90") << std::setw(11) << mae_text(c, "tpot", "mean") << std::setw(10)
+        << mae_text(c, "itl", "mean") << std::setw(10) << mae_text(c, "e2e", "mean") << std::setw(9)
+        << mae_text(c, "e2e", "p90") << "\n";
+  };
+  row("fitted on every experiment", r.in_sample);
+  if (leave_one_out) {
+    for (const ServingFitResult::Fold& f : r.folds) row("  predicted without " + f.experiment, f.predicted);
+    row("leave one experiment out (every stage held out)", r.held_out());
+  }
+  // The overloaded stages: the fact of overload and the failures under the client time-out.
+  for (const StageComparison& c : leave_one_out ? r.held_out() : r.in_sample)
+    if (c.measured.overloaded())
+      out << "  overloaded " << c.measured.label << ": " << c.measured.failed << " failed, simulated "
+          << c.simulated.failed << "\n";
+  return 0;
+}
+
 int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostream& /*err*/) {
   po::options_description opts("servesim fit options");
   std::string operator_dir, microbench_dir, step_csv, base, gpu_name, out_path, db;
-  std::vector<std::string> exclude;
+  std::vector<std::string> exclude, serving_runs;
+  std::string engine = "vllm-v1";
+  int jobs = 0;
   opts.add_options()
       ("help,h", "this help")
       ("from-operator-csv", po::value<std::string>(&operator_dir),
@@ -141,11 +216,17 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
        "directory of raw samples written by the CUDA microbenchmarks (calibration/microbench/)")
       ("from-step-latencies", po::value<std::string>(&step_csv),
        "CSV model,gpu,tp,batch,prompt,prefill_ms,decode_step_ms of a real engine: fits its overheads only")
+      ("from-serving-runs", po::value<std::vector<std::string>>(&serving_runs)->multitoken()->composing(),
+       "real serving benchmark results (the serving-runs table, inference-perf or vllm bench serve JSON): fits the "
+       "engine's client path, sampling time, async scheduling and the decode attention efficiency")
+      ("engine", po::value<std::string>(&engine)->default_value(engine), "--from-serving-runs: the [engine] kind fitted")
+      ("leave-one-out", "--from-serving-runs: also predict each experiment from a fit without it")
+      ("jobs,j", po::value<int>(&jobs)->default_value(0), "--from-serving-runs: stages simulated in parallel (0 = all cores)")
       ("gpu", po::value<std::string>(&gpu_name), "the GPU the measurements were taken on (a [gpu] preset name)")
       ("exclude-model", po::value<std::vector<std::string>>(&exclude)->composing(),
        "--from-operator-csv: leave this model's table out (its directory name; repeatable)")
       ("base", po::value<std::string>(&base),
-       "--from-step-latencies: the profile to add overheads to (default: the shipped profile of the file's GPU; "
+       "--from-step-latencies, --from-serving-runs: the profile to add overheads to (default: the shipped profile of the file's GPU; "
        "'none': constant efficiencies)")
       ("cuda-graphs", "--from-step-latencies: the engine replays decode iterations as CUDA graphs (as in runs with "
                       "cuda_graphs = true)")
@@ -155,22 +236,30 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (vm.count("help")) {
     out << "usage: servesim fit --from-operator-csv DIR --gpu NAME --out PROFILE.toml\n"
            "       servesim fit --from-microbench RAW_DIR [--gpu NAME] [--db FILE] --out PROFILE.toml\n"
-           "       servesim fit --from-step-latencies FILE.csv [--base PROFILE.toml] [--cuda-graphs] --out PROFILE.toml\n\n"
+           "       servesim fit --from-step-latencies FILE.csv [--base PROFILE.toml] [--cuda-graphs] --out PROFILE.toml\n"
+           "       servesim fit --from-serving-runs RESULTS... [--gpu NAME] [--base PROFILE.toml] [--leave-one-out] "
+           "--out PROFILE.toml\n\n"
         << opts << "\n";
     return 0;
   }
-  const int sources = !operator_dir.empty() + !microbench_dir.empty() + !step_csv.empty();
+  const int sources = !operator_dir.empty() + !microbench_dir.empty() + !step_csv.empty() + !serving_runs.empty();
   if (sources != 1)
-    throw UsageError("fit needs exactly one of --from-operator-csv, --from-microbench, --from-step-latencies");
+    throw UsageError(
+        "fit needs exactly one of --from-operator-csv, --from-microbench, --from-step-latencies, --from-serving-runs");
+  if (jobs < 0) throw UsageError("--jobs cannot be negative");
   if (out_path.empty()) throw UsageError("fit needs --out PROFILE.toml");
   core::PathPlan plan;
   plan.input(operator_dir, "--from-operator-csv");
   plan.input(microbench_dir, "--from-microbench");
   plan.input(step_csv, "--from-step-latencies");
+  for (const std::string& f : serving_runs) plan.input(f, "--from-serving-runs");
   if (base != "none") plan.input(base, "--base");
   plan.output(out_path, "--out");
   plan.output(db, "--db");
   plan.check();
+  if (!serving_runs.empty())
+    return fit_serving(serving_runs, gpu_name, base == "none" ? "" : base, engine, vm.count("leave-one-out") > 0, jobs,
+                       out_path, args, out);
   if (!step_csv.empty()) return fit_step_latencies(step_csv, base, vm.count("cuda-graphs") > 0, out_path, args, out);
   if (!microbench_dir.empty()) return fit_microbench(microbench_dir, gpu_name, db, out_path, args, out);
   if (gpu_name.empty()) throw UsageError("fit --from-operator-csv needs --gpu NAME: the GPU the tables were measured on");
@@ -185,9 +274,10 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 const bool kRegistered = register_command(
     {"fit",
      "(--from-operator-csv DIR --gpu NAME | --from-microbench RAW_DIR [--db FILE] | --from-step-latencies FILE.csv "
-     "[--base PROFILE]) --out PROFILE.toml",
+     "[--base PROFILE] | --from-serving-runs RESULTS... [--leave-one-out]) --out PROFILE.toml",
      "fit a calibration profile to measurements: operator tables or the CUDA microbenchmarks' raw\n"
-     "samples (efficiency tables, launch, all-reduce), or a real engine's step latencies (overheads)",
+     "samples (efficiency tables, launch, all-reduce), a real engine's step latencies (overheads), or\n"
+     "real serving runs (the engine's client path, sampling, async scheduling, decode attention)",
      cmd_fit});
 
 }  // namespace

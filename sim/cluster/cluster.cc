@@ -137,6 +137,9 @@ void Cluster::on_event(uint64_t payload) {
       return;
     }
     if (!loads_[requests_[id].routed_replica].up) {  // its replica failed while it was on the way
+      Request& r = requests_[id];
+      replicas_[r.routed_replica]->incoming(r, -1);  // no longer coming there
+      r.state = RequestState::kWaiting;
       route_again(id);
       return;
     }
@@ -187,7 +190,10 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   if (timeout_ && __builtin_add_overflow(r.arrival.ns(), timeout_->ns(), &deadline))
     throw core::Error("client time-out of request " + std::to_string(number) +
                       " is beyond the int64 nanosecond clock (292 years)");
-  if (ingress_s > 0) r.state = RequestState::kIngress;
+  if (ingress_s > 0) {
+    r.state = RequestState::kIngress;
+    replica.incoming(r, +1);  // the routers see it from now on
+  }
   const RequestId id = requests_.insert(std::move(r));
   if (timeout_) {
     deadlines_.push_back({deadline, number, id});
@@ -231,6 +237,7 @@ void Cluster::time_out(RequestId id) {
     case RequestState::kIngress: {
       // Not in a queue yet: it leaves now; its slot waits for the ingress event (which is how the
       // engine would see a request whose connection is already closed).
+      replicas_[r.routed_replica]->incoming(r, -1);
       core::RequestRecord rec;
       rec.id = r.id;
       rec.replica = rec.decode_replica = r.routed_replica;

@@ -70,13 +70,17 @@ std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
 void Replica::enqueue(RequestId id) {
   Request& r = requests_[id];
   r.replica = index_;
+  const bool was_incoming = r.state == RequestState::kIngress;
   r.state = RequestState::kWaiting;
   // Behind earlier arrivals the scheduler has not seen yet, whatever the replica is doing.
   if (engine_ && engine_->async_scheduling && (busy_ || !arriving_.empty()))
     arriving_.emplace_back(id, sim_.now());
   else
     waiting_.push_back(id);
-  account(r, +1);
+  if (was_incoming)
+    --incoming_;  // counted since it was routed
+  else
+    account(r, +1);
   if (busy_) {
     publish_state();
     return;
@@ -336,9 +340,15 @@ void Replica::preempt(RequestId id) {
 void Replica::abort(RequestId id) {
   Request& r = requests_[id];
   if (r.state == RequestState::kWaiting) {
+    // In the waiting queue, or (async scheduling) among the arrivals the scheduler has not seen yet.
     auto it = std::find(waiting_.begin(), waiting_.end(), id);
-    if (it == waiting_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
-    waiting_.erase(it);
+    if (it != waiting_.end()) {
+      waiting_.erase(it);
+    } else {
+      auto a = std::find_if(arriving_.begin(), arriving_.end(), [id](const auto& e) { return e.first == id; });
+      if (a == arriving_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
+      arriving_.erase(a);
+    }
     account(r, -1);
     if (r.swapped) {
       swap_used_bytes_ -= static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
@@ -608,13 +618,14 @@ void Replica::on_event(uint64_t payload) {
 }
 
 void Replica::publish_state() {
-  load_.queued = static_cast<int64_t>(waiting_.size() + arriving_.size());
+  const auto engine_queue = static_cast<int64_t>(waiting_.size() + arriving_.size());
+  load_.queued = engine_queue + incoming_;
   load_.running = static_cast<int64_t>(running_.size());
   load_.kv_blocks_used = kv_.in_use();
   core::ReplicaState s;
   s.replica = index_;
   s.time = sim_.now();
-  s.queued = load_.queued;
+  s.queued = engine_queue;
   s.running = load_.running;
   s.kv_blocks_used = kv_.in_use();
   s.kv_blocks_total = kv_.total();

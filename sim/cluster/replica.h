@@ -145,6 +145,15 @@ class Replica final : public EventHandler {
   std::optional<core::RequestOutcome> rejection(const Request& r) const;
   // Takes a request into the waiting queue (new, or arriving with its KV from a prefill replica)
   // and starts an iteration if idle.
+  // A request routed here that is still on the client path (API server, tokenisation), +1 when it
+  // is routed and -1 if its client gives up before it arrives (enqueue() takes it over). The load
+  // the routers see counts it, as a load balancer counts the requests it has sent; the engine's
+  // queue (the replica state the metrics sample) does not.
+  void incoming(const Request& r, int64_t sign) {
+    incoming_ += sign;
+    account(r, sign);
+    load_.queued += sign;
+  }
   void enqueue(RequestId id);
   // The KV transfer of a handed-off request is over: free its blocks here.
   void finish_handoff(RequestId id);
@@ -270,6 +279,7 @@ class Replica final : public EventHandler {
   void publish_state();
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
+  int64_t incoming_ = 0;  // routed here, still on the client path (see incoming())
   void account(const Request& r, int64_t sign) {
     load_.oracle_remaining_tokens += sign * r.outstanding_tokens();
     load_.prefill_tokens_waiting += sign * r.pending_prefill_tokens();

@@ -55,6 +55,55 @@ TEST(ClientTimeoutTest, RunningAndWaitingRequestsLeaveWhenTheirClientGivesUp) {
   EXPECT_EQ(h.checker.totals().timed_out, 2u);
 }
 
+TEST(ClientTimeoutTest, AnArrivalTheAsyncSchedulerHasNotSeenLeavesWhenItsClientGivesUp) {
+  // Async scheduling, 12 ms time-out. r0 prefills in [0, 10) and decodes in [10, 20), planned when
+  // [0, 10) started. r1, sent at 5 ms while [0, 10) ran, waits among the arrivals the scheduler has
+  // not seen until the plan of [20, 30). r0's client gives up at 12 ms (r0 leaves when [10, 20)
+  // ends); r1's at 17 ms, before any scheduler saw it: it leaves from there at 17 ms. (It used to
+  // stop the run with "aborting a request that is not in the waiting queue".)
+  ClusterSetup s;
+  s.scheduler = "kind = \"continuous\"\nwatermark = 0.0\n";
+  hwmodels::EngineModel e;
+  e.async_scheduling = true;
+  s.engine = e;
+  s.client_timeout = core::Duration::from_seconds(0.012);
+  Harness h({spec(0, 10, 5), spec(0.005, 10, 5)}, s);
+  h.run();
+  ASSERT_EQ(h.obs.done.size(), 2u);
+  const auto& r1 = h.obs.done[0];
+  EXPECT_EQ(r1.id, 1u);
+  EXPECT_EQ(r1.outcome, core::RequestOutcome::kTimedOut);
+  EXPECT_EQ(r1.finish.ns(), 17 * kMs);
+  EXPECT_EQ(r1.generated_tokens, 0);
+  const auto& r0 = h.obs.done[1];
+  EXPECT_EQ(r0.id, 0u);
+  EXPECT_EQ(r0.outcome, core::RequestOutcome::kTimedOut);
+  EXPECT_EQ(r0.finish.ns(), 20 * kMs);
+  EXPECT_EQ(r0.generated_tokens, 2);
+  EXPECT_EQ(h.cost.shapes.size(), 2u);  // r1 never ran
+  EXPECT_EQ(h.checker.totals().timed_out, 2u);
+}
+
+TEST(ClientPathTest, LoadAwareRoutersCountRequestsStillOnTheClientPath) {
+  // 50 ms from the send to the engine's queue, two replicas, least_outstanding. Three requests sent
+  // at 0, 1 and 2 ms are all on the client path when the next one is routed: a router that saw only
+  // the engines' queues would send all three to replica 0 (every load 0, ties to the lowest index).
+  // A load balancer counts what it has sent: 0 -> replica 0, 1 -> replica 1, 2 -> replica 0 (ties
+  // on count, then fewer prompt tokens waiting: 10 against 20).
+  ClusterSetup s;
+  s.replicas = 2;
+  s.router = "kind = \"least_outstanding\"\n";
+  s.client.ingress_s = 0.050;
+  Harness h({spec(0, 10, 2), spec(0.001, 20, 2), spec(0.002, 10, 2)}, s);
+  h.run();
+  ASSERT_EQ(h.obs.done.size(), 3u);
+  EXPECT_EQ(h.obs.find(0)->replica, 0u);
+  EXPECT_EQ(h.obs.find(1)->replica, 1u);
+  EXPECT_EQ(h.obs.find(2)->replica, 0u);
+  // The engines' queues (the sampled replica state) never counted a request on the client path.
+  for (const auto& st : h.obs.states) EXPECT_LE(st.queued + st.running, 2) << st.time.ns();
+}
+
 TEST(ClientTimeoutTest, TheNextRequestRunsWhenAnAbortedOneLeaves) {
   // r0 (5 tokens) runs alone and leaves at 30 ms (its client gave up at 25 ms); r1 (1 token, sent
   // at 10 ms, deadline 35 ms) is admitted at 30 ms instead of 50 ms. Its prefill [30, 40) would

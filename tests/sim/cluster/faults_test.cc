@@ -114,6 +114,27 @@ TEST(FaultsTest, RequestsWaitForARepairWhenNoReplicaIsUp) {
   EXPECT_EQ(h.obs.fleet.back().time, ms(85));
 }
 
+// With a 5 ms client path, A is routed to replica 0 at 0 and reaches it at 5 ms; replica 0 fails at
+// 2 ms, so A is routed again on arrival (the router's next pick, replica 1): prefill [5, 15) (first
+// token at 15 ms), decode [15, 25) (done). The load replica 0 showed for A while it was on the way is
+// taken back (check_drained verifies the load accounting).
+TEST(FaultsTest, RequestOnTheClientPathToAFailedReplicaIsRoutedAgain) {
+  ClusterSetup s;
+  s.replicas = 2;
+  s.client.ingress_s = 0.005;
+  Harness h({spec(0, 8, 2)}, s);
+  sim::FaultPlan plan;
+  plan.events = {failure(0, 2)};
+  h.cluster->set_faults(plan);
+  h.run();
+  const core::RequestRecord* a = h.obs.find(0);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->replica, 1u);  // it never reached replica 0
+  EXPECT_EQ(a->first_token, ms(15));
+  EXPECT_EQ(a->finish, ms(25));
+  EXPECT_EQ(h.cluster->counters().rerouted, 0u);  // it lost nothing
+}
+
 // A failure for good of the only replica: nothing can serve A any more, so it fails even with
 // recompute; so does B, sent after the failure.
 TEST(FaultsTest, RequestsFailWhenNoReplicaWillComeBack) {
