@@ -334,7 +334,16 @@ MergeStats merge_databases(const std::string& out, const std::vector<std::string
       throw core::Error(in + ": cannot open it for merging: " + e.what());
     }
     try {
-      const auto tables = merged_tables(main, "main");
+      // The fleet tables come with the first run that has fleet dynamics: a database may lack them.
+      const auto has = [](const std::vector<std::string>& v, const char* t) {
+        return std::find(v.begin(), v.end(), t) != v.end();
+      };
+      if (has(merged_tables(main, "src"), "fleet_events") && !has(merged_tables(main, "main"), "fleet_events"))
+        main.exec(metrics::fleet_schema());
+      std::vector<std::string> tables;
+      for (const std::string& t : merged_tables(main, "main"))
+        if (has(merged_tables(main, "src"), t.c_str()) || (t != "fleet_events" && t != "fleet_metrics"))
+          tables.push_back(t);
       if (merged_tables(main, "src") != tables)
         throw core::Error(in + ": holds the tables (" + column_list(merged_tables(main, "src")) + "), " + out +
                           " holds (" + column_list(tables) + "): written by another servesim version");

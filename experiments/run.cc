@@ -210,6 +210,55 @@ const std::vector<core::ParamSpec>& run_schema() {
           },
           "latency limits a request must meet to count towards goodput (unset = no limit)"),
       ParamSpec::table(
+          "faults",
+          {
+              ParamSpec::string("on_failure", "recompute",
+                                "what becomes of the requests a failed replica held (their KV is lost): recompute = "
+                                "routed again and prefilled from scratch on a replica that is up (tokens already "
+                                "streamed stay with the client); fail = they fail (outcome 'failed')")
+                  .one_of({"recompute", "fail"}),
+              ParamSpec::integer("max_reroutes", 3, "times",
+                                 "recompute: a request lost with failed replicas more often than this fails instead "
+                                 "(a retry budget; it also bounds a run whose failures come faster than its longest "
+                                 "prefill)")
+                  .range(0, 1000),
+              ParamSpec::real("mtbf_s", 0, "s",
+                              "mean time between failures of each replica: exponential times to failure drawn "
+                              "from the run's seed (stream faults/<replica>); unset = no drawn failures")
+                  .range(1e-3, 1e12)
+                  .optional(),
+              ParamSpec::real("mttr_s", 0, "s", "mean time to repair of a drawn failure (exponential); needs mtbf_s")
+                  .range(1e-3, 1e12)
+                  .optional(),
+              ParamSpec::table_list(
+                  "events",
+                  {
+                      ParamSpec::integer("replica", 0, "", "the replica (0-based, as in replica_stats)")
+                          .range(0, 1 << 20)
+                          .required(),
+                      ParamSpec::real("at_s", 0, "s", "when it happens (simulated seconds from the start)")
+                          .range(0, 1e12)
+                          .required(),
+                      ParamSpec::string("kind", "fail",
+                                        "fail: the replica goes down (its requests lose their KV); slow: it runs "
+                                        "at `speed` of its speed from at_s on (a straggler; speed = 1 heals it)")
+                          .one_of({"fail", "slow"}),
+                      ParamSpec::real("repair_s", 0, "s",
+                                      "fail: down for this long, then back with an empty cache; unset = for good")
+                          .range(0, 1e12)
+                          .optional(),
+                      ParamSpec::real("speed", 1, "fraction",
+                                      "slow: the fraction of its speed the replica runs at (iterations take "
+                                      "1/speed as long)")
+                          .range(1e-3, 1)
+                          .optional(),
+                  },
+                  "fault events at given times ([[faults.events]])")
+                  .optional(),
+          },
+          "fault injection: replica failures (given times or MTBF/MTTR) and stragglers (unified clusters)")
+          .optional(),
+      ParamSpec::table(
           "output",
           {
               ParamSpec::real("sample_interval_ms", 1000, "ms",
@@ -600,6 +649,49 @@ sim::TopologyConfig topology_config(const core::Params& net, const hwmodels::Gpu
   return t;
 }
 
+// [faults]: fault injection, checked against the cluster it applies to.
+sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed) {
+  sim::FaultPlan plan;
+  if (!config.has("faults")) return plan;
+  const core::Params& f = config.section("faults");
+  if (disaggregated)
+    f.fail("on_failure", "fault injection is modelled for unified clusters; this one has [cluster.prefill] and "
+                         "[cluster.decode]");
+  plan.recompute = f.get_string("on_failure") == "recompute";
+  plan.max_reroutes = static_cast<uint32_t>(f.get_int("max_reroutes"));
+  plan.seed = seed;
+  if (f.has("mtbf_s") != f.has("mttr_s"))
+    f.fail(f.has("mtbf_s") ? "mtbf_s" : "mttr_s", "give mtbf_s and mttr_s together (drawn failures need both)");
+  if (f.has("mtbf_s")) {
+    plan.mtbf_s = f.get_float("mtbf_s");
+    plan.mttr_s = f.get_float("mttr_s");
+  }
+  if (f.has("events")) {
+    for (const core::Params& e : f.list("events")) {
+      sim::FaultEvent ev;
+      const int64_t r = e.get_int("replica");
+      if (r >= replicas)
+        e.fail("replica", "replica " + std::to_string(r) + " does not exist: the cluster has " +
+                              std::to_string(replicas) + (replicas == 1 ? " replica (0)" : " replicas (0 to " +
+                              std::to_string(replicas - 1) + ")"));
+      ev.replica = static_cast<uint32_t>(r);
+      ev.at = core::Time() + core::Duration::from_seconds(e.get_float("at_s"));
+      const bool slow = e.get_string("kind") == "slow";
+      ev.kind = slow ? sim::FaultEvent::Kind::kSlow : sim::FaultEvent::Kind::kFail;
+      if (slow) {
+        if (e.has("repair_s")) e.fail("repair_s", "a slow replica is not down: repair_s is for kind = \"fail\" (heal a straggler with another event of speed = 1)");
+        if (!e.has("speed")) e.fail("speed", "kind = \"slow\" needs speed, the fraction of its speed the replica runs at");
+        ev.speed = e.get_float("speed");
+      } else {
+        if (e.has("speed")) e.fail("speed", "speed is for kind = \"slow\"; a failed replica runs at none");
+        if (e.has("repair_s")) ev.repair = core::Duration::from_seconds(e.get_float("repair_s"));
+      }
+      plan.events.push_back(ev);
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) {
@@ -743,6 +835,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     }
   }
 
+  const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed);
+
   if (outputs.build_only) return result;
 
   // ---- Outputs: opened now, committed only when the run has finished cleanly.
@@ -814,6 +908,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
+
+  cluster.set_faults(fault_plan);
 
   const auto wall_start = std::chrono::steady_clock::now();
   cluster.start();

@@ -75,6 +75,8 @@ struct RecordingObserver final : core::LifecycleObserver {
   std::vector<core::ReplicaState> states;
   std::vector<core::PrefixLookup> lookups;
   std::vector<core::KvTransfer> transfers;
+  std::vector<core::FleetEvent> fleet;
+  void on_fleet_event(const core::FleetEvent& e) override { fleet.push_back(e); }
   void on_prefix_lookup(const core::PrefixLookup& l) override { lookups.push_back(l); }
   void on_kv_transfer(const core::KvTransfer& t) override { transfers.push_back(t); }
   void on_request_done(const core::RequestRecord& r) override { done.push_back(r); }

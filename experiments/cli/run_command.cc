@@ -147,6 +147,18 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
     out << "speculation  " << r.decoding_kind << ": " << fixed(s.spec_mean_accepted_length, 2)
         << " tokens per verify step (" << percent(s.spec_acceptance_rate) << " of " << grouped(static_cast<uint64_t>(s.spec_draft_tokens))
         << " draft tokens accepted), " << fixed(s.tokens_per_gap, 2) << " tokens per streamed chunk (one ITL gap)\n";
+  if (!s.fleet.empty()) {
+    auto get = [&](const char* name) {
+      for (const auto& v : s.fleet)
+        if (v.name == name) return v.value;
+      return 0.0;
+    };
+    out << "fleet        " << grouped(static_cast<uint64_t>(get("replica_failures"))) << " replica failures ("
+        << grouped(static_cast<uint64_t>(get("replica_repairs"))) << " repaired, " << fixed(get("replica_down_seconds"), 1)
+        << " replica-seconds down), " << grouped(static_cast<uint64_t>(get("requests_rerouted")))
+        << " requests rerouted and recomputed, " << grouped(static_cast<uint64_t>(get("requests_failed")))
+        << " failed, " << grouped(static_cast<uint64_t>(get("replica_speed_changes"))) << " straggler events\n";
+  }
   if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
   if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
 }

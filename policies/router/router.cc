@@ -8,6 +8,7 @@ RouterRegistry& router_registry() {
 }
 
 bool lighter(const sim::ReplicaLoad& a, const sim::ReplicaLoad& b, bool oracle) {
+  if (a.up != b.up) return a.up;  // a replica that is down ([faults]) comes last
   if (oracle) return a.oracle_remaining_tokens < b.oracle_remaining_tokens;
   const int64_t ra = a.queued + a.running, rb = b.queued + b.running;
   if (ra != rb) return ra < rb;

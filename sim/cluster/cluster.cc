@@ -20,6 +20,8 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
       loads_(layout.replicas) {
   wake_.cluster = this;
   timer_.cluster = this;
+  fault_timer_.cluster = this;
+  park_timer_.cluster = this;
   closed_loop_ = source_.closed_loop();
   timeout_ = source_.client_timeout();
   if (layout_.prefill_replicas > 0 &&
@@ -134,6 +136,13 @@ void Cluster::on_event(uint64_t payload) {
       requests_.erase(id);
       return;
     }
+    if (!loads_[requests_[id].routed_replica].up) {  // its replica failed while it was on the way
+      Request& r = requests_[id];
+      replicas_[r.routed_replica]->incoming(r, -1);  // no longer coming there
+      r.state = RequestState::kWaiting;
+      route_again(id);
+      return;
+    }
     replicas_[requests_[id].routed_replica]->enqueue(id);
   }
 }
@@ -161,9 +170,11 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   observer_.on_arrival(r.id, r.arrival);
 
   const size_t pool = disaggregated() ? layout_.prefill_replicas : replicas_.size();
-  const uint32_t target = router_->route(r, std::span<const ReplicaLoad>(loads_.data(), pool));
+  uint32_t target = router_->route(r, std::span<const ReplicaLoad>(loads_.data(), pool));
   if (target >= pool)
     throw core::Error("internal: router chose replica " + std::to_string(target) + " of " + std::to_string(pool));
+  const bool none_up = faults_ && !loads_[target].up && up_from(target) == pool;
+  if (faults_ && !none_up) target = up_from(target);
   r.routed_replica = target;
   Replica& replica = *replicas_[target];
   std::optional<core::RequestOutcome> why = replica.rejection(r);
@@ -194,6 +205,8 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   }
   if (ingress_s > 0)
     sim_.schedule_after(core::Duration::from_seconds(ingress_s), this, uint64_t{id.slot} + 1);
+  else if (none_up)
+    route_again(id);  // parked until a repair, or failed
   else
     replica.enqueue(id);
 }
@@ -244,6 +257,25 @@ void Cluster::time_out(RequestId id) {
       break;
     case RequestState::kTransferring:
       break;  // its KV is on the wire: it leaves when the transfer ends (on_transfer_done)
+    case RequestState::kParked: {  // waiting at the cluster for a replica to come back
+      parked_.erase(std::find(parked_.begin(), parked_.end(), id));
+      core::RequestRecord rec;
+      rec.id = r.id;
+      rec.replica = rec.decode_replica = r.routed_replica;
+      rec.outcome = core::RequestOutcome::kTimedOut;
+      rec.prompt_tokens = r.prompt_tokens;
+      rec.output_tokens = r.output_tokens;
+      rec.generated_tokens = r.generated;
+      rec.arrival = r.arrival;
+      rec.finish = sim_.now();
+      rec.first_token = r.generated > 0 ? r.first_token : rec.finish;
+      rec.preemptions = r.preemptions;
+      rec.cached_tokens = r.cached_tokens;
+      rec.stage = r.stage;
+      requests_.erase(id);
+      signal_timed_out(rec);
+      break;
+    }
     case RequestState::kDone:
       throw core::Error("internal: timing out a request that has left");
   }
@@ -380,10 +412,12 @@ void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
 
 void Cluster::check_drained() const {
   if (has_next_ || (closed_loop_ && source_.due()) ||
-      counters_.arrived != counters_.completed + counters_.rejected + counters_.timed_out || requests_.live() != 0)
+      counters_.arrived != counters_.completed + counters_.rejected + counters_.timed_out + counters_.failed ||
+      requests_.live() != 0 || !parked_.empty())
     throw core::Error("internal: requests not conserved: arrived " + std::to_string(counters_.arrived) +
                       ", completed " + std::to_string(counters_.completed) + ", rejected " +
                       std::to_string(counters_.rejected) + ", timed out " + std::to_string(counters_.timed_out) +
+                      ", failed " + std::to_string(counters_.failed) + ", parked " + std::to_string(parked_.size()) +
                       ", still in flight " + std::to_string(requests_.live()) +
                       (closed_loop_ && source_.due() ? ", and the closed-loop workload has a request due" : ""));
   for (size_t i = 0; i < loads_.size(); ++i)

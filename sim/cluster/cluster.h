@@ -14,6 +14,7 @@
 #include "sim/cluster/replica.h"
 #include "sim/cluster/request.h"
 #include "sim/core/lifecycle.h"
+#include "sim/core/rng.h"
 #include "sim/engine/simulation.h"
 #include "traces/arrival_source.h"
 
@@ -36,6 +37,9 @@ struct ClusterCounters {
   uint64_t completed = 0;
   uint64_t rejected = 0;
   uint64_t timed_out = 0;
+  uint64_t failed = 0;            // lost with a failed replica (on_failure = fail, or no replica left)
+  uint64_t rerouted = 0;          // times a request left a failed replica to be recomputed elsewhere
+  uint64_t replica_failures = 0;
   uint64_t preemptions = 0;
   uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0;
@@ -50,6 +54,27 @@ struct ClientPath {
   double ingress_s_per_prompt_token = 0;
   double egress_s = 0;       // every token
   double first_token_s = 0;  // extra for the first token
+};
+
+// Fault injection ([faults]): replica failures at given times or drawn from an exponential time to
+// failure (mean mtbf_s) and repair (mean mttr_s), and stragglers. Every fault event is weak: a fault
+// after the last request has left never stretches the run.
+struct FaultEvent {
+  enum class Kind : uint8_t { kFail, kSlow };
+  Kind kind = Kind::kFail;
+  uint32_t replica = 0;
+  core::Time at;
+  std::optional<core::Duration> repair;  // kFail: down for this long (unset: for good)
+  double speed = 1;                      // kSlow: fraction of its speed from `at` on (1 = healthy again)
+};
+struct FaultPlan {
+  std::vector<FaultEvent> events;
+  double mtbf_s = 0;             // > 0: every replica fails after exponential times of this mean
+  double mttr_s = 0;             // ... and is repaired after exponential times of this mean
+  uint64_t seed = 0;             // the MTBF/MTTR draws' stream ("faults/<replica>")
+  bool recompute = true;         // lost requests are routed again and recomputed; false: they fail
+  uint32_t max_reroutes = 3;     // a request lost more often than this fails (bounds the work of a run)
+  bool any() const { return !events.empty() || mtbf_s > 0; }
 };
 
 // How the replicas are used and where they sit.
@@ -78,6 +103,9 @@ class Cluster final : public EventHandler,
   Replica& add_replica(const ReplicaConfig& config, const hwmodels::StepCostModel& cost,
                        std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {},
                        int64_t attention_ranks = 1);
+
+  // Fault injection (unified clusters only); call before start().
+  void set_faults(const FaultPlan& plan);
 
   // Schedules the first arrival.
   void start();
@@ -146,6 +174,38 @@ class Cluster final : public EventHandler,
   // links carry its share, as DeepEP's rail-aligned RDMA does).
   double exchange_seconds(Replica& replica, double bytes) override;
 
+  // ---- fleet dynamics (sim/cluster/faults.cc) ----
+  struct FaultTimer final : EventHandler {  // payload: index into fault_actions_
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t index) override { cluster->on_fault(index); }
+  };
+  struct ParkTimer final : EventHandler {  // keeps the run going while requests wait for a repair
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t) override { cluster->on_park_timer(); }
+  };
+  struct FaultAction {
+    enum class Kind : uint8_t { kFail, kRepair, kSpeed } kind = Kind::kFail;
+    uint32_t replica = 0;
+    bool drawn = false;                    // part of the replica's MTBF process
+    uint64_t epoch = 0;                    // kRepair: the failure it ends
+    std::optional<core::Duration> repair;  // kFail
+    double speed = 1;                      // kSpeed
+  };
+  void schedule_fault(core::Time t, const FaultAction& a);
+  void on_fault(uint64_t index);
+  void fail_replica(uint32_t i, bool drawn, std::optional<core::Duration> repair);
+  void repair_replica(uint32_t i);
+  // A request without a replica (lost, or routed to one that went down): routed again among the
+  // replicas that are up, parked when none is but one will be repaired, failed otherwise.
+  void route_again(RequestId id);
+  // The first replica up from `pick` on (ring order); replicas_.size() when none is.
+  uint32_t up_from(uint32_t pick) const;
+  void fail_request(RequestId id);
+  void park(RequestId id);
+  void on_park_timer();
+  void unpark();
+  void fleet_event(core::FleetEventKind kind, uint32_t replica, uint64_t request = 0, double value = 0);
+
   struct PendingTransfer {
     uint32_t from = 0, to = 0;
     core::Time start;
@@ -178,6 +238,17 @@ class Cluster final : public EventHandler,
   std::deque<Deadline> deadlines_;
   bool timer_pending_ = false;
   ClusterCounters counters_;
+  bool faults_ = false;
+  FaultPlan plan_;
+  FaultTimer fault_timer_;
+  ParkTimer park_timer_;
+  std::vector<FaultAction> fault_actions_;
+  std::vector<core::Rng> fault_rngs_;        // per replica (MTBF)
+  std::vector<uint64_t> epoch_;              // per replica: failures so far
+  std::vector<std::optional<core::Time>> repair_at_;  // per replica while down: when it comes back
+  std::deque<RequestId> parked_;
+  bool park_timer_pending_ = false;
+  std::vector<RequestId> lost_;              // scratch
   std::vector<std::pair<int64_t, int64_t>> pairs_;  // scratch
 };
 

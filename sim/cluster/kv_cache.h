@@ -126,6 +126,8 @@ class KvCache {
 
   // Throws core::Error when the counts disagree with the units (tests and --check).
   void check() const;
+  // Evicts every cached prefix unit no request holds (a failed replica's memory is gone).
+  void drop_unreferenced() { evict_until(total_ + 1); }
 
  private:
   struct Unit {

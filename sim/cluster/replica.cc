@@ -445,6 +445,56 @@ void Replica::finish_handoff(RequestId id) {
   if (!busy_) try_start_iteration(); else publish_state();
 }
 
+// ---- fleet dynamics -----------------------------------------------------------------------------
+
+void Replica::fail(std::vector<RequestId>& lost) {
+  if (transferring_ > 0 || role_ != ReplicaRole::kUnified)
+    throw core::Error("internal: replica failures are modelled for unified replicas only");
+  if (busy_) {
+    lost_iteration_end_ = last_start_ + last_duration_;
+    ++iteration_;  // its completion event is stale now
+    busy_ = false;
+  }
+  plan_.clear();
+  aborts_pending_ = 0;
+  chained_ = false;
+  const size_t first = lost.size();
+  auto lose = [&](RequestId id) {
+    Request& r = requests_[id];
+    account(r, -1);
+    release_kv(r);
+    r.kv_tokens = 0;
+    r.decoding = false;
+    r.swapped = false;
+    if (r.timed_out) {
+      leave_timed_out(id);
+      return;
+    }
+    lost.push_back(id);
+  };
+  for (RequestId id : running_) lose(id);
+  for (RequestId id : waiting_) lose(id);
+  for (const auto& a : arriving_) lose(a.first);
+  running_.clear();
+  waiting_.clear();
+  arriving_.clear();
+  std::sort(lost.begin() + static_cast<std::ptrdiff_t>(first), lost.end(),
+            [this](RequestId a, RequestId b) { return requests_[a].id < requests_[b].id; });
+  swap_used_bytes_ = 0;
+  pending_swap_seconds_ = 0;
+  kv_.drop_unreferenced();
+  down_ = true;
+  load_.up = false;
+  publish_state();
+}
+
+void Replica::repair() {
+  if (!down_) throw core::Error("internal: repairing a replica that is up");
+  down_ = false;
+  load_.up = true;
+  publish_state();
+}
+
 // ---- iterations ---------------------------------------------------------------------------------
 
 void Replica::admit_arrivals(bool chained) {
@@ -519,7 +569,7 @@ void Replica::try_start_iteration() {
       gpu_s = hwmodels::all_to_all_step_seconds(cost.all_to_all, network_s);
   const double iteration_s =
       engine_ ? engine_->iteration_seconds(gpu_s, shape, cost_.model().num_layers, after_idle) : gpu_s;
-  const double seconds = iteration_s + pending_swap_seconds_;
+  const double seconds = (speed_ == 1.0 ? iteration_s : iteration_s / speed_) + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
   const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
 
@@ -599,7 +649,8 @@ void Replica::speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec)
   shape.draft_catchup_pairs = catchup_pairs;
 }
 
-void Replica::on_event(uint64_t /*payload*/) {
+void Replica::on_event(uint64_t payload) {
+  if (payload != iteration_) return;  // the iteration of a replica that has failed since
   busy_ = false;
   const core::Time now = sim_.now();
   gaps_.clear();

@@ -109,6 +109,9 @@ struct ReplicaLoad {
   int64_t prefill_tokens_waiting = 0;  // prompt (and recompute) tokens not yet prefilled
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
+  // False while the replica is down ([faults]): it takes no requests. Load-comparing routers rank
+  // it last; the cluster moves any pick of a down replica to the next one up.
+  bool up = true;
   // Oracle: prefill tokens waiting + output tokens not yet generated. It needs every request's
   // output length, which no real router knows; only routers asked for an oracle upper bound read it.
   int64_t oracle_remaining_tokens = 0;
@@ -189,6 +192,21 @@ class Replica final : public EventHandler {
   // engine aborts between steps; the iteration's tokens are computed and thrown away).
   void abort(RequestId id);
   core::Duration last_iteration() const { return last_duration_; }
+  // ---- fleet dynamics ([faults]) ----
+  // The replica fails now: the iteration in progress is lost, every request it holds (running,
+  // waiting, arriving) loses its KV (GPU and swapped) and is appended to `lost` in arrival order,
+  // reset to be prefilled again from scratch (its prompt and the tokens it already produced); a
+  // request whose client had given up leaves as timed out. Its prefix cache is emptied, and it
+  // reports itself down (ReplicaLoad::up) until repair().
+  void fail(std::vector<RequestId>& lost);
+  // Back in service (no earlier than the lost iteration's end: available_at()).
+  void repair();
+  bool down() const { return down_; }
+  core::Time available_at() const { return lost_iteration_end_; }
+  // A straggler runs every iteration at `fraction` of its speed (1 = healthy; iterations take 1/fraction
+  // as long).
+  void set_speed(double fraction) { speed_ = fraction; }
+  double speed() const { return speed_; }
   // KV bytes one token occupies on each of its GPUs (a share of the heads, or a whole MLA latent).
   double kv_bytes_per_token_per_gpu() const { return kv_bytes_per_token_per_gpu_; }
   // KV bytes a request of `tokens` tokens holds on each GPU (the window and state of a hybrid model).
@@ -347,7 +365,10 @@ class Replica final : public EventHandler {
   std::vector<uint64_t> unit_keys_;   // scratch of apply_growth
   bool busy_ = false;
   bool chained_ = false;  // the iteration about to start follows the previous one without a gap
-  uint64_t iteration_ = 0;
+  bool down_ = false;
+  double speed_ = 1.0;
+  core::Time lost_iteration_end_;  // when the iteration a failure interrupted would have ended
+  uint64_t iteration_ = 0;  // the payload of the pending iteration event (a failure makes it stale)
   core::Duration last_duration_;
 };
 

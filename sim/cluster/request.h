@@ -20,6 +20,7 @@ enum class RequestState : uint8_t {
   kWaiting,       // in a replica's waiting queue
   kRunning,       // in a replica's running set, holding KV blocks
   kTransferring,  // prefilled on a prefill replica, its KV on the way to a decode replica
+  kParked,        // at the cluster: every replica is down ([faults]); routed when one comes back
   kDone,
 };
 
@@ -51,6 +52,7 @@ struct Request {
   // output (prompt-lookup drafting), < 0 when the workload says nothing.
   int64_t drafts = 0;
   double repetition = -1;
+  uint32_t failovers = 0;       // times a replica failure sent it elsewhere to be recomputed
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage

@@ -8,6 +8,17 @@ std::string_view outcome_name(RequestOutcome outcome) {
     case RequestOutcome::kRejectedContext: return "rejected_context";
     case RequestOutcome::kRejectedKvCapacity: return "rejected_kv_capacity";
     case RequestOutcome::kTimedOut: return "timed_out";
+    case RequestOutcome::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+std::string_view fleet_event_name(FleetEventKind kind) {
+  switch (kind) {
+    case FleetEventKind::kReplicaDown: return "replica_down";
+    case FleetEventKind::kReplicaUp: return "replica_up";
+    case FleetEventKind::kReplicaSpeed: return "replica_speed";
+    case FleetEventKind::kRequestRerouted: return "request_rerouted";
   }
   return "unknown";
 }

@@ -16,6 +16,7 @@ enum class RequestOutcome : uint8_t {
   kRejectedContext,     // prompt + output longer than the model's context
   kRejectedKvCapacity,  // the request could never fit in the replica's KV cache
   kTimedOut,            // its client gave up (the workload's client time-out) before the last token
+  kFailed,              // its replica failed and [faults] on_failure = "fail" (no recompute elsewhere)
 };
 std::string_view outcome_name(RequestOutcome outcome);  // "completed", "rejected_context", ..., "timed_out"
 
@@ -85,6 +86,23 @@ struct KvTransfer {
   Time end;
 };
 
+// Fleet dynamics ([faults]): a replica went down or came back, started running slow, or a request
+// lost its KV with a failed replica and was routed again.
+enum class FleetEventKind : uint8_t {
+  kReplicaDown,      // value: requests it held (queued + running)
+  kReplicaUp,        // repaired: it takes traffic again
+  kReplicaSpeed,     // value: the fraction of its speed it runs at from now on (1 = healthy)
+  kRequestRerouted,  // request `request` left failed replica `replica` to be recomputed elsewhere
+};
+std::string_view fleet_event_name(FleetEventKind kind);  // "replica_down", ...
+struct FleetEvent {
+  FleetEventKind kind = FleetEventKind::kReplicaDown;
+  uint32_t replica = 0;
+  Time time;
+  uint64_t request = 0;  // kRequestRerouted only
+  double value = 0;
+};
+
 // A replica's state after something changed it.
 struct ReplicaState {
   uint32_t replica = 0;
@@ -118,6 +136,7 @@ class LifecycleObserver {
   virtual void on_replica_state(const ReplicaState& /*state*/) {}
   virtual void on_prefix_lookup(const PrefixLookup& /*lookup*/) {}
   virtual void on_kv_transfer(const KvTransfer& /*transfer*/) {}
+  virtual void on_fleet_event(const FleetEvent& /*event*/) {}
 };
 
 }  // namespace servesim::core

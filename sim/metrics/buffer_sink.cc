@@ -9,6 +9,7 @@ void BufferSink::begin_run(RunInfo& info) {
   requests_.clear();
   samples_.clear();
   replica_stats_.clear();
+  fleet_events_.clear();
   order_.clear();
   complete_ = false;
 }
@@ -43,6 +44,7 @@ void BufferSink::replay(ResultSink& sink) const {
       sink.add_sample(samples_[s++]);
     }
   }
+  for (const auto& e : fleet_events_) sink.add_fleet_event(e);
   for (const auto& stats : replica_stats_) sink.add_replica_stats(stats);
   sink.end_run(summary_);
 }
@@ -56,6 +58,8 @@ void BufferSink::clear_rows() {
   order_.shrink_to_fit();
   replica_stats_.clear();
   replica_stats_.shrink_to_fit();
+  fleet_events_.clear();
+  fleet_events_.shrink_to_fit();
 }
 
 }  // namespace servesim::metrics

@@ -19,6 +19,7 @@ class BufferSink final : public ResultSink {
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
   void add_replica_stats(const ReplicaStats& stats) override;
+  void add_fleet_event(const core::FleetEvent& event) override { fleet_events_.push_back(event); }
   void end_run(const RunSummary& summary) override;
 
   // True once end_run has been called (the run finished cleanly).
@@ -41,6 +42,7 @@ class BufferSink final : public ResultSink {
   std::vector<std::pair<core::RequestRecord, RequestMetrics>> requests_;
   std::vector<ReplicaSample> samples_;
   std::vector<ReplicaStats> replica_stats_;
+  std::vector<core::FleetEvent> fleet_events_;
   // Rows in arrival order across both kinds: true = next request, false = next sample.
   std::vector<bool> order_;
   bool complete_ = false;

@@ -56,6 +56,29 @@ void MetricsCollector::on_kv_transfer(const core::KvTransfer& t) {
   transfer_ms_.push_back((t.end - t.start).ms());
 }
 
+void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
+  fleet_.any = true;
+  if (fleet_.down_since.empty()) fleet_.down_since.resize(config_.replicas.size());
+  switch (e.kind) {
+    case core::FleetEventKind::kReplicaDown:
+      ++fleet_.failures;
+      fleet_.down_since[e.replica] = e.time;
+      break;
+    case core::FleetEventKind::kReplicaUp:
+      ++fleet_.repairs;
+      if (fleet_.down_since[e.replica]) fleet_.down_ns += (e.time - *fleet_.down_since[e.replica]).ns();
+      fleet_.down_since[e.replica].reset();
+      break;
+    case core::FleetEventKind::kReplicaSpeed:
+      ++fleet_.speed_changes;
+      break;
+    case core::FleetEventKind::kRequestRerouted:
+      ++fleet_.rerouted;
+      break;
+  }
+  for (ResultSink* sink : sinks_) sink->add_fleet_event(e);
+}
+
 void MetricsCollector::on_arrival(uint64_t /*id*/, core::Time t) {
   window_.end = t;
   window_.completed = s_.requests_completed;
@@ -87,6 +110,10 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
     case core::RequestOutcome::kTimedOut:
       // A failure: no latency, no tokens delivered; it misses the SLO.
       ++s_.requests_timed_out;
+      break;
+    case core::RequestOutcome::kFailed:  // lost with a failed replica: it misses the SLO
+      fleet_.any = true;
+      ++fleet_.failed;
       break;
   }
   ++replica_stats_[r.replica].routed;
@@ -264,6 +291,18 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   if (busy_peak_bytes_ > 0) s.mbu_mean = bytes_ / busy_peak_bytes_;
   if (busy_seconds_ > 0) s.mean_batch_size = batch_seconds_ / busy_seconds_;
   if (kv_capacity_ns > 0) s.kv_util_mean = static_cast<double>(kv_used_ns / kv_capacity_ns);
+  if (fleet_.any) {
+    long double down_ns = fleet_.down_ns;
+    for (const auto& since : fleet_.down_since)
+      if (since) down_ns += (end - *since).ns();
+    auto count = [](const char* name, uint64_t v) { return NamedValue{name, static_cast<double>(v), true}; };
+    s.fleet = {count("replica_failures", fleet_.failures),
+               count("replica_repairs", fleet_.repairs),
+               count("replica_speed_changes", fleet_.speed_changes),
+               count("requests_rerouted", fleet_.rerouted),
+               count("requests_failed", fleet_.failed),
+               NamedValue{"replica_down_seconds", static_cast<double>(down_ns * 1e-9L), false}};
+  }
   return s;
 }
 

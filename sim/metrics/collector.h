@@ -3,6 +3,7 @@
 // replica state on a fixed period, and forwards rows to result sinks.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   void on_replica_state(const core::ReplicaState& s) override;
   void on_prefix_lookup(const core::PrefixLookup& l) override;
   void on_kv_transfer(const core::KvTransfer& t) override;
+  void on_fleet_event(const core::FleetEvent& e) override;
 
   // Closes the time series at `end`, hands each sink the per-replica statistics and computes the
   // summary (the caller commits the sinks with end_run once everything else has succeeded).
@@ -77,6 +79,13 @@ class MetricsCollector final : public core::LifecycleObserver {
     uint64_t completed = 0, meeting_slo = 0;
     int64_t output_tokens = 0;
   } window_;
+  // Fleet dynamics.
+  struct Fleet {
+    bool any = false;
+    uint64_t failures = 0, repairs = 0, speed_changes = 0, rerouted = 0, failed = 0;
+    std::vector<std::optional<core::Time>> down_since;  // per replica
+    long double down_ns = 0;  // replica-time spent down
+  } fleet_;
   int64_t next_sample_ns_ = 0;
   // The requests in the system (queued + running, all replicas) and the completions over time: the
   // mean requests in the system and the steady-state analysis (steady_state.h); with a custom measurement window also one record per request, since the window is

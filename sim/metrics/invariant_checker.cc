@@ -71,6 +71,7 @@ void InvariantChecker::on_arrival(uint64_t id, core::Time t) {
 void InvariantChecker::on_request_done(const core::RequestRecord& r) {
   const bool completed = r.outcome == core::RequestOutcome::kCompleted;
   const bool timed_out = r.outcome == core::RequestOutcome::kTimedOut;
+  const bool failed = r.outcome == core::RequestOutcome::kFailed;
   advance_clock(r.finish, "request-done");
   Pending& p = pending(r.id, "request-done", r.finish);
   const auto who = [&] {
@@ -137,6 +138,24 @@ void InvariantChecker::on_request_done(const core::RequestRecord& r) {
           });
     ++totals_.timed_out;
     totals_.timed_out_gaps += std::max<int64_t>(0, r.generated_tokens - 1);
+  } else if (failed) {
+    // Lost with a failed replica: it leaves at the failure, with the tokens it had produced.
+    check(r.arrival <= r.finish && r.client_finish == r.finish, "requests", r.finish, [&] {
+      return std::string(who() + ": expected arrival <= finish = the client's error, got arrival " +
+                         n(r.arrival.ns()) + ", finish " + n(r.finish.ns()) + ", client " + n(r.client_finish.ns()) +
+                         " ns");
+    });
+    check(r.generated_tokens >= 0 && r.generated_tokens < r.output_tokens, "tokens", r.finish, [&] {
+      return std::string(who() + " failed after " + n(r.generated_tokens) + " of " + n(r.output_tokens) +
+                         " output tokens");
+    });
+    check(r.generated_tokens > 0 ? r.arrival < r.first_token && r.first_token <= r.finish : r.first_token == r.finish,
+          "requests", r.finish, [&] {
+            return std::string(who() + " produced " + n(r.generated_tokens) + " tokens, first at " +
+                               n(r.first_token.ns()) + " ns (finish " + n(r.finish.ns()) + " ns)");
+          });
+    ++totals_.failed;
+    totals_.timed_out_gaps += std::max<int64_t>(0, r.generated_tokens - 1);
   } else {
     check(r.first_token == r.arrival && r.finish == r.arrival, "requests", r.finish, [&] {
       return std::string(who() + ": a rejected request leaves when it arrives (first token and finish = arrival " +
@@ -198,8 +217,12 @@ void InvariantChecker::on_iteration(const core::IterationRecord& it) {
   int64_t end = 0;
   check(!__builtin_add_overflow(it.start.ns(), it.duration.ns(), &end), "clock", it.start,
         [&] { return std::string(who() + " ends beyond the largest representable time"); });
+  check(!rv.down, "fleet", it.start,
+        [&] { return std::string(who() + ": the replica is down (failed, not repaired)"); });
   rv.iteration_end = core::Time::from_ns(end);
   rv.iterated = true;
+  rv.last_decodes = it.decode_tokens;
+  rv.last_output = it.decode_tokens + it.extra_decode_tokens;
   ++totals_.iterations;
   totals_.decode_tokens += it.decode_tokens;
   totals_.decode_output += it.decode_tokens + it.extra_decode_tokens;
@@ -284,6 +307,45 @@ void InvariantChecker::on_kv_transfer(const core::KvTransfer& t) {
   if (next_) next_->on_kv_transfer(t);
 }
 
+void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
+  advance_clock(e.time, "fleet");
+  ReplicaView& rv = replica(e.replica, "fleet", e.time);
+  const auto who = [&] {
+    return std::string(core::fleet_event_name(e.kind)) + " of replica " + n(e.replica);
+  };
+  switch (e.kind) {
+    case core::FleetEventKind::kReplicaDown:
+      check(!rv.down, "fleet", e.time, [&] { return who() + ": it is down already"; });
+      // The iteration in progress is lost: its decodes produce no tokens.
+      if (rv.iterated && rv.iteration_end > e.time) {
+        totals_.lost_decodes += rv.last_decodes;
+        totals_.lost_output += rv.last_output;
+      }
+      check(rv.state.queued == 0 && rv.state.running == 0 && rv.state.kv_blocks_used == 0, "fleet", e.time, [&] {
+        return who() + ": a failed replica must hold nothing, but it reports " + n(rv.state.queued) + " queued, " +
+               n(rv.state.running) + " running, " + n(rv.state.kv_blocks_used) + " KV blocks";
+      });
+      rv.down = true;
+      ++totals_.replica_failures;
+      break;
+    case core::FleetEventKind::kReplicaUp:
+      check(rv.down && (!rv.iterated || e.time >= rv.iteration_end), "fleet", e.time,
+            [&] { return who() + ": it was not down, or comes back before its lost iteration's end"; });
+      rv.down = false;
+      break;
+    case core::FleetEventKind::kReplicaSpeed:
+      check(e.value > 0 && e.value <= 1, "fleet", e.time,
+            [&] { return who() + ": speed " + std::to_string(e.value) + " is not in (0, 1]"; });
+      break;
+    case core::FleetEventKind::kRequestRerouted:
+      pending(e.request, "fleet (rerouted)", e.time);
+      check(rv.down, "fleet", e.time, [&] { return who() + ": request " + n(e.request) + " left a replica that is up"; });
+      ++totals_.reroutes;
+      break;
+  }
+  if (next_) next_->on_fleet_event(e);
+}
+
 void InvariantChecker::check_drained() {
   if (!in_flight_.empty()) {
     std::string ids;
@@ -324,17 +386,23 @@ void InvariantChecker::check_drained() {
                        " after an inter-token gap (all but each request's first token), but the " + n(gaps) +
                        " gaps signalled delivered " + n(tokens));
   });
-  check(totals_.decode_output <= tokens && tokens <= totals_.decode_output + static_cast<int64_t>(totals_.preemptions),
+  // Each preemption or failover may turn one more token into a prefill's; a failure loses the
+  // decodes (and their accepted draft tokens) of the iteration it interrupts.
+  const int64_t output = totals_.decode_output - totals_.lost_output;
+  const int64_t slack = static_cast<int64_t>(totals_.preemptions) + static_cast<int64_t>(totals_.reroutes);
+  check(output <= tokens && tokens <= output + slack, "tokens", now_, [&] {
+    return std::string(n(totals_.decode_output) + " decode tokens (" + n(totals_.lost_output) +
+                       " lost with failed replicas), " + n(totals_.preemptions) + " preemptions and " +
+                       n(totals_.reroutes) + " failovers cannot produce " + n(tokens) +
+                       " tokens after inter-token gaps (decodes <= tokens <= decodes + preemptions + failovers)");
+  });
+  const int64_t decodes = totals_.decode_tokens - totals_.lost_decodes;
+  check(decodes <= gaps && gaps <= decodes + slack,
         "tokens", now_, [&] {
-          return std::string(n(totals_.decode_output) + " decode tokens and " + n(totals_.preemptions) +
-                             " preemptions cannot produce " + n(tokens) +
-                             " tokens after inter-token gaps (decodes <= tokens <= decodes + preemptions)");
-        });
-  check(totals_.decode_tokens <= gaps && gaps <= totals_.decode_tokens + static_cast<int64_t>(totals_.preemptions),
-        "tokens", now_, [&] {
-          return std::string(n(totals_.decode_tokens) + " decode steps and " + n(totals_.preemptions) +
-                             " preemptions cannot produce " + n(gaps) +
-                             " inter-token gaps (one per step: steps <= gaps <= steps + preemptions)");
+          return std::string(n(totals_.decode_tokens) + " decode steps (" + n(totals_.lost_decodes) +
+                             " lost with failed replicas), " + n(totals_.preemptions) + " preemptions and " +
+                             n(totals_.reroutes) + " failovers cannot produce " + n(gaps) +
+                             " inter-token gaps (one per step: steps <= gaps <= steps + preemptions + failovers)");
         });
   check(totals_.prefix_hit_tokens == totals_.cached_tokens, "prefix", now_, [&] {
     return std::string(n(totals_.prefix_lookups) + " prefix lookups hit " + n(totals_.prefix_hit_tokens) +

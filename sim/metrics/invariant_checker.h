@@ -77,6 +77,11 @@ class InvariantChecker final : public core::LifecycleObserver {
     int64_t cached_tokens = 0;           // summed over the requests' records
     uint64_t kv_transfers = 0;
     double kv_transfer_bytes = 0;        // summed over the transfers
+    uint64_t failed = 0;                 // lost with a failed replica ([faults] on_failure = fail)
+    uint64_t reroutes = 0;               // requests moved off a failed replica
+    uint64_t replica_failures = 0;
+    int64_t lost_decodes = 0;            // decode tokens of iterations a failure interrupted
+    int64_t lost_output = 0;             // the tokens those would have emitted
     uint64_t checks = 0;  // individual conditions evaluated
   };
 
@@ -91,6 +96,7 @@ class InvariantChecker final : public core::LifecycleObserver {
   void on_replica_state(const core::ReplicaState& s) override;
   void on_prefix_lookup(const core::PrefixLookup& lookup) override;
   void on_kv_transfer(const core::KvTransfer& transfer) override;
+  void on_fleet_event(const core::FleetEvent& event) override;
 
   // The end-of-run checks: call once the event loop has finished. Throws like the others.
   void check_drained();
@@ -109,6 +115,9 @@ class InvariantChecker final : public core::LifecycleObserver {
     core::ReplicaState state;
     core::Time iteration_end;  // end of the last iteration started
     bool iterated = false;
+    int64_t last_decodes = 0;  // decode tokens of that iteration
+    int64_t last_output = 0;   // and the tokens they emitted (accepted drafts included)
+    bool down = false;         // failed ([faults]) and not repaired yet
   };
 
   [[noreturn]] void fail(const std::string& invariant, const std::string& what, core::Time t) const;

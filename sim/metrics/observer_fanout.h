@@ -39,6 +39,9 @@ class ObserverFanout final : public core::LifecycleObserver {
   void on_kv_transfer(const core::KvTransfer& transfer) override {
     for (auto* o : observers_) o->on_kv_transfer(transfer);
   }
+  void on_fleet_event(const core::FleetEvent& event) override {
+    for (auto* o : observers_) o->on_fleet_event(event);
+  }
 
  private:
   std::vector<core::LifecycleObserver*> observers_;

@@ -31,6 +31,8 @@ class ResultSink {
   virtual void begin_run(RunInfo& info) = 0;
   virtual void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) = 0;
   virtual void add_sample(const ReplicaSample& sample) = 0;
+  // A fleet-dynamics event ([faults]), as it happens.
+  virtual void add_fleet_event(const core::FleetEvent& /*event*/) {}
   // Per-replica results, once per replica just before end_run.
   virtual void add_replica_stats(const ReplicaStats& /*stats*/) {}
   // Writes the run where it is not yet visible; throws when that fails. end_run() stages first

@@ -90,8 +90,9 @@ namespace {
 
 // Every table a servesim results database holds (runs, and a sweep's experiment tables).
 bool servesim_table(const std::string& name) {
-  static const std::set<std::string> names = {"runs",       "requests", "replica_timeseries", "replica_stats",
-                                              "experiment", "points",   "point_settings"};
+  static const std::set<std::string> names = {"runs",       "requests",      "replica_timeseries", "replica_stats",
+                                              "experiment", "points",        "point_settings",     "fleet_events",
+                                              "fleet_metrics"};
   return names.count(name) > 0;
 }
 
@@ -189,6 +190,7 @@ void SqliteSink::begin_run(RunInfo& info) {
   try {
     tx_ = std::make_unique<SQLite::Transaction>(*db_);
     staged_ = false;
+    fleet_tables_ = false;
     // A database an earlier version wrote is marked as servesim's with its first new run.
     if (db_->execAndGet("PRAGMA application_id").getInt() != kApplicationId)
       db_->exec("PRAGMA application_id = " + std::to_string(kApplicationId));
@@ -275,6 +277,45 @@ void SqliteSink::add_sample(const ReplicaSample& s) {
   }
 }
 
+std::string fleet_schema() {
+  return "CREATE TABLE IF NOT EXISTS fleet_events (\n"
+         "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+         "  time_ns INTEGER NOT NULL,\n"
+         "  kind TEXT NOT NULL,\n"
+         "  replica INTEGER NOT NULL,\n"
+         "  request_id INTEGER,\n"
+         "  value REAL NOT NULL\n"
+         ");\n"
+         "CREATE TABLE IF NOT EXISTS fleet_metrics (\n"
+         "  run_id INTEGER NOT NULL REFERENCES runs(run_id),\n"
+         "  name TEXT NOT NULL,\n"
+         "  value REAL NOT NULL\n"
+         ");\n";
+}
+
+void SqliteSink::fleet_tables() {
+  if (fleet_tables_) return;
+  db_->exec(fleet_schema());  // within the run's transaction: the tables come with the first fleet run
+  fleet_tables_ = true;
+}
+
+void SqliteSink::add_fleet_event(const core::FleetEvent& e) {
+  try {
+    fleet_tables();
+    SQLite::Statement st(*db_, "INSERT INTO fleet_events (run_id, time_ns, kind, replica, request_id, value) "
+                               "VALUES (?, ?, ?, ?, ?, ?)");
+    st.bind(1, run_id_);
+    st.bind(2, e.time.ns());
+    st.bindNoCopy(3, core::fleet_event_name(e.kind).data());
+    st.bind(4, static_cast<int64_t>(e.replica));
+    if (e.kind == core::FleetEventKind::kRequestRerouted) st.bind(5, static_cast<int64_t>(e.request)); else st.bind(5);
+    st.bind(6, e.value);
+    st.exec();
+  } catch (const std::exception& e2) {
+    fail("cannot write a fleet event row", e2);
+  }
+}
+
 void SqliteSink::add_replica_stats(const ReplicaStats& r) {
   try {
     const auto values = flatten(r);
@@ -312,6 +353,17 @@ void SqliteSink::stage(const RunSummary& summary) {
     }
     st.bind(k, run_id_);
     st.exec();
+    if (!summary.fleet.empty()) {
+      fleet_tables();
+      SQLite::Statement fm(*db_, "INSERT INTO fleet_metrics (run_id, name, value) VALUES (?, ?, ?)");
+      for (const auto& v : summary.fleet) {
+        fm.bind(1, run_id_);
+        fm.bind(2, v.name);
+        if (v.integer) fm.bind(3, static_cast<int64_t>(v.value)); else fm.bind(3, v.value);
+        fm.exec();
+        fm.reset();
+      }
+    }
     if (before_commit_) before_commit_(*db_, run_id_);
     insert_request_.reset();
     insert_sample_.reset();

@@ -23,6 +23,9 @@ namespace servesim::metrics {
 // another program's database) is refused before anything is written.
 inline constexpr int kApplicationId = 0x73727673;  // "srvs"
 
+// The optional tables of fleet dynamics (fleet_events, fleet_metrics), CREATE IF NOT EXISTS.
+std::string fleet_schema();
+
 class SqliteSink final : public ResultSink {
  public:
   // Opens or creates `path` and its tables; throws core::Error naming the path when it cannot,
@@ -34,6 +37,9 @@ class SqliteSink final : public ResultSink {
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
   void add_replica_stats(const ReplicaStats& stats) override;
+  // Fleet dynamics go to tables fleet_events and fleet_metrics, created with the first run that has
+  // any (runs without fleet dynamics leave the database's layout as it was).
+  void add_fleet_event(const core::FleetEvent& event) override;
   // Writes the summary and runs the before-commit hook inside the run's transaction.
   void stage(const RunSummary& summary) override;
   // Commits the run's transaction.
@@ -52,6 +58,8 @@ class SqliteSink final : public ResultSink {
   std::string path_;
   std::unique_ptr<SQLite::Database> db_;
   std::unique_ptr<SQLite::Transaction> tx_;
+  bool fleet_tables_ = false;  // created in this run's transaction (or before)
+  void fleet_tables();
   std::unique_ptr<SQLite::Statement> insert_request_;
   std::unique_ptr<SQLite::Statement> insert_sample_;
   int64_t run_id_ = 0;

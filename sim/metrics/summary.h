@@ -40,6 +40,17 @@ struct RunInfo {
   int64_t run_id = 0;        // assigned by the first sink that numbers runs
 };
 
+// A named number of the results.
+struct NamedValue {
+  std::string name;
+  double value;
+  bool integer;
+  // Every value is finite and >= 0 except: a `nullable` one may be NaN, unknown (NULL in SQLite, an
+  // empty CSV field, null in JSON), and a `signed_value` may be negative.
+  bool nullable = false;
+  bool signed_value = false;
+};
+
 struct RunSummary {
   uint64_t requests_total = 0;
   uint64_t requests_completed = 0;
@@ -106,6 +117,10 @@ struct RunSummary {
   // are those of the measurement window: arrival_window_s is its length, and by default it is the
   // arrival window [0, last arrival].
   SteadyState steady;
+  // Fleet dynamics ([faults]): replica_failures, requests_rerouted, requests_failed, ... Empty for a
+  // run without them; kept out of the `runs` columns (table fleet_metrics), so that the results of
+  // runs without fleet dynamics keep their layout.
+  std::vector<NamedValue> fleet;
 };
 
 // One replica's share of a run (table replica_stats).
@@ -135,15 +150,6 @@ struct ReplicaStats {
 
 // The summary as named numbers, in a fixed order: the columns of the `runs` table and of runs.csv.
 // Latency statistics appear as ttft_ms_mean, ttft_ms_p50, ...
-struct NamedValue {
-  std::string name;
-  double value;
-  bool integer;
-  // Every value is finite and >= 0 except: a `nullable` one may be NaN, unknown (NULL in SQLite, an
-  // empty CSV field, null in JSON), and a `signed_value` may be negative.
-  bool nullable = false;
-  bool signed_value = false;
-};
 std::vector<NamedValue> flatten(const RunSummary& s);
 // A replica's numbers (everything but replica, role and gpu), in the column order of replica_stats.
 std::vector<NamedValue> flatten(const ReplicaStats& r);

@@ -409,9 +409,12 @@ std::vector<ErrorCase> cases() {
        run_azure, 1, {"config.json:3", "num_hidden_layers", "duplicate key"}});
   add({"report_negative_rate", "`report --rate -5`", {}, {"report", "results.db", "--out", "rep", "--rate", "-5"}, 2,
        {"--rate -5", "valid"}, "", true});
+  // Two directories down, so that ../../shared stays inside the case's own directory (one level
+  // down it would name <tmp>/../shared, whose existence depends on the machine).
   add({"unresolved_relative_path", "a relative path that leads nowhere (`../../shared/...` from a subdirectory)",
-       {{"sub/run.toml", "[workload]\nkind = \"azure_csv\"\npath = \"../../shared/traces/none.csv\"\n" + std::string(kModelGpu)}},
-       {"run", "sub/run.toml"}, 2, {"sub/run.toml:3:8", "../../shared/traces/none.csv", "looked for"}});
+       {{"exp/sub/run.toml",
+         "[workload]\nkind = \"azure_csv\"\npath = \"../../shared/traces/none.csv\"\n" + std::string(kModelGpu)}},
+       {"run", "exp/sub/run.toml"}, 2, {"exp/sub/run.toml:3:8", "../../shared/traces/none.csv", "looked for"}});
   add({"experiment_given_to_run", "an experiment file given to `run`",
        {{"run.toml", poisson_config()},
         {"exp.toml", "base = \"run.toml\"\n[[axis]]\nkey = \"workload.rate\"\nvalues = [10.0, 20.0]\n"}},

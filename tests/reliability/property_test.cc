@@ -41,6 +41,7 @@ struct Draw {
   std::string toml;
   std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
+  bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -275,6 +276,31 @@ Draw draw_config(uint64_t seed) {
     t += "[decode_router]\nkind = \"" + pick(rng, policies::router_registry().kind_names()) + "\"\n";
   }
   t += moe;
+  // Fleet dynamics (issue 17) on a quarter of the unified draws, from their own stream: one to three
+  // failures (some repaired) or stragglers in the first seconds, sometimes drawn MTBF/MTTR failures,
+  // lost requests recomputed or failed.
+  core::Rng fault_rng(seed, "property-faults");
+  if (!d.disaggregated && fault_rng.uniform_int(4) == 0) {
+    d.faults = true;
+    const int64_t n = [&] {
+      const auto at = t.find("replicas = ");
+      return std::stoll(t.substr(at + 11));
+    }();
+    t += "[faults]\non_failure = \"" + std::string(fault_rng.uniform_int(3) == 0 ? "fail" : "recompute") + "\"\n";
+    if (fault_rng.uniform_int(3) == 0)
+      t += "mtbf_s = " + num(pick(fault_rng, std::vector<double>{0.5, 2, 10})) +
+           "\nmttr_s = " + num(pick(fault_rng, std::vector<double>{0.1, 1})) + "\n";
+    const uint64_t events = 1 + fault_rng.uniform_int(3);
+    for (uint64_t e = 0; e < events; ++e) {
+      t += "[[faults.events]]\nreplica = " + std::to_string(fault_rng.uniform_int(static_cast<uint64_t>(n))) +
+           "\nat_s = " + num(std::round(fault_rng.uniform() * 400) / 100) + "\n";
+      if (fault_rng.uniform_int(3) == 0) {
+        t += "kind = \"slow\"\nspeed = " + num(pick(fault_rng, std::vector<double>{0.25, 0.5, 1})) + "\n";
+      } else if (fault_rng.uniform_int(3) != 0) {
+        t += "repair_s = " + num(std::round(fault_rng.uniform() * 300) / 100) + "\n";
+      }
+    }
+  }
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
@@ -339,18 +365,24 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
   for (const auto& it : log.iterations)
     iterations[it.replica].emplace_back(it.start.ns(), (it.start + it.duration).ns());
   std::map<uint32_t, std::set<int64_t>> ends;
+  std::set<int64_t> all_ends;
   for (auto& [replica, v] : iterations) {
     std::sort(v.begin(), v.end());
     for (size_t i = 0; i < v.size(); ++i) {
       if (i > 0) EXPECT_GE(v[i].first, v[i - 1].second) << "replica " << replica << " ran two iterations at once";
       ends[replica].insert(v[i].second);
+      all_ends.insert(v[i].second);
     }
   }
+  // A request moved off a failed replica may have its first token from the replica it moved to.
+  std::set<uint64_t> rerouted;
+  for (const auto& e : log.fleet)
+    if (e.kind == core::FleetEventKind::kRequestRerouted) rerouted.insert(e.request);
   std::vector<double> ttft, e2e;
   int64_t last_finish = 0, egress = -1;
   for (const auto& r : log.done) {
     if (r.outcome != core::RequestOutcome::kCompleted) continue;
-    EXPECT_TRUE(ends[r.replica].count(r.first_token.ns())) << "request " << r.id << "'s first token at "
+    EXPECT_TRUE((rerouted.count(r.id) ? all_ends : ends[r.replica]).count(r.first_token.ns())) << "request " << r.id << "'s first token at "
                                                            << r.first_token.ns() << " ns ends no iteration of replica "
                                                            << r.replica;
     EXPECT_TRUE(ends[r.decode_replica].count(r.finish.ns()))
@@ -398,6 +430,7 @@ struct Tally {
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
+  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -433,7 +466,20 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(s.requests_completed, t.completed);
       EXPECT_EQ(s.requests_rejected, t.rejected);
       EXPECT_EQ(s.requests_timed_out, t.timed_out);
-      EXPECT_EQ(s.requests_completed + s.requests_rejected + s.requests_timed_out, s.requests_total);
+      // Fleet dynamics: what failed replicas did to requests, counted alike by the summary and the checker.
+      auto fleet = [&](const char* name) {
+        for (const auto& v : s.fleet)
+          if (v.name == name) return static_cast<uint64_t>(v.value);
+        return uint64_t{0};
+      };
+      EXPECT_EQ(fleet("requests_failed"), t.failed);
+      EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
+      EXPECT_EQ(fleet("replica_failures"), t.replica_failures);
+      if (!d.faults) {
+        EXPECT_TRUE(s.fleet.empty());
+      }
+      EXPECT_EQ(s.requests_completed + s.requests_rejected + s.requests_timed_out + fleet("requests_failed"),
+                s.requests_total);
       if (!d.timeout) {
         EXPECT_EQ(s.requests_timed_out, 0u);
       }
@@ -459,6 +505,10 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.prefix_caching += d.prefix_caching;
       tally.swap += d.swap;
       tally.expert_parallel += d.expert_parallel;
+      tally.fault_runs += d.faults;
+      tally.replica_failures += t.replica_failures;
+      tally.rerouted += t.reroutes;
+      tally.failed += t.failed;
       tally.prefix_hit_tokens += static_cast<uint64_t>(s.prefix_hit_tokens);
       tally.kv_transfers += s.kv_transfers;
       tally.timed_out += s.requests_timed_out;
@@ -507,6 +557,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   for (const char* kind : {"none", "draft_head", "ngram", "draft_model"})
     EXPECT_GE(tally.decodings[kind], kSeeds / 10) << "decoding " << kind << " rarely ran";
   EXPECT_GE(tally.decodings["mtp"], kSeeds / 50);
+  // Issue 17: failures that took requests with them, recomputed and failed.
+  EXPECT_GT(tally.fault_runs, kSeeds / 8);
+  EXPECT_GT(tally.replica_failures, kSeeds / 10);
+  EXPECT_GT(tally.rerouted, 100u);
+  EXPECT_GT(tally.failed, 10u);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
     EXPECT_GE(tally.models[model], kSeeds / 15) << model << " rarely ran";
   for (const char* model : {"gpt-oss-20b (sliding_window = 32)", "qwen3-next-80b-a3b (num_layers = 8)",
@@ -519,7 +574,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out; decoding:";
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.replica_failures
+            << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

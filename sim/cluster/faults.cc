@@ -1,0 +1,230 @@
+// Fleet dynamics of the cluster: replica failures (at given times or drawn from MTBF/MTTR), repairs,
+// stragglers, and what becomes of the requests a failed replica held (routed again and recomputed,
+// or failed). Part of sim::Cluster (cluster.h); kept apart from the arrival path.
+#include <algorithm>
+#include <string>
+
+#include "sim/cluster/cluster.h"
+#include "sim/core/error.h"
+
+namespace servesim::sim {
+
+void Cluster::set_faults(const FaultPlan& plan) {
+  if (!plan.any()) return;
+  if (disaggregated())
+    throw core::Error("internal: fault injection is modelled for unified clusters only");
+  faults_ = true;
+  plan_ = plan;
+  epoch_.assign(layout_.replicas, 0);
+  repair_at_.assign(layout_.replicas, std::nullopt);
+  for (const FaultEvent& e : plan_.events) {
+    if (e.replica >= layout_.replicas) throw core::Error("internal: a fault names a replica out of range");
+    FaultAction a;
+    a.replica = e.replica;
+    if (e.kind == FaultEvent::Kind::kFail) {
+      a.kind = FaultAction::Kind::kFail;
+      a.repair = e.repair;
+    } else {
+      a.kind = FaultAction::Kind::kSpeed;
+      a.speed = e.speed;
+    }
+    schedule_fault(e.at, a);
+  }
+  if (plan_.mtbf_s > 0) {
+    for (uint32_t i = 0; i < layout_.replicas; ++i) {
+      fault_rngs_.emplace_back(plan_.seed, "faults/" + std::to_string(i));
+      FaultAction a;
+      a.replica = i;
+      a.drawn = true;
+      schedule_fault(sim_.now() + core::Duration::from_seconds(fault_rngs_[i].exponential(1.0 / plan_.mtbf_s)), a);
+    }
+  }
+}
+
+void Cluster::schedule_fault(core::Time t, const FaultAction& a) {
+  fault_actions_.push_back(a);
+  sim_.schedule_weak_at(t, &fault_timer_, fault_actions_.size() - 1);
+}
+
+void Cluster::fleet_event(core::FleetEventKind kind, uint32_t replica, uint64_t request, double value) {
+  core::FleetEvent e;
+  e.kind = kind;
+  e.replica = replica;
+  e.time = sim_.now();
+  e.request = request;
+  e.value = value;
+  observer_.on_fleet_event(e);
+}
+
+void Cluster::on_fault(uint64_t index) {
+  const FaultAction a = fault_actions_[index];
+  switch (a.kind) {
+    case FaultAction::Kind::kFail:
+      if (replicas_[a.replica]->down()) {
+        // Already down (an explicit failure overlapping the drawn ones): the MTBF clock restarts.
+        if (a.drawn) {
+          FaultAction next = a;
+          schedule_fault(sim_.now() + core::Duration::from_seconds(
+                                          fault_rngs_[a.replica].exponential(1.0 / plan_.mtbf_s)),
+                         next);
+        }
+        return;
+      }
+      fail_replica(a.replica, a.drawn, a.repair);
+      break;
+    case FaultAction::Kind::kRepair:
+      if (!replicas_[a.replica]->down() || epoch_[a.replica] != a.epoch) return;  // repaired already
+      repair_replica(a.replica);
+      break;
+    case FaultAction::Kind::kSpeed:
+      replicas_[a.replica]->set_speed(a.speed);
+      fleet_event(core::FleetEventKind::kReplicaSpeed, a.replica, 0, a.speed);
+      break;
+  }
+}
+
+void Cluster::fail_replica(uint32_t i, bool drawn, std::optional<core::Duration> repair) {
+  Replica& replica = *replicas_[i];
+  const uint64_t held = static_cast<uint64_t>(loads_[i].queued + loads_[i].running);
+  ++counters_.replica_failures;
+  ++epoch_[i];
+  lost_.clear();
+  replica.fail(lost_);
+  fleet_event(core::FleetEventKind::kReplicaDown, i, 0, static_cast<double>(held));
+  if (drawn) repair = core::Duration::from_seconds(fault_rngs_[i].exponential(1.0 / plan_.mttr_s));
+  if (repair) {
+    // Back no earlier than the end of the iteration it lost (whose time the GPU has spent).
+    const core::Time at = std::max(sim_.now() + *repair, replica.available_at());
+    repair_at_[i] = at;
+    FaultAction a;
+    a.kind = FaultAction::Kind::kRepair;
+    a.replica = i;
+    a.drawn = drawn;
+    a.epoch = epoch_[i];
+    schedule_fault(at, a);
+  } else {
+    repair_at_[i].reset();
+  }
+  for (RequestId id : lost_) {
+    Request& r = requests_[id];
+    if (plan_.recompute && r.failovers < plan_.max_reroutes) {
+      ++r.failovers;
+      ++counters_.rerouted;
+      fleet_event(core::FleetEventKind::kRequestRerouted, i, r.id);
+      route_again(id);
+    } else {
+      fail_request(id);
+    }
+  }
+}
+
+void Cluster::repair_replica(uint32_t i) {
+  replicas_[i]->repair();
+  repair_at_[i].reset();
+  fleet_event(core::FleetEventKind::kReplicaUp, i);
+  if (plan_.mtbf_s > 0) {
+    FaultAction a;
+    a.replica = i;
+    a.drawn = true;
+    schedule_fault(sim_.now() + core::Duration::from_seconds(fault_rngs_[i].exponential(1.0 / plan_.mtbf_s)), a);
+  }
+  unpark();
+}
+
+uint32_t Cluster::up_from(uint32_t pick) const {
+  const size_t n = replicas_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = static_cast<uint32_t>((pick + k) % n);
+    if (loads_[i].up) return i;
+  }
+  return static_cast<uint32_t>(n);
+}
+
+void Cluster::route_again(RequestId id) {
+  Request& r = requests_[id];
+  const uint32_t pick = router_->route(r, loads_);
+  if (pick >= loads_.size())
+    throw core::Error("internal: router chose replica " + std::to_string(pick) + " of " + std::to_string(loads_.size()));
+  const uint32_t to = up_from(pick);
+  if (to < replicas_.size()) {
+    // A request that never reached a replica (parked, or its replica failed while it was on the
+    // way) is routed for the first time now; a lost one keeps the replica it was first routed to.
+    if (r.failovers == 0) r.routed_replica = to;
+    replicas_[to]->enqueue(id);
+    return;
+  }
+  // No replica is up: wait for the first repair, or fail when none will come.
+  bool repair_pending = false;
+  for (const auto& at : repair_at_) repair_pending = repair_pending || at.has_value();
+  if (repair_pending) {
+    park(id);
+  } else {
+    fail_request(id);
+  }
+}
+
+void Cluster::park(RequestId id) {
+  requests_[id].state = RequestState::kParked;
+  parked_.push_back(id);
+  if (park_timer_pending_) return;
+  // Repairs are weak events: a strong one at the first repair keeps the run going for the parked.
+  std::optional<core::Time> first;
+  for (const auto& at : repair_at_)
+    if (at && (!first || *at < *first)) first = *at;
+  park_timer_pending_ = true;
+  sim_.schedule_at(*first, &park_timer_);
+}
+
+void Cluster::on_park_timer() {
+  park_timer_pending_ = false;
+  // Repairs due now that have not fired yet (their weak events may come after this one).
+  for (uint32_t i = 0; i < replicas_.size(); ++i)
+    if (replicas_[i]->down() && repair_at_[i] && *repair_at_[i] <= sim_.now()) repair_replica(i);
+  unpark();
+  if (parked_.empty()) return;
+  // Still none up (a repair moved to its lost iteration's end, or repaired and failed again): park
+  // again until the next repair, or fail when none is coming.
+  std::deque<RequestId> parked;
+  parked.swap(parked_);
+  for (RequestId id : parked) route_again(id);
+}
+
+void Cluster::unpark() {
+  if (up_from(0) == replicas_.size()) return;
+  std::deque<RequestId> parked;
+  parked.swap(parked_);
+  for (RequestId id : parked) {
+    requests_[id].state = RequestState::kWaiting;
+    route_again(id);
+  }
+}
+
+void Cluster::fail_request(RequestId id) {
+  Request& r = requests_[id];
+  core::RequestRecord rec;
+  rec.id = r.id;
+  rec.replica = r.routed_replica;
+  rec.decode_replica = r.replica;
+  rec.outcome = core::RequestOutcome::kFailed;
+  rec.prompt_tokens = r.prompt_tokens;
+  rec.output_tokens = r.output_tokens;
+  rec.generated_tokens = r.generated;
+  rec.arrival = r.arrival;
+  rec.finish = sim_.now();
+  rec.first_token = r.generated > 0 ? r.first_token : rec.finish;
+  rec.client_finish = rec.finish;
+  rec.client_first_token = r.generated > 0
+                               ? std::min(rec.finish, r.first_token + core::Duration::from_seconds(layout_.client.egress_s) +
+                                                          core::Duration::from_seconds(layout_.client.first_token_s))
+                               : rec.finish;
+  rec.preemptions = r.preemptions;
+  rec.cached_tokens = r.cached_tokens;
+  rec.stage = r.stage;
+  requests_.erase(id);
+  ++counters_.failed;
+  if (closed_loop_) source_.request_done(rec.id, sim_.now());
+  observer_.on_request_done(rec);
+  if (closed_loop_) poll_source();
+}
+
+}  // namespace servesim::sim

@@ -1,0 +1,123 @@
+// Fault injection end to end ([faults], issue 17): configuration errors that name the key, the
+// fleet tables in the results database, runs without faults unchanged, the example file.
+#include <gtest/gtest.h>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "experiments/run.h"
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+#include "tests/test_paths.h"
+
+namespace servesim::experiments {
+namespace {
+
+using servesim::testing::TempDir;
+
+const char* kBase = R"(
+seed = 5
+[workload]
+kind = "poisson"
+rate = 30.0
+max_requests = 400
+[workload.prompt]
+kind = "uniform"
+min = 50
+max = 1500
+[workload.output]
+kind = "uniform"
+min = 20
+max = 300
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 3
+[router]
+kind = "least_outstanding"
+)";
+
+std::string error_of(const std::string& extra) {
+  try {
+    run_simulation(core::parse_config(std::string(kBase) + extra, "f.toml", run_schema()), RunOutputs{});
+  } catch (const core::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FleetRunTest, FaultConfigurationErrorsNameTheKey) {
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nreplica = 3\nat_s = 1\n").find("faults.events[0].replica"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nreplica = 3\nat_s = 1\n").find("0 to 2"), std::string::npos);
+  EXPECT_NE(error_of("[faults]\nmtbf_s = 10\n").find("give mtbf_s and mttr_s together"), std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\nkind = \"slow\"\n").find("needs speed"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\nspeed = 0.5\n").find("faults.events[0].speed"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\non_failure = \"retry\"\n").find("faults.on_failure"), std::string::npos);
+  const std::string pd = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n";
+  std::string text = std::string(kBase);
+  text.replace(text.find("[cluster]\nreplicas = 3\n"), 22, "[cluster]\n" + pd);
+  try {
+    run_simulation(core::parse_config(text + "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n", "f.toml",
+                                      run_schema()),
+                   RunOutputs{});
+    ADD_FAILURE() << "faults on a disaggregated cluster were accepted";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unified clusters"), std::string::npos) << e.what();
+  }
+}
+
+// A failure at 5 s of replica 1 (back after 4 s): the database has its events and figures, and every
+// request is accounted for: completed + failed = total (nothing rejected or timed out here).
+TEST(FleetRunTest, FailureIsCountedInTheDatabase) {
+  TempDir dir;
+  const std::string db = dir.file("f.db");
+  const RunResult r = run_simulation(
+      core::parse_config(std::string(kBase) + "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 5\nrepair_s = 4\n",
+                         "f.toml", run_schema()),
+      RunOutputs{db, ""});
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  auto metric = [&](const char* name) {
+    SQLite::Statement st(d, "SELECT value FROM fleet_metrics WHERE name = ?");
+    st.bind(1, name);
+    EXPECT_TRUE(st.executeStep()) << name;
+    return st.getColumn(0).getDouble();
+  };
+  EXPECT_EQ(metric("replica_failures"), 1);
+  EXPECT_EQ(metric("replica_repairs"), 1);
+  EXPECT_EQ(metric("replica_down_seconds"), 4);
+  const double rerouted = metric("requests_rerouted");
+  EXPECT_GT(rerouted, 0);  // at 30 req/s over 3 replicas, replica 1 holds requests at 5 s
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'request_rerouted'").getInt64(),
+            static_cast<int64_t>(rerouted));
+  EXPECT_EQ(d.execAndGet("SELECT time_ns FROM fleet_events WHERE kind = 'replica_down'").getInt64(), 5'000'000'000);
+  EXPECT_EQ(d.execAndGet("SELECT time_ns FROM fleet_events WHERE kind = 'replica_up'").getInt64(), 9'000'000'000);
+  EXPECT_EQ(r.summary.requests_completed, 400u);  // recomputed, not lost
+  // Nothing failed, was rejected or timed out.
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome <> 'completed'").getInt64(), 0);
+}
+
+// A run without [faults] writes no fleet tables (its database keeps the layout it had).
+TEST(FleetRunTest, RunsWithoutFaultsWriteNoFleetTables) {
+  TempDir dir;
+  const std::string db = dir.file("n.db");
+  run_simulation(core::parse_config(kBase, "n.toml", run_schema()), RunOutputs{db, ""});
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  EXPECT_FALSE(d.tableExists("fleet_events"));
+  EXPECT_FALSE(d.tableExists("fleet_metrics"));
+}
+
+TEST(FleetRunTest, ExampleFailureAtPeakRunsWithTheChecker) {
+  RunOutputs out;
+  out.check = true;
+  const RunResult r =
+      run_simulation(load_run_config(servesim::testing::source_dir() + "/experiments/fleet/failure_at_peak.toml", {}), out);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+  ASSERT_FALSE(r.summary.fleet.empty());
+}
+
+}  // namespace
+}  // namespace servesim::experiments
