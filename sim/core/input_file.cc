@@ -131,7 +131,7 @@ InputFile InputFile::open(const std::string& path, const std::string& what, uint
   if (got > 0) {
     if (const std::string problem = binary_format_problem(std::string_view(head, static_cast<size_t>(got)), path);
         !problem.empty())
-      throw InputError(path, 0, "", problem + "; expected " + what);
+      throw InputError(path, 1, "", problem + "; expected " + what);  // what its first bytes say
   }
   return file;
 }
