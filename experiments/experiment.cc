@@ -376,7 +376,8 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     try {
       e.base_text_ = core::read_input_file(bp.string(), "a TOML run configuration", core::kMaxConfigBytes);
     } catch (const core::InputError& err) {
-      p.fail(*base, "base", "cannot read the base configuration: " + std::string(err.what()));
+      // The path may hold a line break or control characters (TOML escapes): shown escaped.
+      p.fail(*base, "base", "cannot read the base configuration: " + core::printable(err.what(), 2000));
     }
     e.base_file_ = bp.string();
     e.base_source_ = bp.string();

@@ -128,7 +128,7 @@ RunFigures figures_of(const metrics::BufferSink& run) {
 
 ExperimentRecord read_experiment(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw core::Error(path + ": no such results database");
+  if (!std::filesystem::is_regular_file(path, ec)) throw core::InputError(path, 0, "", "no such results database");
   try {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);  // read-write: a killed writer's journal rolls back
     db.exec("PRAGMA busy_timeout = 60000");
