@@ -802,6 +802,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   metrics::CollectorConfig collector_cfg;
   collector_cfg.slo = slo;
+  collector_cfg.classes = source->classes();
   const double interval_ms = config.section("output").get_float("sample_interval_ms");
   // Shorter periods would write a row per replica per fraction of a millisecond of simulated time:
   // hours of simulated traffic would never finish writing.

@@ -122,6 +122,7 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.output_tokens = r.output_tokens;
   rec.arrival = rec.first_token = rec.finish = rec.client_first_token = rec.client_finish = r.arrival;
   rec.stage = r.stage;
+  rec.request_class = r.request_class;
   ++counters_.rejected;
   observer_.on_request_done(rec);
   if (closed_loop_) source_.request_done(r.id, sim_.now());  // the client has its error at once
@@ -164,6 +165,7 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   r.output_tokens = spec.output_tokens;
   r.session = spec.session;
   r.stage = spec.stage;
+  r.request_class = static_cast<uint16_t>(spec.request_class);
   r.repetition = spec.repetition;
   r.hashed_tokens = spec.hashed_tokens;
   r.block_hashes = spec.block_hashes;
@@ -248,6 +250,7 @@ void Cluster::time_out(RequestId id) {
       rec.arrival = r.arrival;
       rec.first_token = rec.finish = sim_.now();
       rec.stage = r.stage;
+      rec.request_class = r.request_class;
       signal_timed_out(rec);
       break;
     }
@@ -272,6 +275,7 @@ void Cluster::time_out(RequestId id) {
       rec.preemptions = r.preemptions;
       rec.cached_tokens = r.cached_tokens;
       rec.stage = r.stage;
+      rec.request_class = r.request_class;
       requests_.erase(id);
       signal_timed_out(rec);
       break;
@@ -374,6 +378,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
     done.cached_tokens = r.cached_tokens;
     done.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
     done.stage = r.stage;
+    done.request_class = r.request_class;
     requests_.erase(id);
     signal_timed_out(done);
     return;

@@ -434,6 +434,7 @@ void Replica::leave_timed_out(RequestId id) {
   rec.cached_tokens = r.cached_tokens;
   rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
   rec.stage = r.stage;
+  rec.request_class = r.request_class;
   observer_.on_request_done(rec);
   requests_.erase(id);
 }
@@ -719,6 +720,7 @@ void Replica::on_event(uint64_t payload) {
       rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
       rec.generated_tokens = r.generated;
       rec.stage = r.stage;
+      rec.request_class = r.request_class;
       observer_.on_request_done(rec);
       requests_.erase(id);
     } else if (role_ == ReplicaRole::kPrefill && r.decoding) {

@@ -56,6 +56,7 @@ struct Request {
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage
+  uint16_t request_class = 0;   // index into the workload's classes (0 without classes)
   bool timed_out = false;       // its client gave up: it leaves as soon as the engine can let go of it
   std::vector<uint64_t> block_hashes;  // prefix block ids from the workload, if any
 

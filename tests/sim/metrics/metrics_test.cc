@@ -330,7 +330,7 @@ TEST(SqliteSinkTest, TimedOutRowsAndStages) {
   EXPECT_EQ(st.getColumn(5).getInt(), 1);
   EXPECT_EQ(st.getColumn(6).getInt64(), 4'000'000'000);
   EXPECT_EQ(st.getColumn(7).getInt(), 2);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 5);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
 }
 
 TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
