@@ -73,6 +73,7 @@ void Cluster::start() {
   const size_t p = disaggregated() ? layout_.prefill_replicas : all.size();
   router_->bind(std::span<Replica* const>(all.data(), p), sim_);
   if (decode_router_) decode_router_->bind(std::span<Replica* const>(all.data() + p, all.size() - p), sim_);
+  if (admission_) admission_->bind(std::span<Replica* const>(all.data(), p), source_.classes());
   for (auto& r : replicas_) {
     core::ReplicaState s;
     s.replica = r->index();
@@ -178,6 +179,11 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   const bool none_up = faults_ && !loads_[target].up && up_from(target) == pool;
   if (faults_ && !none_up) target = up_from(target);
   r.routed_replica = target;
+  if (admission_ && !admission_->admit(r, std::span<const ReplicaLoad>(loads_.data(), pool), target)) {
+    ++counters_.shed;
+    reject(r, target, core::RequestOutcome::kRejectedAdmission);
+    return;
+  }
   Replica& replica = *replicas_[target];
   std::optional<core::RequestOutcome> why = replica.rejection(r);
   // Disaggregated: the decode pool must be able to hold the whole sequence too.

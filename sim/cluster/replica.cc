@@ -265,6 +265,12 @@ int64_t Replica::settle_decode(Request& r, size_t i) {
   return tokens;
 }
 
+double Replica::prefill_seconds(int64_t tokens) const {
+  hwmodels::BatchShape shape;
+  hwmodels::add_prefill_chunk(shape, plan_.limits, 0, tokens, true);
+  return cost_.step(shape).seconds;
+}
+
 void Replica::trim_kv(Request& r) {
   const int64_t keep = kv_.request_blocks(r.shared_tokens, r.kv_tokens, r.kv_tokens);
   if (r.kv_blocks > keep) {

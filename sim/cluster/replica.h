@@ -166,6 +166,9 @@ class Replica final : public EventHandler {
   uint32_t index() const { return index_; }
   ReplicaRole role() const { return role_; }
   const hwmodels::StepCostModel& cost_model() const { return cost_; }
+  // The GPU time of an iteration that prefills one fresh chunk of `tokens` tokens and nothing else
+  // (the cost model's step, no engine overheads): what admission control predicts latencies from.
+  double prefill_seconds(int64_t tokens) const;
   // Whether the replica runs speculative decoding (requests may carry drafts).
   bool speculating() const { return speculator_ != nullptr; }
 
