@@ -140,7 +140,9 @@ void AzureCsvReader::parse_row(std::string_view line, RequestSpec& out) {
   out.output_tokens = parse_length(output, {lines_.path(), line_no, kGenerated});
   out.block_hashes.clear();
   out.session = 0;
-  if (class_col_ != columns_.size()) out.request_class = resolve_class(*classes_, trim(cls), {lines_.path(), line_no, kClass});
+  if (classes_)  // -1 without a class column: the source draws the class from the shares
+    out.request_class =
+        class_col_ != columns_.size() ? resolve_class(*classes_, trim(cls), {lines_.path(), line_no, kClass}) : -1;
 }
 
 namespace {
