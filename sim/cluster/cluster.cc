@@ -74,6 +74,7 @@ void Cluster::start() {
   router_->bind(std::span<Replica* const>(all.data(), p), sim_);
   if (decode_router_) decode_router_->bind(std::span<Replica* const>(all.data() + p, all.size() - p), sim_);
   if (admission_) admission_->bind(std::span<Replica* const>(all.data(), p), source_.classes());
+  for (const core::RequestClass& c : source_.classes()) class_priority_.push_back(static_cast<int32_t>(c.priority));
   for (auto& r : replicas_) {
     core::ReplicaState s;
     s.replica = r->index();
@@ -167,6 +168,7 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   r.session = spec.session;
   r.stage = spec.stage;
   r.request_class = static_cast<uint16_t>(spec.request_class);
+  if (!class_priority_.empty()) r.priority = class_priority_.at(r.request_class);
   r.repetition = spec.repetition;
   r.hashed_tokens = spec.hashed_tokens;
   r.block_hashes = spec.block_hashes;

@@ -361,6 +361,16 @@ void Replica::release_kv(Request& r) {
   r.kv_blocks = 0;
 }
 
+void Replica::order_waiting_by_priority() {
+  const auto before = [this](RequestId a, RequestId b) {
+    const Request& x = requests_[a];
+    const Request& y = requests_[b];
+    return x.priority != y.priority ? x.priority < y.priority : x.id < y.id;
+  };
+  if (!std::is_sorted(waiting_.begin(), waiting_.end(), before))
+    std::stable_sort(waiting_.begin(), waiting_.end(), before);
+}
+
 void Replica::preempt(RequestId id) {
   Request& r = requests_[id];
   auto it = std::find(running_.begin(), running_.end(), id);

@@ -57,6 +57,8 @@ struct Request {
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage
   uint16_t request_class = 0;   // index into the workload's classes (0 without classes)
+  int32_t priority = 0;         // its class's priority (lower = more important; 0 without classes):
+                                // what a priority scheduler orders by, with the id breaking ties
   bool timed_out = false;       // its client gave up: it leaves as soon as the engine can let go of it
   std::vector<uint64_t> block_hashes;  // prefix block ids from the workload, if any
 

@@ -43,6 +43,7 @@ struct Draw {
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
+  bool priority = false;                     // scheduler policy = "priority"
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -354,6 +355,13 @@ Draw draw_config(uint64_t seed) {
         t += "[admission]\nkind = \"predicted_ttft\"\nmax_ttft_ms = " + num(10 + std::round(class_rng.uniform() * 500)) +
              "\n";
     }
+    // Priority scheduling on half of the class draws whose scheduler takes it.
+    const std::string sched = "[scheduler]\nkind = \"" + d.scheduler + "\"\n";
+    if ((d.scheduler == "continuous" || d.scheduler == "chunked") && class_rng.uniform_int(2) &&
+        t.find(sched) != std::string::npos) {
+      d.priority = true;
+      t.insert(t.find(sched) + sched.size(), "policy = \"priority\"\n");
+    }
   }
   d.toml = t;
   return d;
@@ -456,7 +464,7 @@ struct Tally {
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
-  uint64_t class_runs = 0, admission_runs = 0, shed = 0;
+  uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -553,6 +561,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.fault_runs += d.faults;
       tally.class_runs += d.classes;
       tally.admission_runs += d.admission;
+      tally.priority_runs += d.priority;
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
@@ -609,6 +618,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.class_runs, kSeeds / 5);
   EXPECT_GT(tally.admission_runs, kSeeds / 10);
   EXPECT_GT(tally.shed, 100u);
+  EXPECT_GT(tally.priority_runs, kSeeds / 20);
   // Issue 17: failures that took requests with them, recomputed and failed.
   EXPECT_GT(tally.fault_runs, kSeeds / 8);
   EXPECT_GT(tally.replica_failures, kSeeds / 10);
@@ -629,7 +639,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
-            << tally.shed << " requests shed); decoding:";
+            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";
