@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
@@ -402,6 +403,54 @@ TEST(SqliteSinkTest, TimedOutRowsAndStages) {
   EXPECT_EQ(st.getColumn(6).getInt64(), 4'000'000'000);
   EXPECT_EQ(st.getColumn(7).getInt(), 2);
   EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+}
+
+// Schema version 6 (request classes): a version-5 database, the same layout without class_stats,
+// is still written into; it gets class_stats (and version 6) with its first run that has classes.
+TEST(SqliteSinkTest, VersionFiveDatabasesTakeRunsWithClasses) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v5.db");
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.end_run(RunSummary{});
+  }
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.exec("PRAGMA user_version = 5");
+  }
+  {
+    SqliteSink sink(path);  // a run without classes leaves it as it is
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.end_run(RunSummary{});
+  }
+  {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 5);
+    EXPECT_FALSE(db.tableExists("class_stats"));
+  }
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    RunSummary s;
+    ClassSummary c;
+    c.name = "premium";
+    c.requests = 3;
+    c.ttft_slo_ms = std::numeric_limits<double>::quiet_NaN();
+    c.tpot_slo_ms = 50;
+    s.classes = {c};
+    sink.end_run(s);
+  }
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+  EXPECT_EQ(count(db, "runs"), 3);
+  EXPECT_EQ(db.execAndGet("SELECT run_id FROM class_stats WHERE class = 'premium'").getInt(), 3);
+  EXPECT_EQ(db.execAndGet("SELECT requests FROM class_stats").getInt(), 3);
+  EXPECT_TRUE(db.execAndGet("SELECT ttft_slo_ms FROM class_stats").isNull());
+  EXPECT_EQ(db.execAndGet("SELECT tpot_slo_ms FROM class_stats").getDouble(), 50);
 }
 
 TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
