@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "hwmodels/calibration_profile.h"
@@ -28,10 +29,12 @@ RunUncertainty run_uncertainty(const core::Params& config) {
                                   pool + " runs without one (an uncalibrated GPU, or calibration = \"none\"); the "
                                   "shipped H100 profile has one (docs/experiments.md, \"Prediction intervals\")");
     RunUncertainty u{path, hwmodels::read_calibration_profile(path).uncertainty};
+    // A shipped profile by its file name (where the build keeps it is no business of the message).
+    const std::string name = cost.given(key) ? path : "shipped with servesim, " + std::filesystem::path(path).filename().string();
     if (u.uncertainty.empty())
       throw core::ConfigError(cost.where(key), cost.key_path(key),
-                              "the calibration profile " + path + " (" + pool +
-                                  ") has no [uncertainty] table: nothing measured end to end says how far its runs "
+                              "the calibration profile (" + name + ") of " + pool +
+                                  " has no [uncertainty] table: nothing measured end to end says how far its runs "
                                   "are from a real engine; `servesim fit --from-serving-runs` writes one");
     if (found && (found->uncertainty.residuals != u.uncertainty.residuals ||
                   found->uncertainty.step_log_rms != u.uncertainty.step_log_rms ||

@@ -5,6 +5,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/rng.h"
+#include "sim/metrics/steady_state.h"
 
 namespace servesim::hwmodels {
 
@@ -49,6 +50,13 @@ std::vector<CalibrationDraw> draw_calibration_errors(const CalibrationUncertaint
     draws.push_back({std::exp(e_step), e_front});
   }
   return draws;
+}
+
+CalibrationDraw calibration_quantile(const CalibrationUncertainty& u, double p) {
+  if (u.empty()) throw core::Error("calibration uncertainty: no residuals to take a quantile of");
+  const double n = static_cast<double>(u.residuals);
+  const double score = metrics::student_t_quantile(p, n) * std::sqrt(1.0 + 1.0 / n);
+  return {std::exp(score * u.step_log_rms), u.correlation * score * u.frontend_rms_s};
 }
 
 ScaledCostModel::ScaledCostModel(std::unique_ptr<StepCostModel> inner, double scale)

@@ -50,6 +50,12 @@ struct CalibrationDraw {
 // when `count` changes.
 std::vector<CalibrationDraw> draw_calibration_errors(const CalibrationUncertainty& u, uint64_t seed, int64_t count);
 
+// The error at quantile p of the step factor's predictive distribution (t_{n, p} x sqrt(1 + 1/n) x
+// the step RMS), with the client-path offset at its mean given that step error (correlation x its RMS
+// x the step error's standard score): one setting for a what-if at the interval's end, e.g. a
+// capacity search at p = 0.05 and 0.95 (docs/experiments.md, "Prediction intervals").
+CalibrationDraw calibration_quantile(const CalibrationUncertainty& u, double p);
+
 // The decorator: the wrapped model's step with every time multiplied by `scale` (FLOPs, bytes and the
 // peak-FLOP seconds unchanged: the work is the same, only its speed is off).
 class ScaledCostModel final : public StepCostModel {

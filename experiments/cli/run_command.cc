@@ -328,10 +328,15 @@ void print_prediction(std::ostream& out, const PredictionResult& r, const std::s
         << (std::isfinite(m->point) ? fixed(m->point * row.scale, row.digits) : std::string("-")) << std::setw(25)
         << interval.str() << "\n";
   }
+  const double tail = (1 - r.level) / 2;
+  const hwmodels::CalibrationDraw lo = hwmodels::calibration_quantile(u, tail), hi = hwmodels::calibration_quantile(u, 1 - tail);
+  out << "\nthe interval's ends as settings (for a capacity search or a sweep axis): prediction.step_scale = "
+      << fixed(lo.step_scale, 4) << " / " << fixed(hi.step_scale, 4) << " with prediction.frontend_offset_ms = "
+      << fixed(lo.frontend_offset_s * 1e3, 2) << " / " << fixed(hi.frontend_offset_s * 1e3, 2) << "\n";
   if (std::isnan(r.p_meets_slo))
-    out << "\nP(meets the SLO): - (no [slo] set)\n";
+    out << "P(meets the SLO): - (no [slo] set)\n";
   else
-    out << "\nP(meets the SLO) " << fixed(100 * r.p_meets_slo, 0) << "%: the draws whose window SLO attainment is at "
+    out << "P(meets the SLO) " << fixed(100 * r.p_meets_slo, 0) << "%: the draws whose window SLO attainment is at "
         << "least " << fixed(100 * r.slo_target, 1) << "%\n";
   if (!db.empty())
     out << "results      runs " << r.point.info.run_id << " (as configured) and " << r.draws.front().info.run_id << " to "
@@ -358,6 +363,10 @@ nlohmann::ordered_json prediction_json(const PredictionResult& r, const std::str
   j["db"] = db.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(db);
   j["run_id"] = r.point.info.run_id;
   j["draw_run_ids"] = ids;
+  const double tail = (1 - r.level) / 2;
+  const hwmodels::CalibrationDraw lo = hwmodels::calibration_quantile(u, tail), hi = hwmodels::calibration_quantile(u, 1 - tail);
+  j["interval_ends"] = {{"step_scale", {lo.step_scale, hi.step_scale}},
+                        {"frontend_offset_ms", {lo.frontend_offset_s * 1e3, hi.frontend_offset_s * 1e3}}};
   j["slo_target"] = r.slo_target;
   j["p_meets_slo"] = number(r.p_meets_slo);
   nlohmann::ordered_json metrics = nlohmann::ordered_json::object();

@@ -64,6 +64,22 @@ TEST(UncertaintyTest, DrawsFollowThePredictiveStudentT) {
   EXPECT_THROW(draw_calibration_errors(CalibrationUncertainty{}, 1, 5), core::Error);
 }
 
+TEST(UncertaintyTest, QuantileSettingsByHand) {
+  CalibrationUncertainty u;
+  u.residuals = 10;
+  u.step_log_rms = 0.02;
+  u.frontend_rms_s = 0.005;
+  u.correlation = 0.5;
+  // t_{10, 0.95} = 1.812461 (tables), x sqrt(1.1) = 1.900927: step exp(0.02 x 1.900927) = 1.038750;
+  // client path at its conditional mean 0.5 x 1.900927 x 5 ms = 4.7523 ms.
+  const CalibrationDraw hi = calibration_quantile(u, 0.95);
+  EXPECT_NEAR(hi.step_scale, 1.038750, 2e-6);
+  EXPECT_NEAR(hi.frontend_offset_s, 0.0047523, 2e-7);
+  const CalibrationDraw lo = calibration_quantile(u, 0.05);
+  EXPECT_NEAR(lo.step_scale, 1.0 / 1.038750, 2e-6);
+  EXPECT_NEAR(lo.frontend_offset_s, -0.0047523, 2e-7);
+}
+
 TEST(UncertaintyTest, ProfileKeepsItsUncertaintyTable) {
   const std::string head = "format = \"servesim-calibration-profile\"\nversion = 1\ngpu = \"H100-SXM\"\n";
   const CalibrationProfile p = parse_calibration_profile(
