@@ -64,9 +64,9 @@ const PredictedMetric* find_predicted(const std::vector<PredictedMetric>& metric
 
 PredictionResult run_prediction(const std::function<core::Params(const std::vector<std::string>&)>& load,
                                 const PredictionOptions& options) {
-  if (options.draws < 10)
-    throw core::UsageError("--prediction-draws needs at least 10 (the interval's ends are quantiles of the draws), got " +
-                           std::to_string(options.draws));
+  if (options.draws < 10 || options.draws > 10000)
+    throw core::UsageError("--prediction-draws needs at least 10 (the interval's ends are quantiles of the draws) and at "
+                           "most 10000 (each is a run), got " + std::to_string(options.draws));
   if (!(options.level > 0 && options.level < 1))
     throw core::UsageError("--prediction-level is a fraction in (0, 1), got " + core::format_double(options.level));
   const core::Params base = load({});

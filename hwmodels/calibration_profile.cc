@@ -423,8 +423,9 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
   if (const toml::table* t = r.table(doc, "uncertainty", "uncertainty")) {
     r.only(*t, "uncertainty.", {"residuals", "step_log_rms", "frontend_rms_ms", "correlation", "held_out"});
     const auto n = r.optional_number(*t, "residuals", "uncertainty.residuals", 3, 1e6, false);
-    const auto step = r.optional_number(*t, "step_log_rms", "uncertainty.step_log_rms", 0, 5, false);
-    const auto front = r.optional_number(*t, "frontend_rms_ms", "uncertainty.frontend_rms_ms", 0, 1e6, false);
+    // At most a 50% step error and 10 s of client path: beyond them a profile predicts nothing.
+    const auto step = r.optional_number(*t, "step_log_rms", "uncertainty.step_log_rms", 0, 0.5, false);
+    const auto front = r.optional_number(*t, "frontend_rms_ms", "uncertainty.frontend_rms_ms", 0, 1e4, false);
     if (!n || !step || !front)
       r.fail(t, "uncertainty", "needs residuals (the count, >= 3), step_log_rms and frontend_rms_ms");
     if (*n != std::floor(*n)) r.fail(t->get("residuals"), "uncertainty.residuals", "expected a whole count");

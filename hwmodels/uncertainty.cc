@@ -47,7 +47,9 @@ std::vector<CalibrationDraw> draw_calibration_errors(const CalibrationUncertaint
     const double t = std::sqrt(n / rng.gamma(n / 2.0, 2.0));
     const double e_step = widen * t * u.step_log_rms * z1;
     const double e_front = widen * t * u.frontend_rms_s * (rho * z1 + std::sqrt(std::max(0.0, 1.0 - rho * rho)) * z2);
-    draws.push_back({std::exp(e_step), e_front});
+    // The t's tails are long; a draw stays a step factor a run can take ([prediction] step_scale's
+    // range) and a client path of at most a minute either way.
+    draws.push_back({std::clamp(std::exp(e_step), 0.01, 100.0), std::clamp(e_front, -60.0, 60.0)});
   }
   return draws;
 }

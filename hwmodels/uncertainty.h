@@ -47,7 +47,8 @@ struct CalibrationDraw {
   double frontend_offset_s = 0;  // added to the engine's ingress time (not below zero in total)
 };
 // `count` draws, the i-th from its own stream of `seed` ("prediction/<i>"), so a draw does not move
-// when `count` changes.
+// when `count` changes. The step factor is kept in [0.01, 100] and the offset in [-60, 60] s (the
+// t's tails with few residuals are long).
 std::vector<CalibrationDraw> draw_calibration_errors(const CalibrationUncertainty& u, uint64_t seed, int64_t count);
 
 // The error at quantile p of the step factor's predictive distribution (t_{n, p} x sqrt(1 + 1/n) x

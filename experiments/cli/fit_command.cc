@@ -289,8 +289,9 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   plan.output(db, "--db");
   plan.check();
   const int64_t coverage_draws = vm["coverage-draws"].as<int64_t>();
-  if (!vm["coverage-draws"].defaulted() && (serving_runs.empty() || !vm.count("leave-one-out") || coverage_draws < 10))
-    throw UsageError("--coverage-draws N (N >= 10) goes with --from-serving-runs --leave-one-out, got " +
+  if (!vm["coverage-draws"].defaulted() && (serving_runs.empty() || !vm.count("leave-one-out") || coverage_draws < 10 ||
+                                           coverage_draws > 10000))
+    throw UsageError("--coverage-draws N (10 <= N <= 10000) goes with --from-serving-runs --leave-one-out, got " +
                      std::to_string(coverage_draws));
   if (!serving_runs.empty())
     return fit_serving(serving_runs, gpu_name, base == "none" ? "" : base, engine, vm.count("leave-one-out") > 0,

@@ -62,6 +62,17 @@ TEST(UncertaintyTest, DrawsFollowThePredictiveStudentT) {
   // Another seed, other draws.
   EXPECT_NE(draw_calibration_errors(u, 8, 1)[0].step_scale, d[0].step_scale);
   EXPECT_THROW(draw_calibration_errors(CalibrationUncertainty{}, 1, 5), core::Error);
+  // The widest table a profile may hold, from the fewest residuals (t with 3 degrees of freedom has
+  // long tails): every draw stays a factor a run accepts.
+  CalibrationUncertainty wide;
+  wide.residuals = 3;
+  wide.step_log_rms = 0.5;
+  wide.frontend_rms_s = 10;
+  for (const CalibrationDraw& x : draw_calibration_errors(wide, 3, 2000)) {
+    EXPECT_GE(x.step_scale, 0.01);
+    EXPECT_LE(x.step_scale, 100.0);
+    EXPECT_LE(std::fabs(x.frontend_offset_s), 60.0);
+  }
 }
 
 TEST(UncertaintyTest, QuantileSettingsByHand) {

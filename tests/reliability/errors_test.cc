@@ -434,6 +434,8 @@ std::vector<ErrorCase> cases() {
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});
   add({"prediction_too_few_draws", "`--prediction-draws 3`", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--prediction-draws", "3"}, 2, {"--prediction-draws", "at least 10"}});
+  add({"prediction_too_many_draws", "`--prediction-draws 1000000000`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--prediction-draws", "1000000000"}, 2, {"--prediction-draws", "at most 10000"}});
   add({"prediction_zero_step_scale", "a step factor of zero (`prediction.step_scale = 0`)",
        {{"run.toml", poisson_config("", "[prediction]\nstep_scale = 0\n")}}, {"run", "run.toml"}, 2,
        {"run.toml", "prediction.step_scale"}});
