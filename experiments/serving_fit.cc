@@ -261,20 +261,16 @@ CoverageResult prediction_coverage(const std::vector<MeasuredStage>& stages, con
       for (const std::string& s : prediction_overrides(d)) v.sets.push_back(s);
       drawn.push_back(validate_stages(test, v, jobs));
     }
+    const auto intervals = figure_intervals(point, drawn, level);
     for (size_t i = 0; i < test.size(); ++i) {
       for (const auto& [metric, stat] : kFigures) {
-        const ComparedFigure* p = nullptr;
-        for (const ComparedFigure& f : point[i].figures)
-          if (f.metric == metric && f.stat == stat) p = &f;
-        if (!p) continue;
-        std::vector<double> values;
-        for (const auto& d : drawn)
-          for (const ComparedFigure& f : d[i].figures)
-            if (f.metric == metric && f.stat == stat) values.push_back(f.simulated);
-        CoveredFigure c{test[i].label, metric, stat, p->measured, p->simulated, 0, 0};
-        std::tie(c.lo, c.hi) = prediction_interval(values, level);
-        result.covered += c.covered() ? 1 : 0;
-        result.figures.push_back(std::move(c));
+        for (size_t k = 0; k < point[i].figures.size(); ++k) {
+          const ComparedFigure& p = point[i].figures[k];
+          if (p.metric != metric || p.stat != stat) continue;
+          CoveredFigure c{test[i].label, metric, stat, p.measured, p.simulated, intervals[i][k].lo, intervals[i][k].hi};
+          result.covered += c.covered() ? 1 : 0;
+          result.figures.push_back(std::move(c));
+        }
       }
     }
   }
