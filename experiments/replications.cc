@@ -92,13 +92,17 @@ std::vector<RunResult> run_in_order(const std::vector<core::Params>& configs, co
   std::vector<RunResult> runs(n);
   std::vector<std::unique_ptr<metrics::BufferSink>> buffers(n);
   std::vector<std::exception_ptr> errors(n);
+  // Rows are kept only to be written; with no database and no CSV, nothing is kept.
+  const bool keep = !options.db_path.empty() || !options.csv_dir.empty();
   tbb::task_arena arena(resolve_jobs(options.jobs));
   arena.execute([&] {
     tbb::parallel_for(size_t{0}, n, [&](size_t i) {
       try {
-        buffers[i] = std::make_unique<metrics::BufferSink>();
         RunOutputs outputs;
-        outputs.sinks = {buffers[i].get()};
+        if (keep) {
+          buffers[i] = std::make_unique<metrics::BufferSink>();
+          outputs.sinks = {buffers[i].get()};
+        }
         outputs.check = options.check;
         runs[i] = run_simulation(configs[i], outputs);
       } catch (...) {
