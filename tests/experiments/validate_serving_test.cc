@@ -285,6 +285,12 @@ TEST(ServingFitTest, RecoversKnownEngineTermsFromSimulatedMeasurements) {
     EXPECT_EQ(f.predicted[0].measured.experiment, f.experiment);
     EXPECT_LT(std::fabs(*f.predicted[0].figure_error("e2e", "mean")), 0.05) << f.experiment;
   }
+  // The measurements are simulations with the true terms, so the held-out residuals the profile's
+  // [uncertainty] keeps are near zero: the fit recovers an error-free engine as nearly error-free.
+  EXPECT_EQ(r.uncertainty.residuals, 3);
+  EXPECT_TRUE(r.uncertainty.held_out);
+  EXPECT_LT(r.uncertainty.step_log_rms, 0.02);
+  EXPECT_LT(r.uncertainty.frontend_rms_s, 0.002);
 }
 
 }  // namespace

@@ -429,6 +429,19 @@ std::vector<ErrorCase> cases() {
        {"sweep", "exp.toml", "--db", "s.db", "--jobs", "%value%x"}, 2, {"--jobs", "invalid"}, "", true});
   add({"slo_without_unit", "a key without its unit (`slo.ttft`)", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--set", "slo.ttft=500"}, 2, {"slo.ttft", "did you mean 'ttft_ms'"}});
+  add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
+       2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});
+  add({"prediction_too_few_draws", "`--prediction-draws 3`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--prediction-draws", "3"}, 2, {"--prediction-draws", "at least 10"}});
+  add({"prediction_zero_step_scale", "a step factor of zero (`prediction.step_scale = 0`)",
+       {{"run.toml", poisson_config("", "[prediction]\nstep_scale = 0\n")}}, {"run", "run.toml"}, 2,
+       {"run.toml", "prediction.step_scale"}});
+  add({"profile_uncertainty_two_residuals", "a profile's `[uncertainty]` from two residuals",
+       {{"run.toml", poisson_config("", "[cost_model]\ncalibration = \"p.toml\"\n")},
+        {"p.toml", "format = \"servesim-calibration-profile\"\nversion = 1\ngpu = \"h100-sxm\"\n[uncertainty]\n"
+                   "residuals = 2\nstep_log_rms = 0.02\nfrontend_rms_ms = 5\n"}},
+       {"run", "run.toml"}, 1, {"p.toml:5", "uncertainty.residuals"}});
   return c;
 }
 
