@@ -86,28 +86,25 @@ const ReplicatedMetric* find_metric(const std::vector<ReplicatedMetric>& metrics
   return nullptr;
 }
 
-ReplicationResult run_replications(const std::function<core::Params(const std::vector<std::string>&)>& load,
-                                   const ReplicationOptions& options) {
-  if (options.count < 2) throw core::Error("--replications needs at least 2 (one run has no spread to measure)");
-  const core::Params base = load({});
-  ReplicationResult result;
-  result.resampled = replays_trace(base) && !base.section("replication").given("resample_trace");
-  const size_t n = static_cast<size_t>(options.count);
-  std::vector<core::Params> configs;
-  for (size_t i = 0; i < n; ++i) configs.push_back(load(replication_overrides(base, static_cast<int64_t>(i))));
-
+std::vector<RunResult> run_in_order(const std::vector<core::Params>& configs, const ReplicationOptions& options,
+                                    const std::function<std::string(size_t)>& what) {
+  const size_t n = configs.size();
+  std::vector<RunResult> runs(n);
   std::vector<std::unique_ptr<metrics::BufferSink>> buffers(n);
   std::vector<std::exception_ptr> errors(n);
-  result.runs.resize(n);
+  // Rows are kept only to be written; with no database and no CSV, nothing is kept.
+  const bool keep = !options.db_path.empty() || !options.csv_dir.empty();
   tbb::task_arena arena(resolve_jobs(options.jobs));
   arena.execute([&] {
     tbb::parallel_for(size_t{0}, n, [&](size_t i) {
       try {
-        buffers[i] = std::make_unique<metrics::BufferSink>();
         RunOutputs outputs;
-        outputs.sinks = {buffers[i].get()};
+        if (keep) {
+          buffers[i] = std::make_unique<metrics::BufferSink>();
+          outputs.sinks = {buffers[i].get()};
+        }
         outputs.check = options.check;
-        result.runs[i] = run_simulation(configs[i], outputs);
+        runs[i] = run_simulation(configs[i], outputs);
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -120,13 +117,11 @@ ReplicationResult run_replications(const std::function<core::Params(const std::v
     } catch (const core::ConfigError&) {
       throw;
     } catch (const std::exception& e) {
-      throw core::Error("replication " + std::to_string(i) + " (seed " + std::to_string(configs[i].get_int("seed")) +
-                        "): " + e.what());
+      throw core::Error(what(i) + ": " + e.what());
     }
   }
-
-  // Written in order, each replication a run of its own, numbered by the database (the CSV rows
-  // take the same number, as in servesim run).
+  // Written in order, each a run of its own, numbered by the database (the CSV rows take the same
+  // number, as in servesim run).
   std::vector<std::unique_ptr<metrics::ResultSink>> sinks;
   if (!options.db_path.empty()) sinks.push_back(std::make_unique<metrics::SqliteSink>(options.db_path));
   if (!options.csv_dir.empty()) sinks.push_back(std::make_unique<metrics::CsvSink>(options.csv_dir));
@@ -134,10 +129,25 @@ ReplicationResult run_replications(const std::function<core::Params(const std::v
     Tee tee(sinks);
     for (size_t i = 0; i < n; ++i) {
       buffers[i]->replay(tee);
-      result.runs[i].info.run_id = tee.run_id();
+      runs[i].info.run_id = tee.run_id();
       buffers[i].reset();
     }
   }
+  return runs;
+}
+
+ReplicationResult run_replications(const std::function<core::Params(const std::vector<std::string>&)>& load,
+                                   const ReplicationOptions& options) {
+  if (options.count < 2) throw core::Error("--replications needs at least 2 (one run has no spread to measure)");
+  const core::Params base = load({});
+  ReplicationResult result;
+  result.resampled = replays_trace(base) && !base.section("replication").given("resample_trace");
+  const size_t n = static_cast<size_t>(options.count);
+  std::vector<core::Params> configs;
+  for (size_t i = 0; i < n; ++i) configs.push_back(load(replication_overrides(base, static_cast<int64_t>(i))));
+  result.runs = run_in_order(configs, options, [&](size_t i) {
+    return "replication " + std::to_string(i) + " (seed " + std::to_string(configs[i].get_int("seed")) + ")";
+  });
   std::vector<metrics::RunSummary> summaries;
   for (const auto& r : result.runs) summaries.push_back(r.summary);
   result.metrics = across_replications(summaries);

@@ -54,6 +54,13 @@ struct ReplicationResult {
   bool resampled = false;                 // a trace replay: each replication a block bootstrap
 };
 
+// Runs `configs` on options.jobs threads into memory, then writes them to options' database and CSV
+// directory in order (consecutive run ids), so the outputs do not depend on the thread count; nothing
+// is written unless every run ran. An error of run i is prefixed with what(i). options.count is not
+// used.
+std::vector<RunResult> run_in_order(const std::vector<core::Params>& configs, const ReplicationOptions& options,
+                                    const std::function<std::string(size_t)>& what);
+
 // Runs the replications of the configuration `load` returns (given the extra overrides of each
 // replication) on `jobs` threads, then writes them to the database and CSV directory in replication
 // order (consecutive run ids), so the outputs do not depend on `jobs`. Nothing is written unless

@@ -17,6 +17,7 @@
 #include "hwmodels/model_spec.h"
 #include "hwmodels/roofline.h"
 #include "hwmodels/speculative_cost_model.h"
+#include "hwmodels/uncertainty.h"
 #include "policies/decoding/decoding_method.h"
 #include "policies/router/admission.h"
 #include "policies/router/router.h"
@@ -310,6 +311,22 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .range(0, 1e9),
           },
           "how a replication of the run differs from another (generators: by the seed alone)"),
+      ParamSpec::table(
+          "prediction",
+          {
+              ParamSpec::real("step_scale", 1, "x",
+                              "every step's GPU time times this (one draw of the calibration error: servesim run "
+                              "--prediction-draws sets it per draw from the profile's [uncertainty]; set by hand, "
+                              "a what-if: 1.1 = every kernel 10% slower)")
+                  .above(0)
+                  .range(0, 100),
+              ParamSpec::real("frontend_offset_ms", 0, "ms",
+                              "added to the engine's ingress time (API server, tokenisation), the total kept at or "
+                              "above zero: the client-path share of the calibration error")
+                  .range(-1e6, 1e6),
+          },
+          "a run's step-cost and client-path error (docs/experiments.md, \"Prediction intervals\")")
+          .optional(),
   };
   return schema;
 }
@@ -330,6 +347,24 @@ core::Params load_run_config(const std::string& path, const std::vector<std::str
                                   " --db RESULTS.db (or find their capacity with servesim capacity " + path + ")");
     throw;
   }
+}
+
+std::map<std::string, std::string> calibration_profiles(const core::Params& config) {
+  const core::Params& cluster = config.section("cluster");
+  const core::Params& cost_cfg = config.section("cost_model");
+  std::map<std::string, std::string> out;
+  auto pool = [&](const std::string& name, const core::Params& pool_cfg) {
+    const core::Params& gpu_cfg = pool_cfg.has("gpu") ? pool_cfg.section("gpu") : config.section("gpu");
+    const std::unique_ptr<hwmodels::GpuSpec> gpu = hwmodels::gpu_registry().make(gpu_cfg);
+    out[name] = hwmodels::selected_calibration(cost_cfg, gpu->name).value_or("");
+  };
+  if (cluster.has("prefill") || cluster.has("decode")) {
+    for (const char* role : {"prefill", "decode"})
+      if (cluster.has(role)) pool(std::string("cluster.") + role, cluster.section(role));
+  } else {
+    pool("cluster", cluster);
+  }
+  return out;
 }
 
 std::map<std::string, core::FileDigest> input_files(const core::Params& config) {
@@ -631,6 +666,12 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
     p.cost = std::make_unique<hwmodels::SpeculativeCostModel>(
         std::move(p.cost), hwmodels::cost_model_registry().make(cost_cfg, *drafter, *p.gpu, tp, selected, hwmodels::ExpertParallelism{}),
         p.engine.get());
+  if (config.has("prediction")) {
+    const core::Params& pred = config.section("prediction");
+    const double scale = pred.get_float("step_scale");
+    if (scale != 1.0) p.cost = std::make_unique<hwmodels::ScaledCostModel>(std::move(p.cost), scale);
+    p.engine->api_server_s = std::max(0.0, p.engine->api_server_s + pred.get_float("frontend_offset_ms") * 1e-3);
+  }
   check_iteration_times(config, pool_cfg, *p.cost, model.max_context);
   p.engine->data_parallel = p.ranks;
   p.scheduler = pool_cfg.has("scheduler") ? &pool_cfg.section("scheduler") : &config.section("scheduler");

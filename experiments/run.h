@@ -78,6 +78,10 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs);
 // left out (building the run reports it, at its key).
 std::map<std::string, core::FileDigest> input_files(const core::Params& config);
 
+// The calibration profile each pool of the run's cluster uses, by pool ("cluster", or
+// "cluster.prefill" and "cluster.decode"): its path, "" for none (as run_simulation selects them).
+std::map<std::string, std::string> calibration_profiles(const core::Params& config);
+
 // The identity of a run: 16 hex digits of FNV-1a 64 over the resolved configuration
 // (Params::to_toml()) in which every file path is replaced by the file's content digest, so that
 // the hash changes with what a file holds and not with where it lies or the working directory.

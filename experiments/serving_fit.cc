@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "experiments/prediction.h"
+#include "sim/core/error.h"
 #include "sim/core/format.h"
 
 namespace servesim::experiments {
@@ -148,6 +150,15 @@ Minimum nelder_mead(const std::function<double(const Point&)>& f, const Point& s
   return {simplex.front().first, simplex.front().second, used};
 }
 
+// The residuals' uncertainty, or none when fewer than 3 stages have both figures.
+hwmodels::CalibrationUncertainty uncertainty_if_known(const std::vector<StageComparison>& c, bool held_out) {
+  try {
+    return residual_uncertainty(c, held_out);
+  } catch (const core::Error&) {
+    return {};
+  }
+}
+
 // One fit on `stages`: both async choices, the better kept.
 ServingFitResult fit_once(const std::vector<MeasuredStage>& stages, const ServingFitOptions& o,
                           const ServingFitParams& start, const std::vector<bool>& async_choices, int budget) {
@@ -176,7 +187,10 @@ ServingFitResult fit_serving_runs(const std::vector<MeasuredStage>& stages, cons
   if (o.progress)
     o.progress("fitted on every experiment: objective " + core::format_double(result.objective) + " after " +
                std::to_string(result.evaluations) + " evaluations");
-  if (!o.leave_one_out) return result;
+  if (!o.leave_one_out) {
+    result.uncertainty = uncertainty_if_known(result.in_sample, false);
+    return result;
+  }
   std::vector<std::string> experiments;
   for (const MeasuredStage& s : stages)
     if (std::find(experiments.begin(), experiments.end(), s.experiment) == experiments.end())
@@ -192,6 +206,73 @@ ServingFitResult fit_serving_runs(const std::vector<MeasuredStage>& stages, cons
     fold.predicted = evaluate(test, fold.params, o).comparisons;
     if (o.progress) o.progress("fitted without " + held);
     result.folds.push_back(std::move(fold));
+  }
+  result.uncertainty = uncertainty_if_known(result.held_out(), true);
+  return result;
+}
+
+hwmodels::CalibrationUncertainty residual_uncertainty(const std::vector<StageComparison>& c, bool held_out) {
+  std::vector<double> step, front;
+  for (const StageComparison& s : c) {
+    if (!s.comparable()) continue;
+    const ComparedFigure* itl = nullptr;
+    const ComparedFigure* tpot = nullptr;
+    const ComparedFigure* ttft = nullptr;
+    for (const ComparedFigure& f : s.figures) {
+      if (f.stat != "mean") continue;
+      if (f.metric == "itl") itl = &f;
+      if (f.metric == "tpot") tpot = &f;
+      if (f.metric == "ttft") ttft = &f;
+    }
+    if (!itl) itl = tpot;  // a result without token gaps: its time per output token is the step too
+    if (!itl || !ttft || !(itl->measured > 0) || !(itl->simulated > 0)) continue;
+    step.push_back(std::log(itl->measured / itl->simulated));
+    front.push_back(ttft->measured - ttft->simulated);
+  }
+  return hwmodels::uncertainty_from_residuals(step, front, held_out);
+}
+
+CoverageResult prediction_coverage(const std::vector<MeasuredStage>& stages, const std::vector<StageComparison>& fitted,
+                                   const std::function<std::vector<std::string>(const std::string& experiment)>& overrides_for,
+                                   const ValidateOptions& validate, int64_t draws, double level, int jobs) {
+  static const std::pair<const char*, const char*> kFigures[] = {
+      {"ttft", "mean"}, {"ttft", "p90"}, {"itl", "mean"}, {"e2e", "mean"}, {"e2e", "p90"}};
+  std::vector<std::string> experiments;
+  for (const MeasuredStage& s : stages)
+    if (std::find(experiments.begin(), experiments.end(), s.experiment) == experiments.end())
+      experiments.push_back(s.experiment);
+  CoverageResult result;
+  for (const std::string& held : experiments) {
+    std::vector<MeasuredStage> test;
+    for (const MeasuredStage& s : stages)
+      if (s.experiment == held && !s.overloaded()) test.push_back(s);
+    if (test.empty()) continue;
+    std::vector<StageComparison> others;
+    for (const StageComparison& c : fitted)
+      if (c.measured.experiment != held) others.push_back(c);
+    const hwmodels::CalibrationUncertainty u = residual_uncertainty(others, true);
+    ValidateOptions base = validate;
+    for (const std::string& s : overrides_for(held)) base.sets.push_back(s);
+    const std::vector<StageComparison> point = validate_stages(test, base, jobs);
+    std::vector<std::vector<StageComparison>> drawn;
+    // The draws' seed: the validation's, so the held-out stages' arrivals stay those of the point.
+    for (const hwmodels::CalibrationDraw& d : hwmodels::draw_calibration_errors(u, validate.seed, draws)) {
+      ValidateOptions v = base;
+      for (const std::string& s : prediction_overrides(d)) v.sets.push_back(s);
+      drawn.push_back(validate_stages(test, v, jobs));
+    }
+    const auto intervals = figure_intervals(point, drawn, level);
+    for (size_t i = 0; i < test.size(); ++i) {
+      for (const auto& [metric, stat] : kFigures) {
+        for (size_t k = 0; k < point[i].figures.size(); ++k) {
+          const ComparedFigure& p = point[i].figures[k];
+          if (p.metric != metric || p.stat != stat) continue;
+          CoveredFigure c{test[i].label, metric, stat, p.measured, p.simulated, intervals[i][k].lo, intervals[i][k].hi};
+          result.covered += c.covered() ? 1 : 0;
+          result.figures.push_back(std::move(c));
+        }
+      }
+    }
   }
   return result;
 }

@@ -57,11 +57,40 @@ struct ServingFitResult {
     std::vector<StageComparison> predicted;  // its stages
   };
   std::vector<Fold> folds;
+  // The calibration uncertainty its residuals give (hwmodels/uncertainty.h): the held-out ones with
+  // leave_one_out, else the in-sample ones; empty with fewer than 3 stages to give them.
+  hwmodels::CalibrationUncertainty uncertainty;
   // The held-out predictions of every experiment's stages, in input order (leave_one_out).
   std::vector<StageComparison> held_out() const;
 };
 
 ServingFitResult fit_serving_runs(const std::vector<MeasuredStage>& stages, const ServingFitOptions& options);
+
+// The calibration uncertainty of compared stages (those the server kept up with, with an ITL (else
+// TPOT) and a TTFT mean): per stage ln(measured / simulated ITL mean) and measured - simulated TTFT
+// mean.
+// core::Error with fewer than 3 such stages.
+hwmodels::CalibrationUncertainty residual_uncertainty(const std::vector<StageComparison>& c, bool held_out);
+
+// Coverage of the prediction intervals, leave one experiment out: for each experiment, the
+// uncertainty from the residuals of the other experiments' stages (as `fitted` simulated them: each
+// stage's comparison as the caller has it: held-out predictions, or the shipped fit's), then `draws`
+// draws of the calibration error on each of its stages the server kept up with, simulated with the
+// --set overrides `overrides_for` gives its experiment (a fold's parameters, or none); a figure is
+// covered when its measured value lies in the interval at `level` of its draws. Figures: TTFT mean and p90, ITL mean, E2E mean and p90.
+struct CoveredFigure {
+  std::string stage, metric, stat;
+  double measured = 0, simulated = 0, lo = 0, hi = 0;
+  bool covered() const { return measured >= lo && measured <= hi; }
+};
+struct CoverageResult {
+  std::vector<CoveredFigure> figures;
+  int64_t covered = 0;
+  double fraction() const { return figures.empty() ? 0.0 : static_cast<double>(covered) / static_cast<double>(figures.size()); }
+};
+CoverageResult prediction_coverage(const std::vector<MeasuredStage>& stages, const std::vector<StageComparison>& fitted,
+                                   const std::function<std::vector<std::string>(const std::string& experiment)>& overrides_for,
+                                   const ValidateOptions& validate, int64_t draws, double level, int jobs);
 
 // The fitted values written into a profile: [engine.<kind>] and [attention].
 void apply_to_profile(const ServingFitParams& p, const std::string& engine_kind, hwmodels::CalibrationProfile& profile);

@@ -1,5 +1,7 @@
 #include "experiments/validate_serving.h"
 
+#include "experiments/prediction.h"
+
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -355,6 +357,33 @@ std::optional<double> mean_abs_error(const std::vector<StageComparison>& c, cons
     }
   }
   return n ? std::optional<double>(sum / n) : std::nullopt;
+}
+
+std::vector<std::vector<FigureInterval>> figure_intervals(const std::vector<StageComparison>& point,
+                                                          const std::vector<std::vector<StageComparison>>& drawn,
+                                                          double level) {
+  std::vector<std::vector<FigureInterval>> out;
+  for (size_t i = 0; i < point.size(); ++i) {
+    std::vector<FigureInterval> row;
+    for (const ComparedFigure& p : point[i].figures) {
+      std::vector<double> values;
+      for (const auto& d : drawn)
+        for (const ComparedFigure& f : d.at(i).figures)
+          if (f.metric == p.metric && f.stat == p.stat) values.push_back(f.simulated);
+      const auto [lo, hi] = prediction_interval(values, level);
+      row.push_back({lo, hi});
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+hwmodels::CalibrationUncertainty stage_uncertainty(const std::vector<MeasuredStage>& stages, const ValidateOptions& options) {
+  if (stages.empty()) throw core::Error("no stages to simulate");
+  const std::string text = stage_config(stages.front(), options);
+  return run_uncertainty(core::parse_config(text, stages.front().label + " (servesim validate-serving)", run_schema(),
+                                            options.sets))
+      .uncertainty;
 }
 
 }  // namespace servesim::experiments

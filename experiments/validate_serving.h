@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "experiments/serving_results.h"
+#include "hwmodels/uncertainty.h"
 
 namespace servesim::experiments {
 
@@ -72,6 +73,21 @@ StageComparison compare(const MeasuredStage& measured, const SimulatedStage& sim
 // Mean absolute relative error of a figure over the comparable stages (nullopt when none has it).
 std::optional<double> mean_abs_error(const std::vector<StageComparison>& c, const std::string& metric,
                                      const std::string& stat);
+
+// Prediction intervals of compared figures: `drawn` holds validate_stages of the same stages as
+// `point`, one per draw of the calibration error (experiments/prediction.h); per stage and figure
+// (in `point`'s order), the interval at `level` of the figure's simulated values across the draws.
+struct FigureInterval {
+  double lo = 0, hi = 0;
+  bool contains(double v) const { return v >= lo && v <= hi; }
+};
+std::vector<std::vector<FigureInterval>> figure_intervals(const std::vector<StageComparison>& point,
+                                                          const std::vector<std::vector<StageComparison>>& drawn,
+                                                          double level);
+
+// The calibration uncertainty the simulations of `stages` would draw from: that of the profile the
+// first stage's simulation uses (core::ConfigError when it has none; experiments/prediction.h).
+hwmodels::CalibrationUncertainty stage_uncertainty(const std::vector<MeasuredStage>& stages, const ValidateOptions& options);
 
 // The servesim [model] of a benchmark's model id ("meta-llama/Llama-2-7b-hf" -> llama-2-7b), or "".
 std::string model_preset_for(const std::string& model_id);

@@ -261,7 +261,7 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
   }
   r.only(doc, "", {"format", "version", "gpu", "description", "source", "launch", "gemm", "gemm_fp8", "elementwise",
                    "attention_prefill", "attention_decode", "attention_decode_layout", "attention", "all_reduce",
-                   "send_recv", "host_copy", "overhead", "engine"});
+                   "send_recv", "host_copy", "overhead", "engine", "uncertainty"});
   CalibrationProfile p;
   if (r.string(doc, "format", true) != kProfileFormat)
     r.fail(doc.get("format"), "format", "not a servesim calibration profile (format = \"" + std::string(kProfileFormat) + "\")");
@@ -418,6 +418,24 @@ CalibrationProfile parse_calibration_profile(std::string_view text, const std::s
           values[name] = v;
         }
       }
+    }
+  }
+  if (const toml::table* t = r.table(doc, "uncertainty", "uncertainty")) {
+    r.only(*t, "uncertainty.", {"residuals", "step_log_rms", "frontend_rms_ms", "correlation", "held_out"});
+    const auto n = r.optional_number(*t, "residuals", "uncertainty.residuals", 3, 1e6, false);
+    // At most a 50% step error and 10 s of client path: beyond them a profile predicts nothing.
+    const auto step = r.optional_number(*t, "step_log_rms", "uncertainty.step_log_rms", 0, 0.5, false);
+    const auto front = r.optional_number(*t, "frontend_rms_ms", "uncertainty.frontend_rms_ms", 0, 1e4, false);
+    if (!n || !step || !front)
+      r.fail(t, "uncertainty", "needs residuals (the count, >= 3), step_log_rms and frontend_rms_ms");
+    if (*n != std::floor(*n)) r.fail(t->get("residuals"), "uncertainty.residuals", "expected a whole count");
+    p.uncertainty.residuals = static_cast<int64_t>(*n);
+    p.uncertainty.step_log_rms = *step;
+    p.uncertainty.frontend_rms_s = *front * 1e-3;
+    p.uncertainty.correlation = r.optional_number(*t, "correlation", "uncertainty.correlation", -1, 1, false).value_or(0);
+    if (const toml::node* h = t->get("held_out")) {
+      if (!h->is_boolean()) r.fail(h, "uncertainty.held_out", "expected true or false");
+      p.uncertainty.held_out = h->as_boolean()->get();
     }
   }
   return p;
@@ -577,6 +595,14 @@ std::string calibration_profile_toml(const CalibrationProfile& p) {
                            });
       out += name + " = " + (boolean ? std::string(v != 0 ? "true" : "false") : num(v)) + "\n";
     }
+  }
+  if (!p.uncertainty.empty()) {
+    const CalibrationUncertainty& u = p.uncertainty;
+    out += "\n# the serving fit's residuals per stage (hwmodels/uncertainty.h): ln(measured / simulated ITL mean) and\n"
+           "# measured - simulated TTFT mean; their RMS about zero and correlation (servesim run --prediction-draws)\n"
+           "[uncertainty]\nresiduals = " + std::to_string(u.residuals) + "\nstep_log_rms = " + num(u.step_log_rms) +
+           "\nfrontend_rms_ms = " + converted(u.frontend_rms_s * 1e3) + "\ncorrelation = " + num(u.correlation) +
+           "\nheld_out = " + (u.held_out ? "true" : "false") + "\n";
   }
   return out;
 }

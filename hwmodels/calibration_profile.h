@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hwmodels/efficiency_table.h"
+#include "hwmodels/uncertainty.h"
 #include "sim/core/params.h"
 
 namespace servesim::hwmodels {
@@ -134,6 +135,10 @@ struct CalibrationProfile {
   // engine kind ([engine.<kind>] tables): the [engine] parameters of that kind, in their units
   // (booleans as 0 or 1). Keys written in a run's [engine] win over them.
   std::map<std::string, std::map<std::string, double>> engine;
+
+  // How far runs on this profile are from the real engine ([uncertainty]: the serving fit's residuals,
+  // hwmodels/uncertainty.h); empty when nothing measured end to end stands behind the profile.
+  CalibrationUncertainty uncertainty;
 
   const Curve* elementwise_curve(std::string_view kind) const;  // the kind's, else "copy", else nullptr
 

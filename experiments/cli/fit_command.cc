@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -137,7 +138,7 @@ std::string mae_text(const std::vector<StageComparison>& c, const char* metric, 
 }
 
 int fit_serving(const std::vector<std::string>& files, const std::string& gpu_name, std::string base_arg,
-                const std::string& engine, bool leave_one_out, int jobs, const std::string& out_path,
+                const std::string& engine, bool leave_one_out, int64_t coverage_draws, int jobs, const std::string& out_path,
                 const std::vector<std::string>& args, std::ostream& out) {
   std::vector<MeasuredStage> stages;
   for (const std::string& f : files)
@@ -172,6 +173,7 @@ int fit_serving(const std::vector<std::string>& files, const std::string& gpu_na
       << (files.size() == 1 ? "" : "s") << " (base profile " << base_arg << ")\n";
   const ServingFitResult r = fit_serving_runs(stages, o);
   apply_to_profile(r.params, engine, profile);
+  profile.uncertainty = r.uncertainty;
   profile.source = (profile.source.empty() ? "" : profile.source + "; then ") + command_line(args);
   profile.description += "; engine '" + engine + "' terms fitted to " + std::to_string(stages.size()) +
                          " real serving stages";
@@ -199,6 +201,32 @@ int fit_serving(const std::vector<std::string>& files, const std::string& gpu_na
     if (c.measured.overloaded())
       out << "  overloaded " << c.measured.label << ": " << c.measured.failed << " failed, simulated "
           << c.simulated.failed << "\n";
+  const hwmodels::CalibrationUncertainty& u = r.uncertainty;
+  out << "\n[uncertainty] from " << u.residuals << (u.held_out ? " held-out" : " in-sample")
+      << " stage residuals: step time RMS " << fixed(100 * u.step_log_rms, 2) << "%, client path RMS "
+      << fixed(u.frontend_rms_s * 1e3, 2) << " ms, correlation " << fixed(u.correlation, 2) << "\n";
+  if (coverage_draws > 0) {
+    // Each experiment's stages predicted by the fold fitted without it, with the uncertainty of the
+    // other experiments' held-out residuals.
+    std::map<std::string, std::vector<std::string>> fold_sets;
+    for (const ServingFitResult::Fold& f : r.folds) fold_sets[f.experiment] = f.params.overrides();
+    const CoverageResult c = prediction_coverage(
+        stages, r.held_out(), [&](const std::string& e) { return fold_sets.at(e); }, o.validate, coverage_draws, 0.9,
+        jobs);
+    out << "\ncoverage of the 90% prediction intervals, leave one experiment out (" << coverage_draws
+        << " draws each):\n";
+    for (const CoveredFigure& f : c.figures) {
+      // TTFT and ITL in ms, E2E in s.
+      const bool ms = f.metric != "e2e";
+      const double k = ms ? 1e3 : 1.0;
+      const int digits = ms ? 2 : 3;
+      out << "  " << std::left << std::setw(44) << f.stage << std::setw(10) << (f.metric + " " + f.stat) << std::right
+          << " measured " << std::setw(9) << fixed(f.measured * k, digits) << (ms ? " ms" : " s ") << "  interval ["
+          << fixed(f.lo * k, digits) << ", " << fixed(f.hi * k, digits) << "]" << (f.covered() ? "" : "  OUTSIDE")
+          << "\n";
+    }
+    out << "  covered " << c.covered << " of " << c.figures.size() << " (" << fixed(100 * c.fraction(), 1) << "%)\n";
+  }
   return 0;
 }
 
@@ -221,6 +249,9 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
        "engine's client path, sampling time, async scheduling and the decode attention efficiency")
       ("engine", po::value<std::string>(&engine)->default_value(engine), "--from-serving-runs: the [engine] kind fitted")
       ("leave-one-out", "--from-serving-runs: also predict each experiment from a fit without it")
+      ("coverage-draws", po::value<int64_t>()->default_value(0),
+       "--from-serving-runs --leave-one-out: check the 90% prediction intervals' coverage with N draws per held-out "
+       "experiment")
       ("jobs,j", po::value<int>(&jobs)->default_value(0), "--from-serving-runs: stages simulated in parallel (0 = all cores)")
       ("gpu", po::value<std::string>(&gpu_name), "the GPU the measurements were taken on (a [gpu] preset name)")
       ("exclude-model", po::value<std::vector<std::string>>(&exclude)->composing(),
@@ -257,9 +288,14 @@ int cmd_fit(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   plan.output(out_path, "--out");
   plan.output(db, "--db");
   plan.check();
+  const int64_t coverage_draws = vm["coverage-draws"].as<int64_t>();
+  if (!vm["coverage-draws"].defaulted() && (serving_runs.empty() || !vm.count("leave-one-out") || coverage_draws < 10 ||
+                                           coverage_draws > 10000))
+    throw UsageError("--coverage-draws N (10 <= N <= 10000) goes with --from-serving-runs --leave-one-out, got " +
+                     std::to_string(coverage_draws));
   if (!serving_runs.empty())
-    return fit_serving(serving_runs, gpu_name, base == "none" ? "" : base, engine, vm.count("leave-one-out") > 0, jobs,
-                       out_path, args, out);
+    return fit_serving(serving_runs, gpu_name, base == "none" ? "" : base, engine, vm.count("leave-one-out") > 0,
+                       coverage_draws, jobs, out_path, args, out);
   if (!step_csv.empty()) return fit_step_latencies(step_csv, base, vm.count("cuda-graphs") > 0, out_path, args, out);
   if (!microbench_dir.empty()) return fit_microbench(microbench_dir, gpu_name, db, out_path, args, out);
   if (gpu_name.empty()) throw UsageError("fit --from-operator-csv needs --gpu NAME: the GPU the tables were measured on");

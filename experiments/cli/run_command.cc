@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "experiments/cli/command.h"
+#include "experiments/prediction.h"
 #include "experiments/replications.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
@@ -340,6 +341,83 @@ nlohmann::ordered_json replications_json(const ReplicationResult& r, const std::
   return j;
 }
 
+void print_prediction(std::ostream& out, const PredictionResult& r, const std::string& config_path,
+                      const std::string& db, const std::string& csv) {
+  const size_t n = r.draws.size();
+  const hwmodels::CalibrationUncertainty& u = r.source.uncertainty;
+  const std::string pct = fixed(100 * r.level, 0) + "%";
+  out << "servesim " << SERVESIM_VERSION << "  " << config_path << "  (the run as configured and " << n
+      << " draws of the calibration error, seed " << r.point.info.seed << ")\n";
+  print_cluster(out, r.point);
+  out << "calibration  " << r.source.profile << ": " << u.residuals << (u.held_out ? " held-out" : " in-sample")
+      << " residuals of its serving fit; step time RMS " << fixed(100 * u.step_log_rms, 2) << "%, client path RMS "
+      << fixed(u.frontend_rms_s * 1e3, 2) << " ms, correlation " << fixed(u.correlation, 2) << "\n";
+  out << "\n" << std::left << std::setw(32) << (r.point.measurement.custom() ? "measurement window" : "arrival window")
+      << std::right << std::setw(15) << "as configured" << std::setw(25) << pct + " prediction" << "    (quantiles of the "
+      << n << " draws)\n";
+  for (const ReplicatedRow& row : kReplicatedRows) {
+    const PredictedMetric* m = find_predicted(r.metrics, row.name);
+    if (!m) continue;
+    std::ostringstream interval;
+    if (std::isfinite(m->lo))
+      interval << "[" << fixed(m->lo * row.scale, row.digits) << ", " << fixed(m->hi * row.scale, row.digits) << "]";
+    else
+      interval << "-";
+    out << "  " << std::left << std::setw(30) << row.label << std::right << std::setw(15)
+        << (std::isfinite(m->point) ? fixed(m->point * row.scale, row.digits) : std::string("-")) << std::setw(25)
+        << interval.str() << "\n";
+  }
+  const double tail = (1 - r.level) / 2;
+  const hwmodels::CalibrationDraw lo = hwmodels::calibration_quantile(u, tail), hi = hwmodels::calibration_quantile(u, 1 - tail);
+  out << "\nthe interval's ends as settings (for a capacity search or a sweep axis): prediction.step_scale = "
+      << fixed(lo.step_scale, 4) << " / " << fixed(hi.step_scale, 4) << " with prediction.frontend_offset_ms = "
+      << fixed(lo.frontend_offset_s * 1e3, 2) << " / " << fixed(hi.frontend_offset_s * 1e3, 2) << "\n";
+  if (std::isnan(r.p_meets_slo))
+    out << "P(meets the SLO): - (no [slo] set)\n";
+  else
+    out << "P(meets the SLO) " << fixed(100 * r.p_meets_slo, 0) << "%: the draws whose window SLO attainment is at "
+        << "least " << fixed(100 * r.slo_target, 1) << "%\n";
+  if (!db.empty())
+    out << "results      runs " << r.point.info.run_id << " (as configured) and " << r.draws.front().info.run_id << " to "
+        << r.draws.back().info.run_id << " (the draws) in " << db << "\n";
+  if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
+}
+
+nlohmann::ordered_json prediction_json(const PredictionResult& r, const std::string& db) {
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+  const hwmodels::CalibrationUncertainty& u = r.source.uncertainty;
+  nlohmann::ordered_json j;
+  j["prediction_draws"] = r.draws.size();
+  j["level"] = r.level;
+  j["interval"] = "quantiles of the draws of the calibration error";
+  j["calibration"] = {{"profile", r.source.profile},         {"residuals", u.residuals},
+                      {"held_out", u.held_out},             {"step_log_rms", u.step_log_rms},
+                      {"frontend_rms_ms", u.frontend_rms_s * 1e3}, {"correlation", u.correlation}};
+  nlohmann::ordered_json draws = nlohmann::ordered_json::array(), ids = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < r.draws.size(); ++i) {
+    draws.push_back({{"step_scale", r.errors[i].step_scale}, {"frontend_offset_ms", r.errors[i].frontend_offset_s * 1e3}});
+    ids.push_back(r.draws[i].info.run_id);
+  }
+  j["draws"] = draws;
+  j["db"] = db.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(db);
+  j["run_id"] = r.point.info.run_id;
+  j["draw_run_ids"] = ids;
+  const double tail = (1 - r.level) / 2;
+  const hwmodels::CalibrationDraw lo = hwmodels::calibration_quantile(u, tail), hi = hwmodels::calibration_quantile(u, 1 - tail);
+  j["interval_ends"] = {{"step_scale", {lo.step_scale, hi.step_scale}},
+                        {"frontend_offset_ms", {lo.frontend_offset_s * 1e3, hi.frontend_offset_s * 1e3}}};
+  j["slo_target"] = r.slo_target;
+  j["p_meets_slo"] = number(r.p_meets_slo);
+  nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
+  for (const PredictedMetric& m : r.metrics) {
+    nlohmann::ordered_json values = nlohmann::ordered_json::array();
+    for (double v : m.values) values.push_back(number(v));
+    metrics[m.name] = {{"value", number(m.point)}, {"low", number(m.lo)}, {"high", number(m.hi)}, {"draws", values}};
+  }
+  j["metrics"] = metrics;
+  return j;
+}
+
 int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts("servesim run options");
   std::vector<std::string> sets;
@@ -363,7 +441,14 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ("replications", po::value<int64_t>(),
        "run N independent replications (seed, seed + 1, ...; a trace replays block bootstraps of itself) and report "
        "each figure's mean with a 95% interval")
-      ("jobs,j", po::value<int>()->default_value(0), "with --replications: simulations in parallel (0 = all cores)");
+      ("prediction-draws", po::value<int64_t>(),
+       "also run N draws of the calibration error (the GPU profile's [uncertainty]: the serving fit's residuals) and "
+       "report each figure with its prediction interval and the probability of meeting the SLO")
+      ("prediction-level", po::value<double>()->default_value(0.9), "with --prediction-draws: the intervals' level")
+      ("slo-target", po::value<double>()->default_value(0.9),
+       "with --prediction-draws: the window SLO attainment that counts as meeting the SLO")
+      ("jobs,j", po::value<int>()->default_value(0),
+       "with --replications or --prediction-draws: simulations in parallel (0 = all cores)");
   const po::variables_map vm = parse_options(args, opts, "config");
   if (vm.count("help")) {
     out << "usage: servesim run CONFIG.toml [options]\n\n" << opts << "\n";
@@ -381,6 +466,37 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (timeline_max_events < 0 || timeline_max_events > kMaxTimelineEvents)
     throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) + ": valid: 0 to " +
                      std::to_string(kMaxTimelineEvents) + " trace events (64 bytes of memory each)");
+  if (vm.count("prediction-draws")) {
+    if (vm.count("replications"))
+      throw UsageError("--prediction-draws and --replications: give one (the draws keep the seed, so that only the "
+                       "calibration error moves)");
+    if (!timeline.empty()) throw UsageError("--timeline records one run; drop it or --prediction-draws");
+    PredictionOptions options;
+    options.draws = vm["prediction-draws"].as<int64_t>();
+    options.level = vm["prediction-level"].as<double>();
+    options.slo_target = vm["slo-target"].as<double>();
+    if (!(options.slo_target >= 0 && options.slo_target <= 1))
+      throw UsageError("--slo-target is a fraction in [0, 1], got " + core::format_double(options.slo_target));
+    options.run.jobs = vm["jobs"].as<int>();
+    if (options.run.jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
+    options.run.db_path = db;
+    options.run.csv_dir = csv;
+    options.run.check = vm.count("check") > 0;
+    const PredictionResult r = run_prediction(
+        [&](const std::vector<std::string>& extra) {
+          std::vector<std::string> all = sets;
+          all.insert(all.end(), extra.begin(), extra.end());
+          return load_run_config(config, all);
+        },
+        options);
+    if (vm.count("json"))
+      out << prediction_json(r, db).dump() << "\n";
+    else
+      print_prediction(out, r, config, db, csv);
+    return 0;
+  }
+  if (!vm["prediction-level"].defaulted() || !vm["slo-target"].defaulted())
+    throw UsageError("--prediction-level and --slo-target go with --prediction-draws N");
   if (vm.count("replications")) {
     ReplicationOptions options;
     options.count = vm["replications"].as<int64_t>();

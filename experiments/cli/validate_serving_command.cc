@@ -3,10 +3,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 
 #include "experiments/cli/command.h"
+#include "experiments/prediction.h"
 #include "experiments/validate_serving.h"
 #include "sim/core/format.h"
 
@@ -37,6 +39,7 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
   std::vector<std::string> files;
   ValidateOptions o;
   int jobs = 0;
+  int64_t draws = 0;
   std::string only;
   opts.add_options()
       ("help,h", "this help")
@@ -55,6 +58,9 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
       ("duration", po::value<double>(&o.duration_s), "stage duration when a file does not say it (s)")
       ("stage", po::value<std::string>(&only), "only stages whose label contains this text")
       ("jobs,j", po::value<int>(&jobs)->default_value(0), "stages simulated in parallel (0 = all cores)")
+      ("prediction-draws", po::value<int64_t>(&draws)->default_value(0),
+       "also simulate every stage under N draws of the calibration error (the profile's [uncertainty]) and say "
+       "whether each measured figure lies in its 90% prediction interval")
       ("print-config", "print each stage's simulation as a run configuration (servesim run can run it) and stop")
       ("json", "print one JSON object");
   const po::variables_map vm = parse_options(args, opts, "results", -1);
@@ -76,7 +82,34 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
       out << "# " << s.label << " (" << s.source << ")\n" << stage_config(s, o) << "\n";
     return 0;
   }
+  if (draws != 0 && (draws < 10 || draws > 10000))
+    throw UsageError("--prediction-draws needs 10 to 10000 draws (the interval's ends are quantiles of them), got " +
+                     std::to_string(draws));
   const std::vector<StageComparison> comparisons = validate_stages(stages, o, jobs);
+  // With draws: each figure's 90% prediction interval (empty without).
+  std::vector<std::vector<FigureInterval>> intervals;
+  hwmodels::CalibrationUncertainty u;
+  if (draws > 0) {
+    u = stage_uncertainty(stages, o);
+    std::vector<std::vector<StageComparison>> drawn;
+    for (const hwmodels::CalibrationDraw& d : hwmodels::draw_calibration_errors(u, o.seed, draws)) {
+      ValidateOptions v = o;
+      for (const std::string& set : prediction_overrides(d)) v.sets.push_back(set);
+      drawn.push_back(validate_stages(stages, v, jobs));
+    }
+    intervals = figure_intervals(comparisons, drawn, 0.9);
+  }
+  // Figures of the stages the server kept up with inside their interval, and how many there are.
+  int64_t inside = 0, checked = 0;
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    if (!comparisons[i].comparable()) continue;
+    for (size_t k = 0; k < comparisons[i].figures.size(); ++k) {
+      const ComparedFigure& f = comparisons[i].figures[k];
+      if (f.metric == "throughput" || f.metric == "failed") continue;
+      ++checked;
+      inside += intervals[i][k].contains(f.measured) ? 1 : 0;
+    }
+  }
 
   if (vm.count("json")) {
     nlohmann::ordered_json j;
@@ -91,9 +124,19 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
       s["saturation_mismatch"] = c.saturation_mismatch;
       s["corrections"] = c.measured.corrections;
       nlohmann::ordered_json figures = nlohmann::ordered_json::array();
-      for (const ComparedFigure& f : c.figures)
-        figures.push_back({{"metric", f.metric}, {"stat", f.stat}, {"measured", f.measured}, {"simulated", f.simulated},
-                           {"error", f.error()}});
+      const size_t i = static_cast<size_t>(&c - comparisons.data());
+      for (size_t k = 0; k < c.figures.size(); ++k) {
+        const ComparedFigure& f = c.figures[k];
+        nlohmann::ordered_json fig = {{"metric", f.metric},       {"stat", f.stat}, {"measured", f.measured},
+                                      {"simulated", f.simulated}, {"error", f.error()}};
+        if (!intervals.empty()) {
+          const FigureInterval& iv = intervals[i][k];
+          fig["low"] = std::isfinite(iv.lo) ? nlohmann::ordered_json(iv.lo) : nlohmann::ordered_json();
+          fig["high"] = std::isfinite(iv.hi) ? nlohmann::ordered_json(iv.hi) : nlohmann::ordered_json();
+          fig["inside"] = iv.contains(f.measured);
+        }
+        figures.push_back(fig);
+      }
       s["figures"] = figures;
       s["simulated_completed"] = c.simulated.completed;
       s["simulated_failed"] = c.simulated.failed;
@@ -105,6 +148,11 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
       if (const auto e = mean_abs_error(comparisons, metric, stat))
         summary[std::string(metric) + "_" + stat + "_mae"] = *e;
     j["summary"] = summary;
+    if (!intervals.empty())
+      j["prediction"] = {{"draws", draws},       {"level", 0.9},
+                         {"inside", inside},     {"figures", checked},
+                         {"residuals", u.residuals}, {"step_log_rms", u.step_log_rms},
+                         {"frontend_rms_ms", u.frontend_rms_s * 1e3}};
     out << j.dump() << "\n";
     return 0;
   }
@@ -116,10 +164,21 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
     if (!m.earlier.empty()) out << ", after " << m.earlier.size() << " earlier stage" << (m.earlier.size() > 1 ? "s" : "");
     out << (m.overloaded() ? "; overloaded: " + std::to_string(m.failed) + " requests failed" : "") << ")\n";
     out << "  " << std::left << std::setw(18) << "figure" << std::right << std::setw(14) << "measured" << std::setw(14)
-        << "simulated" << std::setw(10) << "error\n";
-    for (const ComparedFigure& f : c.figures)
+        << "simulated" << std::setw(10) << "error" << (intervals.empty() ? "" : "   90% prediction interval") << "\n";
+    const size_t i = static_cast<size_t>(&c - comparisons.data());
+    for (size_t k = 0; k < c.figures.size(); ++k) {
+      const ComparedFigure& f = c.figures[k];
       out << "  " << std::left << std::setw(18) << (f.metric + " " + f.stat) << std::right << std::setw(14) << show(f)
-          << std::setw(14) << show_sim(f) << std::setw(10) << signed_percent(f.error()) << "\n";
+          << std::setw(14) << show_sim(f) << std::setw(10) << signed_percent(f.error());
+      if (!intervals.empty()) {
+        ComparedFigure lo = f, hi = f;
+        lo.simulated = intervals[i][k].lo;
+        hi.simulated = intervals[i][k].hi;
+        out << "   [" << show_sim(lo) << ", " << show_sim(hi) << "]"
+            << (intervals[i][k].contains(f.measured) ? "" : "  outside");
+      }
+      out << "\n";
+    }
     if (c.saturation_mismatch)
       out << "  ! the simulation " << (m.overloaded() ? "kept up" : "was overloaded") << " where the server "
           << (m.overloaded() ? "was overloaded" : "kept up") << "\n";
@@ -130,6 +189,10 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
   for (const auto& [metric, stat] : kSummary)
     if (const auto e = mean_abs_error(comparisons, metric, stat)) out << " " << metric << " " << stat << " " << percent(*e) << ";";
   out << "\n";
+  if (!intervals.empty())
+    out << "prediction: " << inside << " of " << checked << " latency figures of those stages inside their 90% "
+        << "prediction interval (" << draws << " draws of the calibration error: " << u.residuals << " residuals, step "
+        << fixed(100 * u.step_log_rms, 2) << "%, client path " << fixed(u.frontend_rms_s * 1e3, 2) << " ms)\n";
   std::vector<std::string> notes;  // each correction once
   for (const StageComparison& c : comparisons)
     for (const std::string& note : c.measured.corrections) {

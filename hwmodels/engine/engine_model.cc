@@ -49,24 +49,62 @@ void EngineModel::prepare(BatchShape& s) const {
   s.graph_tokens = std::min(cuda_graph_batch(tokens), std::max<int64_t>(max_graph_tokens, 1));
 }
 
-double EngineModel::host_seconds(const BatchShape& shape, int64_t layers) const {
-  // With data-parallel ranks every rank's host works on its own share at the same time.
-  const BatchShape rank = data_parallel > 1 ? busiest_rank(shape, data_parallel) : BatchShape{};
-  const BatchShape& s = data_parallel > 1 ? rank : shape;
+namespace {
+
+// The host seconds and sampling terms of `s`, the busiest rank's share with data-parallel ranks.
+double rank_host_seconds(const EngineModel& e, const BatchShape& s, int64_t layers) {
   const bool decode_only = s.prefill_tokens == 0;
-  double host = (decode_only ? decode_schedule_s : schedule_s) +
-                schedule_s_per_seq * static_cast<double>(s.prefill_seqs + s.decode_seqs);
-  if (s.launch != LaunchMode::kFullGraph) host += (decode_only ? decode_layer_s : layer_s) * static_cast<double>(layers);
+  double host = (decode_only ? e.decode_schedule_s : e.schedule_s) +
+                e.schedule_s_per_seq * static_cast<double>(s.prefill_seqs + s.decode_seqs);
+  if (s.launch != LaunchMode::kFullGraph) host += (decode_only ? e.decode_layer_s : e.layer_s) * static_cast<double>(layers);
   return host;
 }
 
+double rank_sample_seconds(const EngineModel& e, const BatchShape& r) {
+  return e.sample_s + e.sample_s_per_seq * static_cast<double>(r.prefill_logits + r.decode_seqs);
+}
+
+EngineModel::IterationTerms terms_of(const EngineModel& e, const BatchShape& s, int64_t layers) {
+  // With data-parallel ranks every rank's host works on its own share at the same time.
+  if (e.data_parallel > 1) {
+    const BatchShape rank = busiest_rank(s, e.data_parallel);
+    return {rank_host_seconds(e, rank, layers), rank_sample_seconds(e, rank)};
+  }
+  return {rank_host_seconds(e, s, layers), rank_sample_seconds(e, s)};
+}
+
+}  // namespace
+
+double EngineModel::host_seconds(const BatchShape& shape, int64_t layers) const {
+  return terms_of(*this, shape, layers).host_s;
+}
+
 double EngineModel::iteration_seconds(double gpu_s, const BatchShape& s, int64_t layers, bool after_idle) const {
-  const double host = host_seconds(s, layers);
-  const BatchShape rank = data_parallel > 1 ? busiest_rank(s, data_parallel) : BatchShape{};
-  const BatchShape& r = data_parallel > 1 ? rank : s;
-  const double sample = sample_s + sample_s_per_seq * static_cast<double>(r.prefill_logits + r.decode_seqs);
-  if (async_scheduling && !after_idle) return std::max(gpu_s, host) + sample;
-  return gpu_s + host + sample;
+  return iteration_seconds(gpu_s, terms_of(*this, s, layers), after_idle);
+}
+
+EngineModel::IterationTerms EngineModel::launch_and_remember(BatchShape& s, int64_t layers) const {
+  // A decode-only batch: every field the terms read (of the busiest rank's share too) follows from
+  // decode_seqs, and prepare() overwrites the launch fields.
+  const bool memoisable = s.prefill_seqs == 0 && s.prefill_tokens == 0 && s.prefill_logits == 0 &&
+                          s.decode_extra_tokens == 0 && s.decode_seqs > 0 && s.decode_seqs < kMemoDecodeSeqs;
+  if (!memoisable) {
+    prepare(s);
+    return terms_of(*this, s, layers);
+  }
+  const size_t b = static_cast<size_t>(s.decode_seqs);
+  if (memo_.by_seqs.size() <= b) {
+    memo_.by_seqs.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
+    memo_.size = memo_.by_seqs.size();
+  }
+  // Not yet computed, or for another number of layers (the entry then serves the new one).
+  DecodeTerms& m = memo_.by_seqs[b];
+  prepare(s);
+  m.launch = s.launch;
+  m.graph_tokens = s.graph_tokens;
+  m.terms = terms_of(*this, s, layers);
+  m.layers = layers;
+  return m.terms;
 }
 
 namespace {

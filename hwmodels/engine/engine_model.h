@@ -13,6 +13,7 @@
 // engine is described (docs/engine.md). A calibration profile may carry fitted values
 // ([overhead], [engine.<kind>]); keys written in [engine] win over it.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,6 +69,58 @@ struct EngineModel {
   // larger of the two unless the replica was idle (nothing to overlap the host work with); then
   // the sampling time, which nothing overlaps.
   double iteration_seconds(double gpu_s, const BatchShape& shape, int64_t layers, bool after_idle) const;
+
+  // The per-iteration terms around the GPU time: host_seconds() and the sampling time.
+  struct IterationTerms {
+    double host_s = 0;
+    double sample_s = 0;
+  };
+  // prepare() and the iteration's terms in one pass, the replica's hot path: the same values as
+  // prepare(), host_seconds() and iteration_seconds(). Decode-only batches without speculative
+  // drafts (most of a run's iterations) depend on their size alone, so their launch and terms are
+  // memoised by (decode_seqs, layers). The memo belongs to this object and is not copied with it:
+  // set the parameters before the first launch() (a simulation builds its engines once and never
+  // changes them; one simulation uses an engine from one thread).
+  IterationTerms launch(BatchShape& shape, int64_t layers) const {
+    if (shape.prefill_seqs == 0 && shape.prefill_tokens == 0 && shape.prefill_logits == 0 &&
+        shape.decode_extra_tokens == 0 && static_cast<uint64_t>(shape.decode_seqs) < memo_.size) {
+      const DecodeTerms& m = memo_.by_seqs[static_cast<size_t>(shape.decode_seqs)];
+      if (m.layers == layers) {
+        shape.launch = m.launch;
+        shape.graph_tokens = m.graph_tokens;
+        return m.terms;
+      }
+    }
+    return launch_and_remember(shape, layers);
+  }
+  // iteration_seconds() from launch()'s terms.
+  double iteration_seconds(double gpu_s, const IterationTerms& t, bool after_idle) const {
+    if (async_scheduling && !after_idle) return std::max(gpu_s, t.host_s) + t.sample_s;
+    return gpu_s + t.host_s + t.sample_s;
+  }
+
+ private:
+  struct DecodeTerms {
+    int64_t layers = -1;  // -1: not yet computed
+    LaunchMode launch = LaunchMode::kEager;
+    int64_t graph_tokens = 0;
+    IterationTerms terms;
+  };
+  // A member whose copies start empty: a copied engine may be given other parameters.
+  struct DecodeMemo {
+    std::vector<DecodeTerms> by_seqs;
+    uint64_t size = 0;  // by_seqs.size(), kept to spare the hot path a division
+    DecodeMemo() = default;
+    DecodeMemo(const DecodeMemo&) {}
+    DecodeMemo& operator=(const DecodeMemo&) {
+      by_seqs.clear();
+      size = 0;
+      return *this;
+    }
+  };
+  IterationTerms launch_and_remember(BatchShape& shape, int64_t layers) const;
+  static constexpr int64_t kMemoDecodeSeqs = 1 << 16;
+  mutable DecodeMemo memo_;
 };
 
 // vLLM's CUDA-graph capture sizes: a batch of b tokens runs the graph captured for the next size in

@@ -576,7 +576,8 @@ void Replica::try_start_iteration() {
       throw core::Error("internal: a scheduler added decodes without IterationPlan::add_decode");
   }
 #endif
-  if (engine_) engine_->prepare(shape);
+  hwmodels::EngineModel::IterationTerms engine_terms;
+  if (engine_) engine_terms = engine_->launch(shape, cost_.model().num_layers);
   const hwmodels::StepCost cost = cost_.step(shape);
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
@@ -585,7 +586,7 @@ void Replica::try_start_iteration() {
     if (const double network_s = listener_->exchange_seconds(*this, cost.all_to_all.scaleout_bytes); network_s >= 0)
       gpu_s = hwmodels::all_to_all_step_seconds(cost.all_to_all, network_s);
   const double iteration_s =
-      engine_ ? engine_->iteration_seconds(gpu_s, shape, cost_.model().num_layers, after_idle) : gpu_s;
+      engine_ ? engine_->iteration_seconds(gpu_s, engine_terms, after_idle) : gpu_s;
   const double seconds = (speed_ == 1.0 ? iteration_s : iteration_s / speed_) + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
   const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));

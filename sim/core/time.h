@@ -23,7 +23,20 @@ class Duration {
   // core::Error ("... is beyond the simulated clock"), never a wrapped or undefined count.
   static Duration from_seconds(double s) {
     if (!(std::fabs(s) < kMaxClockSeconds)) clock_overflow(s, "a duration");
-    return Duration(static_cast<int64_t>(std::llround(s * 1e9)));
+    return Duration(round_half_away(s * 1e9));
+  }
+  // std::llround, inline (a libm call on every iteration otherwise), for |x| < 2^63: the truncating
+  // conversion is then defined, and x minus its truncation is exact (0 when |x| >= 2^53, where
+  // every double is an integer), so the comparison with 0.5 decides as llround does.
+  static int64_t round_half_away(double x) {
+    int64_t i = static_cast<int64_t>(x);
+    const double frac = x - static_cast<double>(i);
+    if (frac >= 0.5) {
+      ++i;
+    } else if (frac <= -0.5) {
+      --i;
+    }
+    return i;
   }
   static Duration from_ms(double ms) { return from_seconds(ms * 1e-3); }
   constexpr int64_t ns() const { return ns_; }

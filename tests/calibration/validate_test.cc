@@ -65,8 +65,8 @@ TEST(ValidateTest, CalibrationBeatsTheDefaults) {
 // The shipped profiles' kernel tables are what `servesim fit --from-operator-csv ../shared/reference-data/
 // operator-profiles --gpu G --out calibration/profiles/G.toml` writes (docs/calibration.md). The H100's
 // also carries the engine terms and decode attention peak `servesim fit --from-serving-runs` fitted to
-// the real serving runs (its `source` names both commands; that fit takes minutes, and
-// serving_fidelity_test.cc pins what the shipped values reproduce).
+// the real serving runs, and that fit's held-out residuals (its `source` names both commands; that fit
+// takes minutes, and serving_fidelity_test.cc pins what the shipped values reproduce).
 TEST(ValidateTest, ShippedProfilesAreReproducible) {
   const std::string root = reference_root();
   ASSERT_FALSE(root.empty()) << "reference data missing: " << servesim::testing::shared_file("reference-data/operator-profiles");
@@ -81,6 +81,10 @@ TEST(ValidateTest, ShippedProfilesAreReproducible) {
       shipped.description = shipped.description.substr(0, shipped.description.find("; engine '"));
       shipped.engine.clear();
       shipped.attention_decode_efficiency.reset();
+      // ... and the residuals of that fit, held out (its --leave-one-out): the [uncertainty] table.
+      EXPECT_EQ(shipped.uncertainty.residuals, 10) << gpu;
+      EXPECT_TRUE(shipped.uncertainty.held_out) << gpu;
+      shipped.uncertainty = {};
     }
     EXPECT_EQ(hwmodels::calibration_profile_toml(fresh), hwmodels::calibration_profile_toml(shipped)) << gpu;
     // Vidur's tables never prove L2 residency, so no shipped memory efficiency exceeds the HBM

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "experiments/run.h"
@@ -136,6 +137,84 @@ TEST(RunIdentityTest, TheDigestIsSha256OfTheContent) {
   const std::string expected = pieces.hex();
   EXPECT_EQ(core::sha256_hex(whole), expected);
   EXPECT_EQ(core::file_digest(dir.file("a"), "a test file").digest, "sha256:" + expected);
+}
+
+// The portable compression and the CPU's SHA extensions (where present) give the same digests:
+// the FIPS vectors through the portable code, and random data of every length around the block
+// boundaries, fed in random pieces, through both.
+TEST(RunIdentityTest, PortableAndHardwareDigestsAgree) {
+  auto portable = [](std::string_view data) {
+    core::Sha256 h(false);
+    h.update(data);
+    return h.hex();
+  };
+  EXPECT_EQ(portable(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(portable("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(portable("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(portable(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  core::Rng rng(18, "sha");
+  std::string data;
+  for (int i = 0; i < 5000; ++i) data += static_cast<char>(rng.uniform_int(256));
+  for (size_t size = 0; size < data.size(); size += size < 300 ? 1 : 97) {
+    const std::string_view d = std::string_view(data).substr(0, size);
+    core::Sha256 h;
+    for (size_t at = 0; at < size;) {
+      const size_t take = std::min<size_t>(size - at, static_cast<size_t>(1 + rng.uniform_int(200)));
+      h.update(d.substr(at, take));
+      at += take;
+    }
+    ASSERT_EQ(h.hex(), portable(d)) << size << " bytes";
+  }
+}
+
+// The digest of a file is remembered per version of the file: a change of content is seen whether
+// it changes the size, the modification time, or neither (the inode's change time then does),
+// and threads digesting one file at once all get its digest. (Whether an answer came from the
+// cache is not asserted; every answer must be the content's digest.)
+TEST(RunIdentityTest, TheDigestCacheSeesEveryChangeOfAFile) {
+  TempDir dir;
+  const fs::path f = fs::path(dir.path()) / "trace.csv";
+  const std::string name = f.string();
+  auto digest = [&] { return core::file_digest(name, "a test file").digest; };
+  spit(f, "a,b\n1,2\n");
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n"));
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n"));  // from the cache
+  // Another size, and a modification time an hour earlier.
+  spit(f, "a,b\n1,2\n3,4\n");
+  const auto then = fs::last_write_time(f) - std::chrono::hours(1);  // another time, in the past
+  fs::last_write_time(f, then);
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n3,4\n"));
+  // The same size, the modification time set back to what the cache saw.
+  spit(f, "a,b\n1,2\n5,6\n");
+  fs::last_write_time(f, then);
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n5,6\n"));
+  // Replaced by another file (another inode) of the same size and time.
+  const fs::path other = fs::path(dir.path()) / "other.csv";
+  spit(other, "a,b\n1,2\n7,8\n");
+  fs::last_write_time(other, then);
+  fs::rename(other, f);
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n7,8\n"));
+  // A file old enough to be remembered (changed more than two seconds ago), then rewritten with
+  // the same size and its modification time set back: the change time tells the cache.
+  spit(f, "a,b\n1,2\n9,9\n");
+  fs::last_write_time(f, then);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n9,9\n"));
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n9,9\n"));
+  spit(f, "a,b\n1,2\n0,0\n");
+  fs::last_write_time(f, then);
+  EXPECT_EQ(digest(), "sha256:" + core::sha256_hex("a,b\n1,2\n0,0\n"));
+  // A larger file (many blocks), digested by several threads at once (the runs of a sweep).
+  std::string big;
+  for (int i = 0; i < 20000; ++i) big += std::to_string(i) + ",x\n";
+  spit(f, big);
+  const std::string expected = "sha256:" + core::sha256_hex(big);
+  std::vector<std::string> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t) threads.emplace_back([&, t] { got[t] = digest(); });
+  for (auto& t : threads) t.join();
+  for (const auto& g : got) EXPECT_EQ(g, expected);
 }
 
 // The case, through the binary: a sweep whose base names a config.json of 32 layers, then the

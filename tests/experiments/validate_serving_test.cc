@@ -7,6 +7,7 @@
 #include "experiments/serving_fit.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -214,6 +215,43 @@ TEST(ValidateServingTest, CommandLineOnEachFormat) {
   const auto missing = cli({"validate-serving", dir.file("nope.json"), "--gpu", "h100-sxm"});
   EXPECT_NE(missing.first, 0);
   EXPECT_NE(missing.second.find("nope.json"), std::string::npos) << missing.second;
+
+  // Prediction intervals: with the shipped H100 profile's uncertainty, every latency figure gets an
+  // interval and the table says how many measured ones lie inside.
+  const auto drawn = cli({"validate-serving", dir.file("bench.json"), "--gpu", "h100-sxm", "--prediction-draws", "10"});
+  ASSERT_EQ(drawn.first, 0) << drawn.second;
+  EXPECT_NE(drawn.second.find("90% prediction interval"), std::string::npos) << drawn.second;
+  EXPECT_NE(drawn.second.find("latency figures of those stages inside their 90% prediction interval (10 draws"),
+            std::string::npos)
+      << drawn.second;
+  // A profile that claims no error at all: every draw is the simulation itself, so each interval is
+  // the point [simulated, simulated].
+  std::string profile;
+  {
+    std::ifstream in(servesim::testing::source_dir() + "/calibration/profiles/h100-sxm.toml");
+    std::stringstream text;
+    text << in.rdbuf();
+    profile = text.str();
+  }
+  profile = profile.substr(0, profile.find("[uncertainty]")) +
+            "[uncertainty]\nresiduals = 10\nstep_log_rms = 0\nfrontend_rms_ms = 0\n";
+  std::ofstream(dir.file("exact.toml")) << profile;
+  const auto exact = cli({"validate-serving", dir.file("bench.json"), "--gpu", "h100-sxm", "--calibration",
+                          dir.file("exact.toml"), "--prediction-draws", "10", "--json"});
+  ASSERT_EQ(exact.first, 0) << exact.second;
+  const auto j = nlohmann::json::parse(exact.second);
+  int figures = 0;
+  for (const auto& f : j["stages"][0]["figures"]) {
+    ASSERT_TRUE(f.contains("low")) << f.dump();
+    EXPECT_DOUBLE_EQ(f["low"].get<double>(), f["simulated"].get<double>()) << f.dump();
+    EXPECT_DOUBLE_EQ(f["high"].get<double>(), f["simulated"].get<double>()) << f.dump();
+    ++figures;
+  }
+  EXPECT_GT(figures, 5);
+  EXPECT_EQ(j["prediction"]["draws"], 10);
+  const auto few = cli({"validate-serving", dir.file("bench.json"), "--gpu", "h100-sxm", "--prediction-draws", "3"});
+  EXPECT_EQ(few.first, 2);
+  EXPECT_NE(few.second.find("--prediction-draws"), std::string::npos) << few.second;
 }
 
 }  // namespace
@@ -285,6 +323,12 @@ TEST(ServingFitTest, RecoversKnownEngineTermsFromSimulatedMeasurements) {
     EXPECT_EQ(f.predicted[0].measured.experiment, f.experiment);
     EXPECT_LT(std::fabs(*f.predicted[0].figure_error("e2e", "mean")), 0.05) << f.experiment;
   }
+  // The measurements are simulations with the true terms, so the held-out residuals the profile's
+  // [uncertainty] keeps are near zero: the fit recovers an error-free engine as nearly error-free.
+  EXPECT_EQ(r.uncertainty.residuals, 3);
+  EXPECT_TRUE(r.uncertainty.held_out);
+  EXPECT_LT(r.uncertainty.step_log_rms, 0.02);
+  EXPECT_LT(r.uncertainty.frontend_rms_s, 0.002);
 }
 
 }  // namespace

@@ -125,6 +125,75 @@ TEST(EngineModelTest, AsyncSchedulingOverlapsHostAndGpu) {
   EXPECT_NEAR(sync.its[1].duration.ms(), gpu.its[1].duration.ms() + small, 1e-3);
 }
 
+// launch() memoises decode-only batches by size: for every shape, engine and layer count it must
+// give the same launch and the same bits as prepare(), host_seconds() and iteration_seconds(),
+// whatever was asked before (a memo keyed by too little would serve another shape's value).
+TEST(EngineModelTest, LaunchMemoGivesTheUnmemoisedTermsForEveryShape) {
+  auto expect_same = [](const EngineModel& e, const BatchShape& shape, int64_t layers) {
+    BatchShape plain = shape, fast = shape;
+    plain.launch = fast.launch = LaunchMode::kFullGraph;  // prepare() overwrites what a shape brings
+    plain.graph_tokens = fast.graph_tokens = 999;
+    e.prepare(plain);
+    const EngineModel::IterationTerms t = e.launch(fast, layers);
+    EXPECT_EQ(fast.launch, plain.launch);
+    EXPECT_EQ(fast.graph_tokens, plain.graph_tokens);
+    EXPECT_EQ(t.host_s, e.host_seconds(plain, layers));
+    for (bool idle : {false, true})
+      for (double gpu : {1e-4, 2e-2})
+        EXPECT_EQ(e.iteration_seconds(gpu, t, idle), e.iteration_seconds(gpu, plain, layers, idle));
+  };
+  for (CudaGraphMode graphs : {CudaGraphMode::kNone, CudaGraphMode::kFullDecode, CudaGraphMode::kPiecewise,
+                               CudaGraphMode::kFullAndPiecewise})
+    for (int64_t ranks : {1, 3}) {
+      EngineModel e;
+      e.graphs = graphs;
+      e.max_graph_tokens = 24;
+      e.data_parallel = ranks;
+      e.schedule_s = 1e-3;
+      e.decode_schedule_s = 0.3e-3;
+      e.schedule_s_per_seq = 7e-6;
+      e.layer_s = 11e-6;
+      e.decode_layer_s = 5e-6;
+      e.sample_s = 0.2e-3;
+      e.sample_s_per_seq = 3e-6;
+      e.async_scheduling = ranks == 3;
+      SCOPED_TRACE("graphs " + std::string(cuda_graph_mode_name(graphs)) + ", ranks " + std::to_string(ranks));
+      // Twice over (the second pass is served from the memo), each size with two layer counts.
+      for (int pass = 0; pass < 2; ++pass)
+        for (int64_t seqs = 0; seqs <= 40; ++seqs)
+          for (int64_t layers : {32, 61}) {
+            BatchShape decode;
+            add_decodes(decode, AttentionLimits{}, seqs, 100);
+            expect_same(e, decode, layers);
+            // Shapes of the same decode size that differ elsewhere: prefill work, a completed prompt,
+            // speculative drafts.
+            BatchShape mixed = decode;
+            add_prefill_chunk(mixed, AttentionLimits{}, 0, 5, seqs % 2 == 0);
+            expect_same(e, mixed, layers);
+            BatchShape drafts = decode;
+            drafts.decode_extra_tokens = 2 * seqs;
+            drafts.decode_extra_pairs = 2 * seqs * 101;
+            expect_same(e, drafts, layers);
+          }
+    }
+  // A hand value: 8 decodes on 32 layers, eager: 0.3 ms + 8 x 7 us + 32 x 5 us of host time.
+  EngineModel e;
+  e.decode_schedule_s = 0.3e-3;
+  e.schedule_s_per_seq = 7e-6;
+  e.decode_layer_s = 5e-6;
+  BatchShape s;
+  add_decodes(s, AttentionLimits{}, 8, 10);
+  EXPECT_NEAR(e.launch(s, 32).host_s, 0.3e-3 + 8 * 7e-6 + 32 * 5e-6, 1e-15);
+  EXPECT_NEAR(e.launch(s, 32).host_s, 0.3e-3 + 8 * 7e-6 + 32 * 5e-6, 1e-15);
+  // A copy is another engine: it may be given other parameters, and must not answer from the memo.
+  EngineModel copy = e;
+  copy.decode_schedule_s = 0.5e-3;
+  EXPECT_NEAR(copy.launch(s, 32).host_s, 0.5e-3 + 8 * 7e-6 + 32 * 5e-6, 1e-15);
+  copy = e;
+  copy.decode_layer_s = 0;
+  EXPECT_NEAR(copy.launch(s, 32).host_s, 0.3e-3 + 8 * 7e-6, 1e-15);
+}
+
 TEST(EngineModelTest, PresetsProfilesAndWrittenKeys) {
   ASSERT_NE(engine_registry().find("vllm-v1"), nullptr);
   // A profile's fitted [engine.vllm-v1] values replace the preset's, its [overhead] host times

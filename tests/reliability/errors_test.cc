@@ -465,6 +465,21 @@ std::vector<ErrorCase> cases() {
   add({"admission_unknown_kind", "an unknown admission kind",
        {{"run.toml", poisson_config("", "[admission]\nkind = \"token_bucket\"\n")}}, run_azure, 2,
        {"run.toml", "admission.kind", "queue_length"}});
+  add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
+       2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});
+  add({"prediction_too_few_draws", "`--prediction-draws 3`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--prediction-draws", "3"}, 2, {"--prediction-draws", "at least 10"}});
+  add({"prediction_too_many_draws", "`--prediction-draws 1000000000`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--prediction-draws", "1000000000"}, 2, {"--prediction-draws", "at most 10000"}});
+  add({"prediction_zero_step_scale", "a step factor of zero (`prediction.step_scale = 0`)",
+       {{"run.toml", poisson_config("", "[prediction]\nstep_scale = 0\n")}}, {"run", "run.toml"}, 2,
+       {"run.toml", "prediction.step_scale"}});
+  add({"profile_uncertainty_two_residuals", "a profile's `[uncertainty]` from two residuals",
+       {{"run.toml", poisson_config("", "[cost_model]\ncalibration = \"p.toml\"\n")},
+        {"p.toml", "format = \"servesim-calibration-profile\"\nversion = 1\ngpu = \"h100-sxm\"\n[uncertainty]\n"
+                   "residuals = 2\nstep_log_rms = 0.02\nfrontend_rms_ms = 5\n"}},
+       {"run", "run.toml"}, 1, {"p.toml:5", "uncertainty.residuals"}});
   return c;
 }
 

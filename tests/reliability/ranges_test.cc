@@ -17,6 +17,7 @@
 #include "sim/core/config.h"
 #include "sim/core/error.h"
 #include "sim/core/params.h"
+#include "sim/core/rng.h"
 #include "sim/core/time.h"
 #include "sim/engine/simulation.h"
 #include "sim/metrics/summary.h"
@@ -310,6 +311,27 @@ TEST(ClockTest, DurationsBeyondTheClockAreErrorsNeverWrappedCounts) {
   }
   for (double s : {0.0, 1e-9, 1.5, 1e9, 9.2e9, -9.2e9})
     EXPECT_EQ(core::Duration::from_seconds(s).ns(), std::llround(s * 1e9)) << s;
+}
+
+// from_seconds rounds with an inline copy of std::llround (half away from zero): the same integer
+// for halves, the doubles next to them, the edges of exact integers (2^52, 2^53) and random values
+// of every magnitude the clock holds.
+TEST(ClockTest, RoundingToTheNanosecondIsLlroundsEverywhere) {
+  std::vector<double> xs = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+                            4503599627370495.5, -4503599627370495.5, 4503599627370496.0, 9007199254740991.0,
+                            9007199254740993.0, 9.2e18, -9.2e18, 1e-300, 123456789.5};
+  for (double base : {0.5, 1.5, 2.5, 1e6 + 0.5, 4503599627370495.5})
+    for (double x : {std::nextafter(base, 0.0), std::nextafter(base, 1e300)}) {
+      xs.push_back(x);
+      xs.push_back(-x);
+    }
+  core::Rng rng(18, "rounding");
+  for (int i = 0; i < 100000; ++i) {
+    const double x = std::ldexp(rng.uniform() - 0.5, static_cast<int>(rng.uniform_int(63)));
+    xs.push_back(x);
+    xs.push_back(std::floor(x) + 0.5);
+  }
+  for (double x : xs) ASSERT_EQ(core::Duration::round_half_away(x), std::llround(x)) << std::hexfloat << x;
 }
 
 struct Ticker final : sim::EventHandler {
