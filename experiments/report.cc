@@ -226,6 +226,26 @@ ReportData load_report(const ReportOptions& options) {
       SQLite::Statement pts(db, "SELECT run_id, configuration FROM points");
       while (pts.executeStep()) point_labels[pts.getColumn(0).getInt64()] = pts.getColumn(1).getString();
     }
+    if (db.tableExists("class_stats")) {  // request classes (issue 17; schema version 6)
+      SQLite::Statement cs(db, "SELECT run_id, class, tenant, priority, requests, completed, rejected_admission, "
+                               "ttft_ms_p99, tpot_ms_p99, goodput_req_s, slo_attainment FROM class_stats "
+                               "ORDER BY run_id, rowid");
+      while (cs.executeStep()) {
+        ReportClassRow c;
+        c.run_id = cs.getColumn(0).getInt64();
+        c.name = cs.getColumn(1).getString();
+        c.tenant = cs.getColumn(2).getString();
+        c.priority = cs.getColumn(3).getInt64();
+        c.requests = static_cast<uint64_t>(cs.getColumn(4).getInt64());
+        c.completed = static_cast<uint64_t>(cs.getColumn(5).getInt64());
+        c.rejected_admission = static_cast<uint64_t>(cs.getColumn(6).getInt64());
+        c.ttft_ms_p99 = cs.getColumn(7).getDouble();
+        c.tpot_ms_p99 = cs.getColumn(8).getDouble();
+        c.goodput_req_s = cs.getColumn(9).getDouble();
+        c.slo_attainment = cs.getColumn(10).getDouble();
+        data.classes.push_back(std::move(c));
+      }
+    }
     if (db.tableExists("experiment")) {
       SQLite::Statement cap(db, "SELECT value FROM experiment WHERE key = 'capacity_result'");
       if (cap.executeStep()) read_capacity(cap.getColumn(0).getString(), options.db_path, data);
@@ -786,6 +806,21 @@ std::vector<std::string> write_report(const ReportData& data, const ReportOption
   }
   h << "</table>\n";
   if (data.runs.size() > kMaxRunRows) h << "<p>(first " << kMaxRunRows << " of " << data.runs.size() << " runs)</p>\n";
+  if (!data.classes.empty()) {
+    h << "<h2>Request classes</h2>\n<table><tr><th>run</th><th class=l>class</th><th class=l>tenant</th><th>priority</th>"
+         "<th>requests</th><th>completed</th><th>shed</th><th>TTFT p99</th><th>TPOT p99</th><th>goodput</th>"
+         "<th>SLO (its own)</th></tr>\n";
+    for (size_t i = 0; i < data.classes.size() && i < kMaxRunRows; ++i) {
+      const ReportClassRow& c = data.classes[i];
+      h << "<tr><td>" << c.run_id << "</td><td class=l>" << html(c.name) << "</td><td class=l>" << html(c.tenant)
+        << "</td><td>" << c.priority << "</td><td>" << c.requests << "</td><td>" << c.completed << "</td><td>"
+        << c.rejected_admission << "</td><td>" << num(c.ttft_ms_p99, 1) << "</td><td>" << num(c.tpot_ms_p99, 2)
+        << "</td><td>" << num(c.goodput_req_s, 2) << "</td><td>" << pct(c.slo_attainment) << "</td></tr>\n";
+    }
+    h << "</table>\n";
+    if (data.classes.size() > kMaxRunRows)
+      h << "<p>(first " << kMaxRunRows << " of " << data.classes.size() << " class rows)</p>\n";
+  }
   h << "<p>Latencies in ms. Goodput counts completed requests meeting every SLO limit per simulated second; SLO "
        "attainment is those requests over all requests. Written by servesim "
     << SERVESIM_VERSION << ".</p>\n</body></html>\n";

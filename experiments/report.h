@@ -82,6 +82,15 @@ struct CapacityRow {
   int64_t replications = 0;
 };
 
+// One request class of one run (table class_stats; runs with [[workload.classes]]).
+struct ReportClassRow {
+  int64_t run_id = 0;
+  std::string name, tenant;
+  int64_t priority = 0;
+  uint64_t requests = 0, completed = 0, rejected_admission = 0;
+  double ttft_ms_p99 = 0, tpot_ms_p99 = 0, goodput_req_s = 0, slo_attainment = 0;
+};
+
 struct ReportSeries {
   std::string label;
   std::vector<ReportPoint> points;  // by offered rate
@@ -96,6 +105,7 @@ struct ReportData {
   std::vector<ReportRun> runs;
   std::vector<ReportSeries> series;
   std::vector<CapacityRow> capacity;  // a capacity search's answer, when the database holds one
+  std::vector<ReportClassRow> classes;  // per run and class, when the database has class_stats
   std::string capacity_knob;
   double capacity_target = 0;
 };

@@ -340,9 +340,15 @@ MergeStats merge_databases(const std::string& out, const std::vector<std::string
       };
       if (has(merged_tables(main, "src"), "fleet_events") && !has(merged_tables(main, "main"), "fleet_events"))
         main.exec(metrics::fleet_schema());
+      // So does class_stats with the first run that has request classes.
+      if (has(merged_tables(main, "src"), "class_stats") && !has(merged_tables(main, "main"), "class_stats")) {
+        main.exec(metrics::class_schema());
+        main.exec("PRAGMA main.user_version = 6");
+      }
       std::vector<std::string> tables;
       for (const std::string& t : merged_tables(main, "main"))
-        if (has(merged_tables(main, "src"), t.c_str()) || (t != "fleet_events" && t != "fleet_metrics"))
+        if (has(merged_tables(main, "src"), t.c_str()) ||
+            (t != "fleet_events" && t != "fleet_metrics" && t != "class_stats"))
           tables.push_back(t);
       if (merged_tables(main, "src") != tables)
         throw core::Error(in + ": holds the tables (" + column_list(merged_tables(main, "src")) + "), " + out +

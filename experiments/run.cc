@@ -19,6 +19,7 @@
 #include "hwmodels/speculative_cost_model.h"
 #include "hwmodels/uncertainty.h"
 #include "policies/decoding/decoding_method.h"
+#include "policies/router/admission.h"
 #include "policies/router/router.h"
 #include "policies/scheduler/batch_scheduler.h"
 #include "sim/cluster/cluster.h"
@@ -195,6 +196,11 @@ const std::vector<core::ParamSpec>& run_schema() {
           .optional(),
       ParamSpec::section("router", "routers", "round_robin",
                          "global policy that picks a replica per request (the prefill replica when disaggregated)"),
+      ParamSpec::section("admission", "admission", "",
+                         "admission control at the router: shed requests (outcome rejected_admission) when the picked "
+                         "replica's queue or predicted TTFT is over a limit, per request class by admit_fraction "
+                         "(unset: every request is admitted)")
+          .optional(),
       ParamSpec::section("decode_router", "routers", "least_outstanding",
                          "disaggregated only: picks the decode replica for each prefilled request"),
       ParamSpec::section("scheduler", "schedulers", "continuous", "per-replica batch scheduler"),
@@ -815,6 +821,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       schedulers.push_back(policies::scheduler_registry().make(*p.scheduler, sched_ctx));
   }
   std::unique_ptr<sim::Router> router = policies::router_registry().make(config.section("router"), seed);
+  std::unique_ptr<sim::Admission> admission =
+      config.has("admission") ? policies::admission_registry().make(config.section("admission")) : nullptr;
   std::unique_ptr<sim::Router> decode_router;
   if (disaggregated) decode_router = policies::router_registry().make(config.section("decode_router"), seed + 1);
   std::unique_ptr<traces::ArrivalSource> source =
@@ -843,6 +851,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   metrics::CollectorConfig collector_cfg;
   collector_cfg.slo = slo;
+  collector_cfg.classes = source->classes();
   const double interval_ms = config.section("output").get_float("sample_interval_ms");
   // Shorter periods would write a row per replica per fraction of a millisecond of simulated time:
   // hours of simulated traffic would never finish writing.
@@ -951,6 +960,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   }
 
   cluster.set_faults(fault_plan);
+  if (admission) cluster.set_admission(std::move(admission));
 
   const auto wall_start = std::chrono::steady_clock::now();
   cluster.start();

@@ -23,6 +23,8 @@ class VectorSource final : public traces::ArrivalSource {
     return true;
   }
   std::optional<core::Duration> client_timeout() const override { return client_timeout_; }
+  const core::RequestClasses& classes() const override { return request_classes; }
+  core::RequestClasses request_classes;  // what [[workload.classes]] would define (specs index it)
 
  private:
   std::vector<traces::RequestSpec> specs_;

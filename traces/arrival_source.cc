@@ -52,6 +52,7 @@ std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
                     .optional());
   own.push_back(client_timeout_spec());
   own.push_back(repetition_spec());
+  own.push_back(classes_spec());
   return own;
 }
 
@@ -96,7 +97,8 @@ int64_t window_ns(const core::Params& p, std::string_view key, double seconds) {
 }
 }  // namespace
 
-ShapedSource::ShapedSource(const core::Params& p) : client_timeout_(read_client_timeout(p)) {
+ShapedSource::ShapedSource(const core::Params& p, uint64_t run_seed)
+    : client_timeout_(read_client_timeout(p)), classes_(read_classes(p), workload_seed(p, run_seed)) {
   rate_scale_ = p.get_float("rate_scale");
   repetition_ = read_repetition(p);
   max_requests_ = p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max();
@@ -122,7 +124,9 @@ bool ShapedSource::next(RequestSpec& out) {
   bool any_raw = false;
   bool past_end = false;
   int64_t last_raw = 0;  // for the empty-window message
-  while (next_raw(out)) {
+  for (;;) {
+    if (!classes_.empty()) out.request_class = -1;  // a trace row names its class, or none
+    if (!next_raw(out)) break;
     any_raw = true;
     int64_t t = out.arrival.ns();
     last_raw = t;
@@ -142,6 +146,16 @@ bool ShapedSource::next(RequestSpec& out) {
     }
     out.arrival = core::Time::from_ns(t);
     out.repetition = repetition_;
+    if (classes_.empty()) {
+      out.request_class = 0;
+    } else if (out.request_class < 0) {
+      if (!classes_.has_shares())
+        throw core::Error(describe() + ": request " + std::to_string(emitted_) +
+                          " names no class, and the classes (" + classes_.names() +
+                          ") have no share to draw one from: give each [[workload.classes]] a share, or the "
+                          "trace a class column");
+      out.request_class = classes_.draw();
+    }
     ++emitted_;
     return true;
   }

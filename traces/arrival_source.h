@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/core/params.h"
+#include "sim/core/request_class.h"
 #include "sim/core/time.h"
 
 namespace servesim::traces {
@@ -29,6 +30,8 @@ struct RequestSpec {
   uint32_t stage = 0;                 // load stage that sends it (workloads with stages); 0 otherwise
   double repetition = -1;             // how often its output repeats n-grams of its context, in
                                       // [0, 1] (prompt-lookup drafting); < 0 when unknown
+  int32_t request_class = 0;          // index into classes() (0 without classes); a trace reader
+                                      // sets -1 when the row names none (the source draws one)
 };
 
 class ArrivalSource {
@@ -57,6 +60,12 @@ class ArrivalSource {
   virtual void request_done(uint64_t id, core::Time t) {
     (void)id;
     (void)t;
+  }
+  // The workload's request classes ([[workload.classes]]); empty without classes. Every request's
+  // RequestSpec::request_class indexes this list.
+  virtual const core::RequestClasses& classes() const {
+    static const core::RequestClasses none;
+    return none;
   }
   // About how long the arrivals span in simulated seconds (after rate_scale), known up front for
   // generators (what a run's outputs must be sized for); 0 when unknown (a trace).

@@ -13,6 +13,7 @@ namespace {
 constexpr const char* kTimestamp = "TIMESTAMP";
 constexpr const char* kContext = "ContextTokens";
 constexpr const char* kGenerated = "GeneratedTokens";
+constexpr const char* kClass = "class";  // optional: the request's class ([[workload.classes]])
 constexpr const char* kExpectedHeader = "TIMESTAMP,ContextTokens,GeneratedTokens";
 
 // The header's columns for a message: each through excerpt(), so binary or control bytes in a
@@ -24,7 +25,8 @@ std::string join(const std::vector<std::string>& v) {
 }
 }  // namespace
 
-AzureCsvReader::AzureCsvReader(std::string path) : lines_(std::move(path)) {
+AzureCsvReader::AzureCsvReader(std::string path, const ClassAssigner* classes)
+    : lines_(std::move(path)), classes_(classes) {
   std::string_view header;
   if (!lines_.next_data_line(header))
     throw core::InputError(lines_.path(), 1, "",
@@ -56,6 +58,16 @@ AzureCsvReader::AzureCsvReader(std::string path) : lines_(std::move(path)) {
   timestamp_col_ = find(kTimestamp);
   prompt_col_ = find(kContext);
   output_col_ = find(kGenerated);
+  class_col_ = columns_.size();  // none
+  if (classes_) {
+    for (size_t i = 0; i < columns_.size(); ++i) {
+      if (core::to_lower(columns_[i]) != kClass) continue;
+      if (class_col_ != columns_.size())
+        throw core::InputError(lines_.path(), header_line, kClass,
+                               "column appears twice in the header (" + join(columns_) + ")");
+      class_col_ = i;
+    }
+  }
 
   std::string_view first;
   if (!lines_.next_data_line(first))
@@ -73,6 +85,7 @@ bool AzureCsvReader::read(RequestSpec& out) {
     out.output_tokens = pending_request_.output_tokens;
     out.block_hashes.clear();
     out.session = 0;
+    if (classes_) out.request_class = pending_request_.request_class;
     return true;
   }
   std::string_view line;
@@ -83,7 +96,7 @@ bool AzureCsvReader::read(RequestSpec& out) {
 
 void AzureCsvReader::parse_row(std::string_view line, RequestSpec& out) {
   const int64_t line_no = lines_.line_number();
-  std::string_view timestamp, prompt, output;
+  std::string_view timestamp, prompt, output, cls;
   size_t col = 0;
   size_t start = 0;
   for (;;) {
@@ -93,6 +106,7 @@ void AzureCsvReader::parse_row(std::string_view line, RequestSpec& out) {
     if (col == timestamp_col_) timestamp = field;
     if (col == prompt_col_) prompt = field;
     if (col == output_col_) output = field;
+    if (col == class_col_) cls = field;
     ++col;
     if (comma == std::string_view::npos) break;
     start = comma + 1;
@@ -126,13 +140,17 @@ void AzureCsvReader::parse_row(std::string_view line, RequestSpec& out) {
   out.output_tokens = parse_length(output, {lines_.path(), line_no, kGenerated});
   out.block_hashes.clear();
   out.session = 0;
+  if (classes_)  // -1 without a class column: the source draws the class from the shares
+    out.request_class =
+        class_col_ != columns_.size() ? resolve_class(*classes_, trim(cls), {lines_.path(), line_no, kClass}) : -1;
 }
 
 namespace {
 
 class AzureCsvSource final : public ShapedSource {
  public:
-  AzureCsvSource(const core::Params& p, std::string path) : ShapedSource(p), reader_(std::move(path)) {}
+  AzureCsvSource(const core::Params& p, uint64_t seed, std::string path)
+      : ShapedSource(p, seed), reader_(std::move(path), class_table()) {}
 
  protected:
   bool next_raw(RequestSpec& out) override { return reader_.read(out); }
@@ -148,8 +166,8 @@ const bool kRegistered = workload_registry().add(
      "GeneratedTokens); arrivals are offsets from the first row",
      with_common_params({core::ParamSpec::path(
          "path", "the trace CSV (header naming TIMESTAMP, ContextTokens, GeneratedTokens, any order)")})},
-    [](const core::Params& p, uint64_t) -> std::unique_ptr<ArrivalSource> {
-      return std::make_unique<AzureCsvSource>(p, readable_file(p, "path"));
+    [](const core::Params& p, uint64_t seed) -> std::unique_ptr<ArrivalSource> {
+      return std::make_unique<AzureCsvSource>(p, seed, readable_file(p, "path"));
     });
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "traces/arrival_source.h"
 #include "traces/line_reader.h"
+#include "traces/request_classes.h"
 
 namespace servesim::traces {
 
@@ -17,7 +18,9 @@ class AzureCsvReader {
  public:
   // Opens the file and reads the header and the first request: a missing column, an empty file or
   // a file without requests is a core::InputError here, before anything runs.
-  explicit AzureCsvReader(std::string path);
+  // With `classes` (the workload's, when it defines any), an optional `class` column names each
+  // request's class; without, the column is not read.
+  explicit AzureCsvReader(std::string path, const ClassAssigner* classes = nullptr);
 
   // The next request, its arrival the offset from the first row's timestamp (exact integer ns);
   // false at the end. Malformed rows are core::InputErrors naming the file, line and column.
@@ -32,6 +35,8 @@ class AzureCsvReader {
   size_t timestamp_col_ = 0;
   size_t prompt_col_ = 0;
   size_t output_col_ = 0;
+  const ClassAssigner* classes_ = nullptr;
+  size_t class_col_ = 0;  // columns_.size() when there is none
   int64_t first_ns_ = 0;     // the first row's datetime, ns since 1970
   int64_t previous_ns_ = 0;  // the previous row's
   std::string previous_text_;

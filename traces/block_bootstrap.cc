@@ -10,10 +10,11 @@
 namespace servesim::traces {
 namespace {
 
-// One request in the spill file: six int64 fields, then the prefix hashes.
+// One request in the spill file: seven 64-bit fields, then the prefix hashes.
 struct Header {
   int64_t arrival_ns, prompt_tokens, output_tokens, hashed_tokens;
   uint64_t session, hashes;
+  int64_t request_class;
 };
 
 [[noreturn]] void io_error(const std::string& what) {
@@ -25,7 +26,8 @@ struct Header {
 }  // namespace
 
 BlockBootstrapSource::BlockBootstrapSource(std::unique_ptr<ArrivalSource> inner, int64_t block_ns, uint64_t seed)
-    : inner_(std::move(inner)), block_ns_(block_ns), seed_(seed), hash_block_tokens_(inner_->hash_block_tokens()) {
+    : inner_(std::move(inner)), block_ns_(block_ns), seed_(seed), hash_block_tokens_(inner_->hash_block_tokens()),
+      classes_(inner_->classes()) {
   if (block_ns_ <= 0) throw core::Error("internal: block bootstrap with a block of " + std::to_string(block_ns_) + " ns");
 }
 
@@ -47,7 +49,7 @@ void BlockBootstrapSource::spill() {
       block_count_.push_back(0);
     }
     ++block_count_[block];
-    const Header h{r.arrival.ns(), r.prompt_tokens, r.output_tokens, r.hashed_tokens, r.session, r.block_hashes.size()};
+    const Header h{r.arrival.ns(), r.prompt_tokens, r.output_tokens, r.hashed_tokens, r.session, r.block_hashes.size(), r.request_class};
     if (std::fwrite(&h, sizeof h, 1, file_.get()) != 1) io_error("write");
     if (!r.block_hashes.empty() &&
         std::fwrite(r.block_hashes.data(), sizeof(uint64_t), r.block_hashes.size(), file_.get()) != r.block_hashes.size())
@@ -102,6 +104,7 @@ bool BlockBootstrapSource::read_record(RequestSpec& out) {
   out.output_tokens = h.output_tokens;
   out.hashed_tokens = h.hashed_tokens;
   out.session = h.session;
+  out.request_class = static_cast<int32_t>(h.request_class);
   out.block_hashes.resize(h.hashes);
   if (h.hashes > 0 && std::fread(out.block_hashes.data(), sizeof(uint64_t), h.hashes, file_.get()) != h.hashes)
     io_error("read");

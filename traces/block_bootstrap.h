@@ -34,6 +34,7 @@ class BlockBootstrapSource final : public ArrivalSource {
 
   bool next(RequestSpec& out) override;
   int64_t hash_block_tokens() const override { return hash_block_tokens_; }
+  const core::RequestClasses& classes() const override { return classes_; }
 
   // After the first next(): the blocks of the original and the source block of each output block.
   const std::vector<uint32_t>& plan() const { return plan_; }
@@ -48,6 +49,7 @@ class BlockBootstrapSource final : public ArrivalSource {
   int64_t block_ns_;
   uint64_t seed_;
   int64_t hash_block_tokens_;
+  core::RequestClasses classes_;  // the inner source's (it is closed once spilled)
   struct Closer {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };

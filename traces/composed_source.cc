@@ -18,6 +18,7 @@ std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own) {
                     .optional());
   own.push_back(client_timeout_spec());
   own.push_back(repetition_spec());
+  own.push_back(classes_spec());
   return own;
 }
 
@@ -26,7 +27,12 @@ ComposedSource::ComposedSource(const core::Params& p, uint64_t seed, std::unique
       content_(std::move(content)),
       max_requests_(p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max()),
       client_timeout_(read_client_timeout(p)),
-      repetition_(read_repetition(p)) {}
+      repetition_(read_repetition(p)),
+      classes_(read_classes(p), seed) {
+  if (!classes_.empty() && !classes_.has_shares())
+    p.fail("classes", "a generated workload draws each request's class from the classes' shares: give every "
+                      "[[" + p.key_path("classes") + "]] a share");
+}
 
 bool ComposedSource::next(RequestSpec& out) {
   if (static_cast<int64_t>(sent_) >= max_requests_) return false;
@@ -37,6 +43,7 @@ bool ComposedSource::next(RequestSpec& out) {
   out.arrival = send->time;
   out.stage = send->stage;
   out.repetition = repetition_;
+  out.request_class = classes_.empty() ? 0 : classes_.draw();
   ++sent_;
   return true;
 }

@@ -11,6 +11,7 @@
 #include "sim/core/params.h"
 #include "traces/arrival_process.h"
 #include "traces/arrival_source.h"
+#include "traces/request_classes.h"
 
 namespace servesim::traces {
 
@@ -24,7 +25,7 @@ class RequestContent {
 };
 
 // `own`, then the parameters every composed kind shares: the arrival section, max_requests, seed,
-// client_timeout_s, repetition.
+// client_timeout_s, repetition, classes.
 std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own);
 
 class ComposedSource final : public ArrivalSource {
@@ -38,6 +39,7 @@ class ComposedSource final : public ArrivalSource {
   bool closed_loop() const override { return process_->listens(); }
   std::optional<core::Time> due() override;
   void request_done(uint64_t id, core::Time t) override { process_->request_done(id, t); }
+  const core::RequestClasses& classes() const override { return classes_.classes(); }
 
  private:
   std::unique_ptr<ArrivalProcess> process_;
@@ -46,6 +48,7 @@ class ComposedSource final : public ArrivalSource {
   std::optional<core::Duration> client_timeout_;
   double repetition_ = -1;  // every request's RequestSpec::repetition
   uint64_t sent_ = 0;
+  ClassAssigner classes_;  // draws each request's class ([[workload.classes]]) on stream "classes"
 };
 
 }  // namespace servesim::traces

@@ -24,8 +24,13 @@ constexpr int kMaxDepth = 128;  // nesting of ignored values; deeper is refused,
 // reads are skipped whatever their value; a key spelled with escape sequences counts as unknown.
 class LineParser {
  public:
-  LineParser(std::string_view line, const std::string& file, int64_t line_no)
-      : begin_(line.data()), p_(line.data()), end_(line.data() + line.size()), file_(file), line_(line_no) {}
+  LineParser(std::string_view line, const std::string& file, int64_t line_no, const ClassAssigner* classes)
+      : begin_(line.data()),
+        p_(line.data()),
+        end_(line.data() + line.size()),
+        file_(file),
+        line_(line_no),
+        classes_(classes) {}
 
   // Fills `out` (all but the arrival) and returns the timestamp's text.
   std::string_view parse(RequestSpec& out, int64_t& timestamp_ns) {
@@ -35,7 +40,8 @@ class LineParser {
       throw core::InputError(file_, line_, "",
                              "each line must be a JSON object ({...}), got " + value_kind(*p_));
     ++p_;
-    bool have_ts = false, have_in = false, have_out = false, have_hashes = false;
+    bool have_ts = false, have_in = false, have_out = false, have_hashes = false, have_class = false;
+    if (classes_) out.request_class = -1;
     std::string_view ts_text;
     out.block_hashes.clear();
     ws();
@@ -62,6 +68,9 @@ class LineParser {
         } else if (!escaped && key == "hash_ids") {
           once(have_hashes, key);
           parse_hashes(out);
+        } else if (!escaped && classes_ && key == "class") {
+          once(have_class, key);
+          parse_class(out);
         } else {
           skip_value(0);
         }
@@ -146,6 +155,21 @@ class LineParser {
   }
 
   // At the opening quote of a key; returns its raw text.
+  // "class": a string naming one of the workload's classes (no escape sequences: no class name
+  // needs one); null or "" names none.
+  void parse_class(RequestSpec& out) {
+    if (*p_ == 'n' && token_at(p_) == "null") {
+      p_ += 4;
+      return;
+    }
+    if (*p_ != '"') field("class", "expected a string naming a request class, got " + value_kind(*p_));
+    bool escaped = false;
+    const std::string_view name = parse_key(escaped);
+    if (escaped) field("class", "a class name with escape sequences names no class ([[workload.classes]] names "
+                                "hold no quotes or control characters)");
+    out.request_class = resolve_class(*classes_, name, {file_, line_, "class"});
+  }
+
   std::string_view parse_key(bool& escaped) {
     if (p_ == end_) truncated();
     if (*p_ != '"') syntax("expected a quoted key, got " + excerpt(rest()));
@@ -392,11 +416,13 @@ class LineParser {
   const char* end_;
   const std::string& file_;
   int64_t line_;
+  const ClassAssigner* classes_;
 };
 
 }  // namespace
 
-MooncakeJsonlReader::MooncakeJsonlReader(std::string path) : lines_(std::move(path)) {
+MooncakeJsonlReader::MooncakeJsonlReader(std::string path, const ClassAssigner* classes)
+    : lines_(std::move(path)), classes_(classes) {
   std::string_view first;
   if (!lines_.next_data_line(first))
     throw core::InputError(
@@ -415,6 +441,7 @@ bool MooncakeJsonlReader::read(RequestSpec& out) {
     out.output_tokens = pending_request_.output_tokens;
     out.block_hashes.swap(pending_request_.block_hashes);
     out.session = 0;
+    if (classes_) out.request_class = pending_request_.request_class;
     return true;
   }
   std::string_view line;
@@ -426,7 +453,7 @@ bool MooncakeJsonlReader::read(RequestSpec& out) {
 void MooncakeJsonlReader::parse_line(std::string_view line, RequestSpec& out) {
   const int64_t line_no = lines_.line_number();
   int64_t ns = 0;
-  LineParser parser(line, lines_.path(), line_no);
+  LineParser parser(line, lines_.path(), line_no, classes_);
   const std::string_view ts_text = parser.parse(out, ns);
   if (have_previous_ && ns < previous_ns_)
     throw core::InputError(lines_.path(), line_no, "timestamp",
@@ -450,8 +477,8 @@ namespace {
 
 class MooncakeJsonlSource final : public ShapedSource {
  public:
-  MooncakeJsonlSource(const core::Params& p, std::string path)
-      : ShapedSource(p), reader_(std::move(path)), block_tokens_(p.get_int("block_tokens")) {}
+  MooncakeJsonlSource(const core::Params& p, uint64_t seed, std::string path)
+      : ShapedSource(p, seed), reader_(std::move(path), class_table()), block_tokens_(p.get_int("block_tokens")) {}
   int64_t hash_block_tokens() const override { return block_tokens_; }
 
  protected:
@@ -473,8 +500,8 @@ const bool kRegistered = workload_registry().add(
                                    "prompt tokens covered by one entry of hash_ids (512 in the "
                                    "published Mooncake traces)")
               .range(1, 1 << 20)})},
-    [](const core::Params& p, uint64_t) -> std::unique_ptr<ArrivalSource> {
-      return std::make_unique<MooncakeJsonlSource>(p, readable_file(p, "path"));
+    [](const core::Params& p, uint64_t seed) -> std::unique_ptr<ArrivalSource> {
+      return std::make_unique<MooncakeJsonlSource>(p, seed, readable_file(p, "path"));
     });
 
 }  // namespace

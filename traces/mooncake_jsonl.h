@@ -8,13 +8,16 @@
 
 #include "traces/arrival_source.h"
 #include "traces/line_reader.h"
+#include "traces/request_classes.h"
 
 namespace servesim::traces {
 
 class MooncakeJsonlReader {
  public:
   // Opens the file and reads the first request: an empty file is a core::InputError here.
-  explicit MooncakeJsonlReader(std::string path);
+  // With `classes` (the workload's, when it defines any), an optional `class` key (a string; null or
+  // "" for none) names each request's class; without, the key is skipped as any other.
+  explicit MooncakeJsonlReader(std::string path, const ClassAssigner* classes = nullptr);
 
   // The next request, its arrival the offset from the first line's timestamp; false at the end.
   // Malformed lines are core::InputErrors naming the file, line and key.
@@ -25,6 +28,7 @@ class MooncakeJsonlReader {
   void parse_line(std::string_view line, RequestSpec& out);
 
   LineReader lines_;
+  const ClassAssigner* classes_ = nullptr;
   int64_t first_ns_ = 0;
   int64_t previous_ns_ = 0;
   std::string previous_text_;

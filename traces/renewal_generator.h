@@ -45,7 +45,7 @@ template <class Gap>
 class RenewalGenerator final : public ShapedSource {
  public:
   RenewalGenerator(const core::Params& p, uint64_t seed, std::string name, Gap gap)
-      : ShapedSource(p),
+      : ShapedSource(p, seed),
         name_(std::move(name)),
         gap_(std::move(gap)),
         arrival_rng_(seed, "arrivals"),

@@ -30,7 +30,7 @@ uint64_t mix(uint64_t a, uint64_t b) {
 class SessionSource final : public ShapedSource {
  public:
   SessionSource(const core::Params& p, uint64_t seed)
-      : ShapedSource(p),
+      : ShapedSource(p, seed),
         rate_(p.get_float("rate")),
         think_s_(p.get_float("think_time_s")),
         block_tokens_(p.get_int("block_tokens")),

@@ -10,6 +10,7 @@
 
 #include "sim/core/params.h"
 #include "traces/arrival_source.h"
+#include "traces/request_classes.h"
 
 namespace servesim::traces {
 
@@ -18,7 +19,7 @@ inline constexpr double kMaxRequests = 1e9;
 inline constexpr double kMaxWindowS = 3e9;
 
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
-// seed, client_timeout_s, repetition. Every trace and generator kind declares its list through this.
+// seed, client_timeout_s, repetition, classes. Every trace and generator kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
 
 // The declaration of `repetition` (speculative decoding's prompt lookup), which every workload kind
@@ -45,9 +46,13 @@ class ShapedSource : public ArrivalSource {
  public:
   bool next(RequestSpec& out) final;
   std::optional<core::Duration> client_timeout() const final { return client_timeout_; }
+  const core::RequestClasses& classes() const final { return classes_.classes(); }
 
  protected:
-  explicit ShapedSource(const core::Params& p);
+  // `run_seed`: the run's seed (the workload's own `seed` wins), for drawing request classes.
+  ShapedSource(const core::Params& p, uint64_t run_seed);
+  // The classes, for trace readers that resolve a `class` field (nullptr without classes).
+  const ClassAssigner* class_table() const { return classes_.empty() ? nullptr : &classes_; }
   // The next raw arrival; false at the end of the stream.
   virtual bool next_raw(RequestSpec& out) = 0;
   // Names the source in errors ("trace file x.csv", "poisson generator").
@@ -65,6 +70,7 @@ class ShapedSource : public ArrivalSource {
   double repetition_ = -1;  // every request's RequestSpec::repetition
   bool done_ = false;
   std::optional<core::Duration> client_timeout_;
+  ClassAssigner classes_;
 };
 
 }  // namespace servesim::traces

@@ -89,6 +89,23 @@ void print_cluster(std::ostream& out, const RunResult& r) {
   }
 }
 
+// Per request class ([[workload.classes]]): one row each, attainment against the class's own SLO.
+void print_classes(std::ostream& out, const metrics::RunSummary& s) {
+  if (s.classes.empty()) return;
+  out << "\nclass            prio  tenant      requests  completed  rejected  timed out  failed   TTFT p50    p99  "
+         "TPOT p99   E2E p99  attainment  goodput  SLO (TTFT / TPOT ms)\n";
+  for (const auto& c : s.classes) {
+    auto limit = [](double v) { return std::isnan(v) ? std::string("-") : core::format_double(v); };
+    out << "  " << std::left << std::setw(14) << c.name.substr(0, 14) << std::right << std::setw(6) << c.priority << "  "
+        << std::left << std::setw(10) << c.tenant.substr(0, 10) << std::right << std::setw(10) << grouped(c.requests)
+        << std::setw(11) << grouped(c.completed) << std::setw(10) << grouped(c.rejected) << std::setw(11)
+        << grouped(c.timed_out) << std::setw(8) << grouped(c.failed) << std::setw(11) << fixed(c.ttft_ms.p50, 1)
+        << std::setw(7) << fixed(c.ttft_ms.p99, 0) << std::setw(10) << fixed(c.tpot_ms.p99, 2) << std::setw(10)
+        << fixed(c.e2e_ms.p99, 0) << std::setw(12) << percent(c.slo_attainment) << std::setw(9)
+        << fixed(c.goodput_req_s, 2) << "  " << limit(c.ttft_slo_ms) << " / " << limit(c.tpot_slo_ms) << "\n";
+  }
+}
+
 void print_summary(std::ostream& out, const RunResult& r, const std::string& config_path, const std::string& db,
                    const std::string& csv) {
   const auto& s = r.summary;
@@ -97,7 +114,9 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   print_cluster(out, r);
   out << "workload     " << r.workload_kind << ": " << grouped(s.requests_total) << " requests, "
       << grouped(s.requests_completed) << " completed, " << grouped(s.requests_rejected) << " rejected ("
-      << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity), "
+      << s.rejected_context << " over the context, " << s.rejected_kv_capacity << " over the KV capacity"
+      << (s.rejected_admission ? ", " + grouped(s.rejected_admission) + " shed by admission control" : std::string())
+      << "), "
       << (s.requests_timed_out ? grouped(s.requests_timed_out) + " timed out (the client gave up), " : std::string())
       << grouped(s.preemptions) << " preemptions\n";
   const double eps = s.wall_seconds > 0 ? static_cast<double>(s.events) / s.wall_seconds : 0;
@@ -160,6 +179,7 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
         << " requests rerouted and recomputed, " << grouped(static_cast<uint64_t>(get("requests_failed")))
         << " failed, " << grouped(static_cast<uint64_t>(get("replica_speed_changes"))) << " straggler events\n";
   }
+  print_classes(out, s);
   if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
   if (!csv.empty()) out << "csv          " << csv << "/{runs,requests,replica_timeseries}.csv\n";
 }
@@ -205,6 +225,25 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
     }
     if (is_latency) continue;
     if (v.integer) j[v.name] = static_cast<int64_t>(v.value); else j[v.name] = v.value;
+  }
+  if (s.rejected_admission > 0) j["rejected_admission"] = s.rejected_admission;
+  if (!s.classes.empty()) {
+    nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+    for (const auto& c : s.classes) {
+      nlohmann::ordered_json e;
+      e["class"] = c.name;
+      e["tenant"] = c.tenant;
+      for (const auto& v : metrics::flatten(c)) {
+        if (v.nullable && std::isnan(v.value))
+          e[v.name] = nullptr;
+        else if (v.integer)
+          e[v.name] = static_cast<int64_t>(v.value);
+        else
+          e[v.name] = v.value;
+      }
+      classes.push_back(e);
+    }
+    j["classes"] = classes;
   }
   return j;
 }

@@ -8,6 +8,7 @@
 // whole prefill; prefill chunks and decodes share iterations, and the cost model sees each chunk's
 // tokens and the context it attends to.
 #include <algorithm>
+#include <vector>
 
 #include "policies/scheduler/batch_scheduler.h"
 #include "policies/scheduler/steps.h"
@@ -17,15 +18,21 @@ namespace {
 
 class ChunkedScheduler final : public sim::BatchScheduler {
  public:
-  ChunkedScheduler(int64_t max_num_seqs, int64_t budget, int64_t chunk_size, double watermark)
-      : max_num_seqs_(max_num_seqs), budget_(budget), chunk_size_(chunk_size), watermark_(watermark) {}
+  ChunkedScheduler(int64_t max_num_seqs, int64_t budget, int64_t chunk_size, double watermark, bool priority)
+      : max_num_seqs_(max_num_seqs),
+        budget_(budget),
+        chunk_size_(chunk_size),
+        watermark_(watermark),
+        priority_(priority) {}
 
   int64_t reserved_blocks(const sim::KvCache& kv) const override {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
-    const bool preempted = decode_running(replica, plan, budget_);
+    if (priority_) replica.order_waiting_by_priority();
+    const bool preempted =
+        priority_ ? decode_running_by_priority(replica, plan, budget_, order_) : decode_running(replica, plan, budget_);
     int64_t left = budget_ - plan.decode_tokens();
     left -= continue_prefills(replica, plan, left);
     if (preempted) return;  // blocks are short: admit nothing new this iteration
@@ -51,6 +58,20 @@ class ChunkedScheduler final : public sim::BatchScheduler {
     return false;
   }
 
+  // Whom a partial prefill of `id` that finds no blocks preempts: the newest running request
+  // (priority: the lowest-priority one, newest among equals, below `id`) not in this iteration;
+  // `id` itself when there is none.
+  sim::RequestId victim(sim::Replica& replica, const sim::IterationPlan& plan, sim::RequestId id) const {
+    if (!priority_) {
+      const sim::RequestId last = replica.running().back();
+      return last != id && !planned(plan, last) ? last : id;
+    }
+    sim::RequestId worst = id;
+    for (sim::RequestId v : replica.running())
+      if (!planned(plan, v) && priority_before(replica.request(worst), replica.request(v))) worst = v;
+    return worst;
+  }
+
   int64_t continue_prefills(sim::Replica& replica, sim::IterationPlan& plan, int64_t left) {
     int64_t used = 0;
     for (size_t i = 0; i < replica.running().size() && used < left; ++i) {
@@ -61,8 +82,10 @@ class ChunkedScheduler final : public sim::BatchScheduler {
       int64_t c = fitting_chunk(replica, id, want);
       // No room even for a small chunk: make room by preempting the newest running requests not in
       // this iteration, as decodes do, so partially prefilled requests cannot wait on each other.
-      while (c == 0 && replica.running().back() != id && !planned(plan, replica.running().back())) {
-        replica.preempt(replica.running().back());
+      // Under priority scheduling the victim is the lowest-priority such request, and only one of
+      // lower priority than this one.
+      for (sim::RequestId v; c == 0 && (v = victim(replica, plan, id)) != id;) {
+        replica.preempt(v);
         c = fitting_chunk(replica, id, want);
       }
       if (c == 0 || !replica.reserve(id, r.kv_tokens + c)) continue;
@@ -92,6 +115,8 @@ class ChunkedScheduler final : public sim::BatchScheduler {
   int64_t budget_;
   int64_t chunk_size_;
   double watermark_;
+  bool priority_;
+  std::vector<sim::RequestId> order_;  // priority: the running set in priority order
 };
 
 const bool kRegistered = scheduler_registry().add(
@@ -111,13 +136,21 @@ const bool kRegistered = scheduler_registry().add(
          core::ParamSpec::real("watermark", 0.01, "fraction of KV blocks",
                                "blocks kept free when admitting new requests, so running ones can grow")
              .range(0, 0.5),
+         core::ParamSpec::string("policy", "",
+                                 "fcfs: the waiting queue in arrival order, the newest running request preempted "
+                                 "when blocks run out; priority (vLLM's scheduling_policy = \"priority\"): waiting "
+                                 "requests in order of their class's priority (lower first, [[workload.classes]]), "
+                                 "then arrival, and the lowest-priority running request preempted; unset: fcfs")
+             .one_of({"fcfs", "priority"})
+             .optional(),
      }},
     [](const core::Params& p, const SchedulerContext& ctx) {
       // Limits are per attention rank (SchedulerContext::data_parallel); a chunk stays one request's.
       const int64_t budget = p.get_int("max_num_batched_tokens");
       const int64_t chunk = p.has("chunk_size") ? p.get_int("chunk_size") : budget;
       return std::make_unique<ChunkedScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
-                                                budget * ctx.data_parallel, chunk, p.get_float("watermark"));
+                                                budget * ctx.data_parallel, chunk, p.get_float("watermark"),
+                                                p.has("policy") && p.get_string("policy") == "priority");
     });
 
 }  // namespace

@@ -12,6 +12,8 @@
 // swaps in. With prefix caching, a prompt's cached prefix is not computed again.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "policies/scheduler/batch_scheduler.h"
 #include "policies/scheduler/steps.h"
@@ -21,19 +23,24 @@ namespace {
 
 class ContinuousScheduler final : public sim::BatchScheduler {
  public:
-  ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark)
-      : max_num_seqs_(max_num_seqs), max_num_batched_tokens_(max_num_batched_tokens), watermark_(watermark) {}
+  ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark, bool priority)
+      : max_num_seqs_(max_num_seqs),
+        max_num_batched_tokens_(max_num_batched_tokens),
+        watermark_(watermark),
+        priority_(priority) {}
 
   int64_t reserved_blocks(const sim::KvCache& kv) const override {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
+    if (priority_) replica.order_waiting_by_priority();
     if (!replica.waiting().empty() && !replica.resumable(replica.request(replica.waiting().front()))) {
       admit_prefills(replica, plan);
       if (!plan.prefills.empty()) return;
     }
-    const bool preempted = decode_running(replica, plan);
+    const bool preempted = priority_ ? decode_running_by_priority(replica, plan, kNoLimit, order_)
+                                     : decode_running(replica, plan);
     if (!preempted) admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()));
   }
 
@@ -57,9 +64,12 @@ class ContinuousScheduler final : public sim::BatchScheduler {
     }
   }
 
+  static constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
   int64_t max_num_seqs_;
   int64_t max_num_batched_tokens_;
   double watermark_;
+  bool priority_;
+  std::vector<sim::RequestId> order_;  // priority: the running set in priority order
 };
 
 const bool kRegistered = scheduler_registry().add(
@@ -76,6 +86,13 @@ const bool kRegistered = scheduler_registry().add(
          core::ParamSpec::real("watermark", 0.01, "fraction of KV blocks",
                                "blocks kept free when admitting prefills, so running sequences can grow")
              .range(0, 0.5),
+         core::ParamSpec::string("policy", "",
+                                 "fcfs: the waiting queue in arrival order, the newest running request preempted "
+                                 "when blocks run out; priority (vLLM's scheduling_policy = \"priority\"): waiting "
+                                 "requests in order of their class's priority (lower first, [[workload.classes]]), "
+                                 "then arrival, and the lowest-priority running request preempted; unset: fcfs")
+             .one_of({"fcfs", "priority"})
+             .optional(),
      }},
     [](const core::Params& p, const SchedulerContext& ctx) {
       int64_t budget = std::max<int64_t>(ctx.max_context, 2048);
@@ -90,7 +107,8 @@ const bool kRegistered = scheduler_registry().add(
       }
       // Limits are per attention rank (SchedulerContext::data_parallel).
       return std::make_unique<ContinuousScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
-                                                   budget * ctx.data_parallel, p.get_float("watermark"));
+                                                   budget * ctx.data_parallel, p.get_float("watermark"),
+                                                   p.has("policy") && p.get_string("policy") == "priority");
     });
 
 }  // namespace

@@ -51,6 +51,40 @@ bool decode_running(sim::Replica& replica, sim::IterationPlan& plan, int64_t max
                                : decode_running_loop<false>(replica, plan, max_tokens);
 }
 
+bool decode_running_by_priority(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens,
+                                std::vector<sim::RequestId>& order) {
+  order.assign(replica.running().begin(), replica.running().end());
+  std::stable_sort(order.begin(), order.end(), [&](sim::RequestId a, sim::RequestId b) {
+    return priority_before(replica.request(a), replica.request(b));
+  });
+  bool preempted = false;
+  size_t end = order.size();  // order[end..] have been preempted
+  int64_t tokens = 0;
+  for (size_t i = 0; i < end && tokens < max_tokens; ++i) {
+    const sim::RequestId id = order[i];
+    const sim::Request& r = replica.request(id);
+    if (!r.decoding) continue;  // still prefilling (chunked): not a decode
+    const int64_t need = r.kv_tokens + 1;
+    const int64_t drafts = r.drafts > 0 ? std::min(r.drafts, max_tokens - tokens - 1) : 0;
+    bool self_preempted = false;
+    while (!replica.reserve(id, need, drafts)) {
+      preempted = true;
+      // The lowest priority left is the last of the order not yet preempted; the requests before i
+      // are of higher priority and already in the plan.
+      --end;
+      replica.preempt(order[end]);
+      if (end == i) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    plan.add_decode(id, need, drafts);
+    tokens += 1 + drafts;
+  }
+  return preempted;
+}
+
 int64_t admit_resumable(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_num_seqs, int64_t reserved,
                         int64_t max_tokens) {
   int64_t admitted = 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "sim/cluster/replica.h"
 
@@ -18,6 +19,18 @@ namespace servesim::policies {
 // Returns true when something was preempted.
 bool decode_running(sim::Replica& replica, sim::IterationPlan& plan,
                     int64_t max_tokens = std::numeric_limits<int64_t>::max());
+
+// decode_running under priority scheduling (vLLM's scheduling_policy = "priority"): the decoding
+// requests in order of (priority, id), lower first; when a block runs out, the running request of
+// the lowest priority (largest value), newest among equals, is preempted, which is the request
+// itself when none below it is left. `order` is a buffer the caller keeps between iterations.
+bool decode_running_by_priority(sim::Replica& replica, sim::IterationPlan& plan, int64_t max_tokens,
+                                std::vector<sim::RequestId>& order);
+
+// Whether request `a` comes before `b` under priority scheduling: (priority, id), lower first.
+inline bool priority_before(const sim::Request& a, const sim::Request& b) {
+  return a.priority != b.priority ? a.priority < b.priority : a.id < b.id;
+}
 
 // Admits resumable requests from the head of the waiting queue into this iteration's decodes
 // while the running set stays within `max_num_seqs`, the plan within `max_tokens` tokens, and

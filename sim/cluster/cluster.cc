@@ -73,6 +73,8 @@ void Cluster::start() {
   const size_t p = disaggregated() ? layout_.prefill_replicas : all.size();
   router_->bind(std::span<Replica* const>(all.data(), p), sim_);
   if (decode_router_) decode_router_->bind(std::span<Replica* const>(all.data() + p, all.size() - p), sim_);
+  if (admission_) admission_->bind(std::span<Replica* const>(all.data(), p), source_.classes());
+  for (const core::RequestClass& c : source_.classes()) class_priority_.push_back(static_cast<int32_t>(c.priority));
   for (auto& r : replicas_) {
     core::ReplicaState s;
     s.replica = r->index();
@@ -122,6 +124,7 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.output_tokens = r.output_tokens;
   rec.arrival = rec.first_token = rec.finish = rec.client_first_token = rec.client_finish = r.arrival;
   rec.stage = r.stage;
+  rec.request_class = r.request_class;
   ++counters_.rejected;
   observer_.on_request_done(rec);
   if (closed_loop_) source_.request_done(r.id, sim_.now());  // the client has its error at once
@@ -164,6 +167,8 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   r.output_tokens = spec.output_tokens;
   r.session = spec.session;
   r.stage = spec.stage;
+  r.request_class = static_cast<uint16_t>(spec.request_class);
+  if (!class_priority_.empty()) r.priority = class_priority_.at(r.request_class);
   r.repetition = spec.repetition;
   r.hashed_tokens = spec.hashed_tokens;
   r.block_hashes = spec.block_hashes;
@@ -176,6 +181,11 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   const bool none_up = faults_ && !loads_[target].up && up_from(target) == pool;
   if (faults_ && !none_up) target = up_from(target);
   r.routed_replica = target;
+  if (admission_ && !admission_->admit(r, std::span<const ReplicaLoad>(loads_.data(), pool), target)) {
+    ++counters_.shed;
+    reject(r, target, core::RequestOutcome::kRejectedAdmission);
+    return;
+  }
   Replica& replica = *replicas_[target];
   std::optional<core::RequestOutcome> why = replica.rejection(r);
   // Disaggregated: the decode pool must be able to hold the whole sequence too.
@@ -248,6 +258,7 @@ void Cluster::time_out(RequestId id) {
       rec.arrival = r.arrival;
       rec.first_token = rec.finish = sim_.now();
       rec.stage = r.stage;
+      rec.request_class = r.request_class;
       signal_timed_out(rec);
       break;
     }
@@ -272,6 +283,7 @@ void Cluster::time_out(RequestId id) {
       rec.preemptions = r.preemptions;
       rec.cached_tokens = r.cached_tokens;
       rec.stage = r.stage;
+      rec.request_class = r.request_class;
       requests_.erase(id);
       signal_timed_out(rec);
       break;
@@ -374,6 +386,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
     done.cached_tokens = r.cached_tokens;
     done.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
     done.stage = r.stage;
+    done.request_class = r.request_class;
     requests_.erase(id);
     signal_timed_out(done);
     return;

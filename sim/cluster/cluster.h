@@ -32,10 +32,25 @@ class Router {
   virtual uint32_t route(const Request& request, std::span<const ReplicaLoad> replicas) = 0;
 };
 
+// Admission control at the router (implementations in policies/router/admission.cc, family
+// "admission"): after the router's pick, whether the request may join that replica; a request it
+// refuses is shed (outcome rejected_admission) at its arrival. It sees what the router sees, the
+// request's class and the replicas' step costs; never output lengths.
+class Admission {
+ public:
+  virtual ~Admission() = default;
+  // Called once before the first request: the replicas the router chooses among, and the workload's
+  // request classes (empty without classes: every request is then class 0 of none).
+  virtual void bind(std::span<Replica* const> /*replicas*/, std::span<const core::RequestClass> /*classes*/) {}
+  // Whether `request` may join replica `target` (an index into `replicas`).
+  virtual bool admit(const Request& request, std::span<const ReplicaLoad> replicas, uint32_t target) = 0;
+};
+
 struct ClusterCounters {
   uint64_t arrived = 0;
   uint64_t completed = 0;
-  uint64_t rejected = 0;
+  uint64_t rejected = 0;          // every rejection (admission control's included)
+  uint64_t shed = 0;              // of those, by admission control
   uint64_t timed_out = 0;
   uint64_t failed = 0;            // lost with a failed replica (on_failure = fail, or no replica left)
   uint64_t rerouted = 0;          // times a request left a failed replica to be recomputed elsewhere
@@ -106,6 +121,9 @@ class Cluster final : public EventHandler,
 
   // Fault injection (unified clusters only); call before start().
   void set_faults(const FaultPlan& plan);
+  // Admission control ([admission]) over the router's pool; before start(). None: every request
+  // the replicas can hold is admitted.
+  void set_admission(std::unique_ptr<Admission> admission) { admission_ = std::move(admission); }
 
   // Schedules the first arrival.
   void start();
@@ -215,6 +233,7 @@ class Cluster final : public EventHandler,
   Simulation& sim_;
   traces::ArrivalSource& source_;
   std::unique_ptr<Router> router_;
+  std::unique_ptr<Admission> admission_;
   std::unique_ptr<Router> decode_router_;
   Network* network_;
   core::LifecycleObserver& observer_;
@@ -229,6 +248,7 @@ class Cluster final : public EventHandler,
   traces::RequestSpec next_;
   bool has_next_ = false;
   bool closed_loop_ = false;
+  std::vector<int32_t> class_priority_;  // per request class (empty without classes)
   SourceWake wake_;
   uint64_t wake_version_ = 0;
   bool wake_pending_ = false;

@@ -220,6 +220,7 @@ void Cluster::fail_request(RequestId id) {
   rec.preemptions = r.preemptions;
   rec.cached_tokens = r.cached_tokens;
   rec.stage = r.stage;
+  rec.request_class = r.request_class;
   requests_.erase(id);
   ++counters_.failed;
   if (closed_loop_) source_.request_done(rec.id, sim_.now());

@@ -265,6 +265,12 @@ int64_t Replica::settle_decode(Request& r, size_t i) {
   return tokens;
 }
 
+double Replica::prefill_seconds(int64_t tokens) const {
+  hwmodels::BatchShape shape;
+  hwmodels::add_prefill_chunk(shape, plan_.limits, 0, tokens, true);
+  return cost_.step(shape).seconds;
+}
+
 void Replica::trim_kv(Request& r) {
   const int64_t keep = kv_.request_blocks(r.shared_tokens, r.kv_tokens, r.kv_tokens);
   if (r.kv_blocks > keep) {
@@ -355,6 +361,16 @@ void Replica::release_kv(Request& r) {
   r.kv_blocks = 0;
 }
 
+void Replica::order_waiting_by_priority() {
+  const auto before = [this](RequestId a, RequestId b) {
+    const Request& x = requests_[a];
+    const Request& y = requests_[b];
+    return x.priority != y.priority ? x.priority < y.priority : x.id < y.id;
+  };
+  if (!std::is_sorted(waiting_.begin(), waiting_.end(), before))
+    std::stable_sort(waiting_.begin(), waiting_.end(), before);
+}
+
 void Replica::preempt(RequestId id) {
   Request& r = requests_[id];
   auto it = std::find(running_.begin(), running_.end(), id);
@@ -434,6 +450,7 @@ void Replica::leave_timed_out(RequestId id) {
   rec.cached_tokens = r.cached_tokens;
   rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
   rec.stage = r.stage;
+  rec.request_class = r.request_class;
   observer_.on_request_done(rec);
   requests_.erase(id);
 }
@@ -720,6 +737,7 @@ void Replica::on_event(uint64_t payload) {
       rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
       rec.generated_tokens = r.generated;
       rec.stage = r.stage;
+      rec.request_class = r.request_class;
       observer_.on_request_done(rec);
       requests_.erase(id);
     } else if (role_ == ReplicaRole::kPrefill && r.decoding) {

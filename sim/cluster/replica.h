@@ -166,6 +166,9 @@ class Replica final : public EventHandler {
   uint32_t index() const { return index_; }
   ReplicaRole role() const { return role_; }
   const hwmodels::StepCostModel& cost_model() const { return cost_; }
+  // The GPU time of an iteration that prefills one fresh chunk of `tokens` tokens and nothing else
+  // (the cost model's step, no engine overheads): what admission control predicts latencies from.
+  double prefill_seconds(int64_t tokens) const;
   // Whether the replica runs speculative decoding (requests may carry drafts).
   bool speculating() const { return speculator_ != nullptr; }
 
@@ -249,6 +252,9 @@ class Replica final : public EventHandler {
       return true;
     return reserve_slow(r, kv_tokens, speculative);
   }
+  // Priority scheduling: orders the waiting queue by (Request::priority, id), lower first, as vLLM's
+  // priority queue orders (priority, arrival time); stable, so it costs one pass when it is sorted.
+  void order_waiting_by_priority();
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is
   // room and it is decoding, otherwise by recompute (blocks freed; its prompt and generated tokens
   // are prefilled again when readmitted). It goes back to the front of the waiting queue.

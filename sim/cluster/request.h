@@ -34,6 +34,11 @@ struct Request {
   int64_t kv_blocks = 0;        // private KV blocks held (prefix units are counted by the cache)
   bool decoding = false;        // its prefill has produced a token; each iteration now adds one
   bool swapped = false;         // preempted by swapping: its KV waits in host memory
+  // (The two class fields sit in the padding after the flags above: sizeof(Request) is unchanged,
+  // and with it the table's index arithmetic on the hot path.)
+  uint16_t request_class = 0;   // index into the workload's classes (0 without classes)
+  int32_t priority = 0;         // its class's priority (lower = more important; 0 without classes):
+                                // what a priority scheduler orders by, with the id breaking ties
   // Prefix cache: units held, covering tokens [0, shared_tokens); the key of the last one.
   std::vector<uint32_t> units;
   int64_t shared_tokens = 0;

@@ -9,6 +9,7 @@ std::string_view outcome_name(RequestOutcome outcome) {
     case RequestOutcome::kRejectedKvCapacity: return "rejected_kv_capacity";
     case RequestOutcome::kTimedOut: return "timed_out";
     case RequestOutcome::kFailed: return "failed";
+    case RequestOutcome::kRejectedAdmission: return "rejected_admission";
   }
   return "unknown";
 }

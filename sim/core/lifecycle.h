@@ -17,6 +17,7 @@ enum class RequestOutcome : uint8_t {
   kRejectedKvCapacity,  // the request could never fit in the replica's KV cache
   kTimedOut,            // its client gave up (the workload's client time-out) before the last token
   kFailed,              // its replica failed and [faults] on_failure = "fail" (no recompute elsewhere)
+  kRejectedAdmission,   // shed at the router by admission control ([admission]): the load was over its limit
 };
 std::string_view outcome_name(RequestOutcome outcome);  // "completed", "rejected_context", ..., "timed_out"
 
@@ -40,6 +41,7 @@ struct RequestRecord {
   Time client_finish;
   int64_t generated_tokens = 0;  // output tokens the engine produced (== output_tokens when completed)
   uint32_t stage = 0;            // the workload's load stage that sent it (0 without stages)
+  uint16_t request_class = 0;    // index into the workload's request classes (0 without classes)
   uint32_t preemptions = 0;
   int64_t cached_tokens = 0;  // prompt tokens a prefix-cache hit spared
   double kv_transfer_bytes = 0;  // moved from a prefill to a decode replica

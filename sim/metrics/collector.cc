@@ -34,6 +34,18 @@ MetricsCollector::MetricsCollector(CollectorConfig config, std::vector<ResultSin
     replica_stats_[i].gpu = config_.replicas[i].gpu;
     replica_stats_[i].tensor_parallel = static_cast<int64_t>(config_.replicas[i].gpus);
   }
+  for (const core::RequestClass& rc : config_.classes) {
+    ClassAcc c;
+    c.s.name = rc.name;
+    c.s.tenant = rc.tenant;
+    c.s.priority = rc.priority;
+    c.slo = config_.slo;
+    if (rc.ttft_slo_ms) c.slo.ttft_ms = rc.ttft_slo_ms;
+    if (rc.tpot_slo_ms) c.slo.tpot_ms = rc.tpot_slo_ms;
+    c.s.ttft_slo_ms = c.slo.ttft_ms ? *c.slo.ttft_ms : std::numeric_limits<double>::quiet_NaN();
+    c.s.tpot_slo_ms = c.slo.tpot_ms ? *c.slo.tpot_ms : std::numeric_limits<double>::quiet_NaN();
+    classes_.push_back(std::move(c));
+  }
 }
 
 void MetricsCollector::on_prefix_lookup(const core::PrefixLookup& l) {
@@ -115,7 +127,12 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
       fleet_.any = true;
       ++fleet_.failed;
       break;
+    case core::RequestOutcome::kRejectedAdmission:  // shed at the router: it misses the SLO
+      ++s_.requests_rejected;
+      ++s_.rejected_admission;
+      break;
   }
+  if (!classes_.empty()) class_done(r);
   ++replica_stats_[r.replica].routed;
   const bool completed = r.outcome == core::RequestOutcome::kCompleted;
   if (completed) ++replica_stats_[r.decode_replica].completed;
@@ -130,6 +147,33 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
                         m.tpot_ms ? *m.tpot_ms : std::numeric_limits<double>::quiet_NaN(), m.e2e_ms,
                         r.output_tokens, completed, m.meets_slo});
   for (ResultSink* sink : sinks_) sink->add_request(r, m);
+}
+
+void MetricsCollector::class_done(const core::RequestRecord& r) {
+  if (r.request_class >= classes_.size())
+    throw core::Error("internal: request " + std::to_string(r.id) + " of class " + std::to_string(r.request_class) +
+                      " but the workload has " + std::to_string(classes_.size()) + " classes");
+  ClassAcc& c = classes_[r.request_class];
+  const RequestMetrics m = request_metrics(r, c.slo);
+  ++c.s.requests;
+  switch (r.outcome) {
+    case core::RequestOutcome::kCompleted:
+      ++c.s.completed;
+      c.ttft_ms.push_back(m.ttft_ms);
+      c.e2e_ms.push_back(m.e2e_ms);
+      if (m.tpot_ms) c.tpot_ms.push_back(*m.tpot_ms);
+      c.s.output_tokens += r.output_tokens;
+      if (m.meets_slo) ++c.s.meeting_slo;
+      break;
+    case core::RequestOutcome::kRejectedAdmission:
+      ++c.s.rejected_admission;
+      ++c.s.rejected;
+      break;
+    case core::RequestOutcome::kRejectedContext:
+    case core::RequestOutcome::kRejectedKvCapacity: ++c.s.rejected; break;
+    case core::RequestOutcome::kTimedOut: ++c.s.timed_out; break;
+    case core::RequestOutcome::kFailed: ++c.s.failed; break;
+  }
 }
 
 void MetricsCollector::on_preempt(uint64_t, uint32_t replica, core::Time) {
@@ -267,6 +311,17 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   }
   if (s.requests_total > 0)
     s.slo_attainment = static_cast<double>(s.requests_meeting_slo) / static_cast<double>(s.requests_total);
+  for (ClassAcc& c : classes_) {
+    c.s.ttft_ms = summarize(c.ttft_ms);
+    c.s.tpot_ms = summarize(c.tpot_ms);
+    c.s.e2e_ms = summarize(c.e2e_ms);
+    if (t > 0) {
+      c.s.throughput_req_s = static_cast<double>(c.s.completed) / t;
+      c.s.goodput_req_s = static_cast<double>(c.s.meeting_slo) / t;
+    }
+    if (c.s.requests > 0) c.s.slo_attainment = static_cast<double>(c.s.meeting_slo) / static_cast<double>(c.s.requests);
+    s.classes.push_back(c.s);
+  }
   double usd_per_hour = 0, gpus = 0;
   for (const auto& hw : config_.replicas) {
     usd_per_hour += hw.usd_per_hour;

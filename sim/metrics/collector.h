@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/core/lifecycle.h"
+#include "sim/core/request_class.h"
 #include "sim/metrics/sink.h"
 #include "sim/metrics/stats.h"
 #include "sim/metrics/steady_state.h"
@@ -29,6 +30,7 @@ struct CollectorConfig {
   int64_t sample_interval_ns = 0;  // replica_timeseries period; 0 = no time series
   std::vector<ReplicaHardware> replicas;
   MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
+  core::RequestClasses classes;    // the workload's request classes; empty: no per-class figures
 };
 
 // The most replica time-series rows one run makes.
@@ -100,6 +102,14 @@ class MetricsCollector final : public core::LifecycleObserver {
   };
   std::vector<RequestSample> samples_;  // in the order requests left
   std::vector<bool> meets_;              // default window: whether each request met the SLO, in that order
+  // Per request class (only with classes: a run without pays one emptiness test per request).
+  struct ClassAcc {
+    ClassSummary s;
+    Slo slo;  // the class's limits, the run's where it has none
+    std::vector<double> ttft_ms, tpot_ms, e2e_ms;
+  };
+  std::vector<ClassAcc> classes_;
+  void class_done(const core::RequestRecord& r);
   uint64_t sample_rows_ = 0;  // time-series rows made so far (bounded by kMaxSampleRows)
 };
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -23,8 +24,12 @@ namespace {
 // 2: MFU per precision, arrival-window figures, requests in system, engine times; 3: timed-out requests,
 // the requests' load stage; 4: the measurement window, batch-means intervals, stationarity; 5:
 // speculative decoding (runs: spec_*, tokens_per_gap; replica_stats: spec_draft_tokens,
-// spec_accepted_tokens).
-constexpr int kSchemaVersion = 5;
+// spec_accepted_tokens); 6: request classes (table class_stats, created with the first run that has
+// [[workload.classes]]; outcome rejected_admission). A version-5 database has the layout of a
+// version-6 one without classes, so it is written into as it is (and keeps its user_version until
+// a run brings a table it lacks).
+constexpr int kSchemaVersion = 6;
+constexpr int kClasslessVersion = 5;
 
 std::string runs_columns_sql() {
   std::string cols =
@@ -92,7 +97,7 @@ namespace {
 bool servesim_table(const std::string& name) {
   static const std::set<std::string> names = {"runs",       "requests",      "replica_timeseries", "replica_stats",
                                               "experiment", "points",        "point_settings",     "fleet_events",
-                                              "fleet_metrics"};
+                                              "fleet_metrics", "class_stats"};
   return names.count(name) > 0;
 }
 
@@ -166,7 +171,7 @@ SqliteSink::SqliteSink(const std::string& path) : path_(path) {
     db_->exec("PRAGMA busy_timeout = 60000");
     const int version = db_->execAndGet("PRAGMA user_version").getInt();
     const bool has_runs = db_->tableExists("runs");
-    if (has_runs && version != kSchemaVersion)
+    if (has_runs && version != kSchemaVersion && version != kClasslessVersion)
       throw core::Error(path + ": holds results of another servesim database layout (user_version " +
                         std::to_string(version) + ", this version writes " + std::to_string(kSchemaVersion) +
                         "); write to a new file with --db");
@@ -293,6 +298,12 @@ std::string fleet_schema() {
          ");\n";
 }
 
+std::string class_schema() {
+  std::string cols = "run_id INTEGER NOT NULL REFERENCES runs(run_id),\n  class TEXT NOT NULL,\n  tenant TEXT NOT NULL";
+  for (const auto& v : flatten(ClassSummary{})) cols += ",\n  " + v.name + (v.integer ? " INTEGER" : " REAL");
+  return "CREATE TABLE IF NOT EXISTS class_stats (\n  " + cols + "\n);\n";
+}
+
 void SqliteSink::fleet_tables() {
   if (fleet_tables_) return;
   db_->exec(fleet_schema());  // within the run's transaction: the tables come with the first fleet run
@@ -362,6 +373,33 @@ void SqliteSink::stage(const RunSummary& summary) {
         if (v.integer) fm.bind(3, static_cast<int64_t>(v.value)); else fm.bind(3, v.value);
         fm.exec();
         fm.reset();
+      }
+    }
+    if (!summary.classes.empty()) {
+      db_->exec(class_schema());  // within the run's transaction: the table comes with the first run with classes
+      db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+      std::string sql = "INSERT INTO class_stats (run_id, class, tenant";
+      std::string marks = "?, ?, ?";
+      for (const auto& v : flatten(ClassSummary{})) {
+        sql += ", " + v.name;
+        marks += ", ?";
+      }
+      SQLite::Statement cs(*db_, sql + ") VALUES (" + marks + ")");
+      for (const ClassSummary& c : summary.classes) {
+        int k = 1;
+        cs.bind(k++, run_id_);
+        cs.bind(k++, c.name);
+        cs.bind(k++, c.tenant);
+        for (const auto& v : flatten(c)) {
+          if (v.nullable && std::isnan(v.value))
+            cs.bind(k++);
+          else if (v.integer)
+            cs.bind(k++, static_cast<int64_t>(v.value));
+          else
+            cs.bind(k++, v.value);
+        }
+        cs.exec();
+        cs.reset();
       }
     }
     if (before_commit_) before_commit_(*db_, run_id_);

@@ -25,6 +25,8 @@ inline constexpr int kApplicationId = 0x73727673;  // "srvs"
 
 // The optional tables of fleet dynamics (fleet_events, fleet_metrics), CREATE IF NOT EXISTS.
 std::string fleet_schema();
+// The optional table of request classes (class_stats), CREATE IF NOT EXISTS.
+std::string class_schema();
 
 class SqliteSink final : public ResultSink {
  public:

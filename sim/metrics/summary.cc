@@ -109,3 +109,36 @@ std::vector<NamedValue> flatten(const ReplicaStats& r) {
 }
 
 }  // namespace servesim::metrics
+
+namespace servesim::metrics {
+
+std::vector<NamedValue> flatten(const ClassSummary& c) {
+  auto i = [](const char* n, uint64_t v) { return NamedValue{n, static_cast<double>(v), true}; };
+  auto f = [](const char* n, double v) { return NamedValue{n, v, false}; };
+  std::vector<NamedValue> out = {
+      NamedValue{"priority", static_cast<double>(c.priority), true, false, true},
+      i("requests", c.requests),
+      i("completed", c.completed),
+      i("rejected", c.rejected),
+      i("rejected_admission", c.rejected_admission),
+      i("timed_out", c.timed_out),
+      i("failed", c.failed),
+      i("meeting_slo", c.meeting_slo),
+      i("output_tokens", static_cast<uint64_t>(c.output_tokens)),
+  };
+  auto latency = [&](const std::string& name, const LatencyStats& l) {
+    for (const auto& [suffix, v] : {std::pair{"_mean", l.mean}, {"_p50", l.p50}, {"_p90", l.p90}, {"_p99", l.p99}})
+      out.push_back({name + suffix, v, false});
+  };
+  latency("ttft_ms", c.ttft_ms);
+  latency("tpot_ms", c.tpot_ms);
+  latency("e2e_ms", c.e2e_ms);
+  out.push_back(f("throughput_req_s", c.throughput_req_s));
+  out.push_back(f("goodput_req_s", c.goodput_req_s));
+  out.push_back(f("slo_attainment", c.slo_attainment));
+  out.push_back(NamedValue{"ttft_slo_ms", c.ttft_slo_ms, false, true});
+  out.push_back(NamedValue{"tpot_slo_ms", c.tpot_slo_ms, false, true});
+  return out;
+}
+
+}  // namespace servesim::metrics

@@ -51,6 +51,29 @@ struct NamedValue {
   bool signed_value = false;
 };
 
+// One request class's share of a run (table class_stats; runs with [[workload.classes]] only).
+// Latencies over its completed requests; attainment and goodput against its own SLO limits where
+// it has them, the run's [slo] for the others.
+struct ClassSummary {
+  std::string name;
+  std::string tenant;
+  int64_t priority = 0;
+  uint64_t requests = 0;            // arrived
+  uint64_t completed = 0;
+  uint64_t rejected = 0;            // every rejection, admission control's included
+  uint64_t rejected_admission = 0;  // of those, shed by admission control
+  uint64_t timed_out = 0;
+  uint64_t failed = 0;
+  uint64_t meeting_slo = 0;
+  int64_t output_tokens = 0;        // of completed requests
+  LatencyStats ttft_ms, tpot_ms, e2e_ms;
+  double throughput_req_s = 0;      // completed per simulated second (the whole run)
+  double goodput_req_s = 0;         // completed within the class's SLO per simulated second
+  double slo_attainment = 0;        // meeting_slo / requests
+  double ttft_slo_ms = 0;           // the limits applied (NaN: none)
+  double tpot_slo_ms = 0;
+};
+
 struct RunSummary {
   uint64_t requests_total = 0;
   uint64_t requests_completed = 0;
@@ -121,6 +144,12 @@ struct RunSummary {
   // run without them; kept out of the `runs` columns (table fleet_metrics), so that the results of
   // runs without fleet dynamics keep their layout.
   std::vector<NamedValue> fleet;
+  // Shed by admission control ([admission]); counted in requests_rejected, kept out of the `runs`
+  // columns (class_stats has it per class) so that runs without admission control keep their layout.
+  uint64_t rejected_admission = 0;
+  // Per request class ([[workload.classes]]), in the order the configuration defines them; empty
+  // without classes.
+  std::vector<ClassSummary> classes;
 };
 
 // One replica's share of a run (table replica_stats).
@@ -153,5 +182,7 @@ struct ReplicaStats {
 std::vector<NamedValue> flatten(const RunSummary& s);
 // A replica's numbers (everything but replica, role and gpu), in the column order of replica_stats.
 std::vector<NamedValue> flatten(const ReplicaStats& r);
+// A class's numbers (everything but name and tenant), in the column order of class_stats.
+std::vector<NamedValue> flatten(const ClassSummary& c);
 
 }  // namespace servesim::metrics

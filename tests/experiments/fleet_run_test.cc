@@ -119,5 +119,61 @@ TEST(FleetRunTest, ExampleFailureAtPeakRunsWithTheChecker) {
   ASSERT_FALSE(r.summary.fleet.empty());
 }
 
+// Request classes and admission control (issue 17): class_stats in the database, its rows adding up
+// to the run and to the requests table; runs without classes write no class table.
+TEST(FleetRunTest, ClassStatsAddUpToTheRequestsTable) {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  const std::string classes =
+      "[[workload.classes]]\nname = \"premium\"\nshare = 1\ntenant = \"a\"\nttft_slo_ms = 200\n"
+      "[[workload.classes]]\nname = \"batch\"\nshare = 3\npriority = 1\nadmit_fraction = 0.25\n"
+      "[admission]\nkind = \"queue_length\"\nmax_queued = 8\n[slo]\nttft_ms = 2000\n";
+  std::string text = std::string(kBase) + classes;
+  text.replace(text.find("rate = 30.0"), 11, "rate = 90.0");  // overload: the queues fill and shed
+  const RunResult r = run_simulation(core::parse_config(text, "c.toml", run_schema()), RunOutputs{db, ""});
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("PRAGMA user_version").getInt(), 6);
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM class_stats").getInt64(), 2);
+  EXPECT_EQ(d.execAndGet("SELECT SUM(requests) FROM class_stats").getInt64(), 400);
+  const int64_t shed = d.execAndGet("SELECT SUM(rejected_admission) FROM class_stats").getInt64();
+  EXPECT_GT(shed, 0);
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'rejected_admission'").getInt64(), shed);
+  EXPECT_EQ(static_cast<int64_t>(r.summary.rejected_admission), shed);
+  // The lower admit_fraction sheds batch first: at least as large a share of its requests.
+  const double batch_shed = d.execAndGet("SELECT 1.0 * rejected_admission / requests FROM class_stats WHERE class = 'batch'").getDouble();
+  const double premium_shed = d.execAndGet("SELECT 1.0 * rejected_admission / requests FROM class_stats WHERE class = 'premium'").getDouble();
+  EXPECT_GE(batch_shed, premium_shed);
+  EXPECT_EQ(d.execAndGet("SELECT ttft_slo_ms FROM class_stats WHERE class = 'premium'").getDouble(), 200);
+  EXPECT_EQ(d.execAndGet("SELECT ttft_slo_ms FROM class_stats WHERE class = 'batch'").getDouble(), 2000);  // the run's
+  EXPECT_TRUE(d.execAndGet("SELECT tpot_slo_ms FROM class_stats WHERE class = 'batch'").isNull());
+  // Attainment per class: meeting its own limits over its requests (shed ones included).
+  for (const char* cls : {"premium", "batch"}) {
+    SCOPED_TRACE(cls);
+    const double total = d.execAndGet(std::string("SELECT requests FROM class_stats WHERE class = '") + cls + "'").getDouble();
+    const double met = d.execAndGet(std::string("SELECT meeting_slo FROM class_stats WHERE class = '") + cls + "'").getDouble();
+    EXPECT_NEAR(d.execAndGet(std::string("SELECT slo_attainment FROM class_stats WHERE class = '") + cls + "'").getDouble(),
+                met / total, 1e-12);
+  }
+  // Without classes: no class table; the run's layout is that of version 5.
+  const std::string plain = dir.file("p.db");
+  run_simulation(core::parse_config(kBase, "p.toml", run_schema()), RunOutputs{plain, ""});
+  SQLite::Database p(plain, SQLite::OPEN_READONLY);
+  EXPECT_FALSE(p.tableExists("class_stats"));
+}
+
+TEST(FleetRunTest, ExampleTwoClassBurstRunsWithTheCheckerWithAndWithoutShedding) {
+  const std::string path = servesim::testing::source_dir() + "/experiments/fleet/two_class_burst.toml";
+  RunOutputs out;
+  out.check = true;
+  const RunResult plain = run_simulation(load_run_config(path, {}), out);
+  ASSERT_EQ(plain.summary.classes.size(), 2u);
+  EXPECT_EQ(plain.summary.rejected_admission, 0u);
+  const RunResult shed = run_simulation(
+      load_run_config(path, {"admission.kind=predicted_ttft", "admission.max_ttft_ms=400"}), out);
+  EXPECT_GT(shed.summary.rejected_admission, 0u);
+  EXPECT_EQ(shed.summary.classes[0].requests, plain.summary.classes[0].requests);  // the same arrivals
+  EXPECT_EQ(shed.summary.classes[0].requests + shed.summary.classes[1].requests, shed.summary.requests_total);
+}
+
 }  // namespace
 }  // namespace servesim::experiments

@@ -293,6 +293,28 @@ kind = "h100-sxm"
   EXPECT_TRUE(std::filesystem::exists(dir.file("out/plots.gp")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/goodput.png")));
 
+  EXPECT_EQ(file_bytes(dir.file("out/index.html")).find("Request classes"), std::string::npos);  // none here
+
+  // A run with request classes adds their table.
+  const std::string classed = dir.file("classes.db");
+  run_simulation(core::parse_config(config + "[[workload.classes]]\nname = \"gold\"\nshare = 1\ntenant = \"t<1>\"\n"
+                                             "[[workload.classes]]\nname = \"bronze\"\nshare = 1\npriority = 2\n",
+                                    "classes.toml", run_schema()),
+                 RunOutputs{classed, ""});
+  ReportOptions oc = o;
+  oc.db_path = classed;
+  oc.out_dir = dir.file("out_classes");
+  const ReportData dc = load_report(oc);
+  ASSERT_EQ(dc.classes.size(), 2u);
+  EXPECT_EQ(dc.classes[0].name, "gold");
+  EXPECT_EQ(dc.classes[1].priority, 2);
+  EXPECT_EQ(dc.classes[0].requests + dc.classes[1].requests, 100u);
+  write_report(dc, oc);
+  const std::string index = file_bytes(dir.file("out_classes/index.html"));
+  EXPECT_NE(index.find("<h2>Request classes</h2>"), std::string::npos);
+  EXPECT_NE(index.find("bronze"), std::string::npos);
+  EXPECT_NE(index.find("t&lt;1&gt;"), std::string::npos);  // escaped
+
   std::ostringstream out, err;
   const std::string missing = dir.file("missing.db");
   const std::string where = dir.file("x");

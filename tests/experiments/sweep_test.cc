@@ -292,3 +292,27 @@ TEST(SweepTest, ShardSyntax) {
 
 }  // namespace
 }  // namespace servesim::experiments
+
+// Request classes (issue 17): shards whose runs have classes merge their class_stats, into an OUT
+// that has none yet (the table comes with the first input that has it) and idempotently.
+namespace servesim::experiments {
+namespace {
+
+TEST(SweepTest, ShardsWithRequestClassesMergeTheirClassStats) {
+  TempDir dir;
+  std::string text = kExperiment;
+  text.replace(text.find("[base.model]"), 12,
+               "[[base.workload.classes]]\nname = \"premium\"\nshare = 1\n[[base.workload.classes]]\nname = "
+               "\"batch\"\nshare = 3\npriority = 1\n[base.model]");
+  for (int64_t i = 0; i < 2; ++i) sweep(dir.file("shard" + std::to_string(i) + ".db"), 1, i, 2, text);
+  const std::string out = dir.file("merged.db");
+  merge_databases(out, {dir.file("shard0.db"), dir.file("shard1.db")});
+  merge_databases(out, {dir.file("shard1.db")});  // again: nothing new
+  SQLite::Database db(out, SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM class_stats").getInt(), 12 * 2);  // every run, both classes
+  EXPECT_EQ(db.execAndGet("SELECT SUM(requests) FROM class_stats").getInt(), 12 * 200);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+}
+
+}  // namespace
+}  // namespace servesim::experiments

@@ -429,6 +429,42 @@ std::vector<ErrorCase> cases() {
        {"sweep", "exp.toml", "--db", "s.db", "--jobs", "%value%x"}, 2, {"--jobs", "invalid"}, "", true});
   add({"slo_without_unit", "a key without its unit (`slo.ttft`)", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--set", "slo.ttft=500"}, 2, {"slo.ttft", "did you mean 'ttft_ms'"}});
+  // Request classes and admission control (issue 17).
+  const std::string classes = "[[workload.classes]]\nname = \"premium\"\n[[workload.classes]]\nname = \"batch\"\n";
+  const auto classed_csv = [](const std::string& line7) {
+    std::string t = "TIMESTAMP,ContextTokens,GeneratedTokens,class\n";
+    for (int i = 0; i < 5; ++i) t += "2023-11-16 18:15:4" + std::to_string(i) + ".5,100,20,batch\n";
+    return t + line7 + "\n";
+  };
+  add({"unknown_class_csv", "a request class the configuration does not define (Azure CSV `class` column `gold`)",
+       {{"run.toml", azure_config() + classes}, {"trace.csv", classed_csv("2023-11-16 18:15:49,100,20,gold")}},
+       run_azure, 1, {"trace.csv:7", "class", "unknown request class 'gold'", "premium, batch"}});
+  add({"class_not_a_string_jsonl", "a request class that is not a string (Mooncake `\"class\": 5`)",
+       {{"run.toml", mooncake_config() + classes},
+        {"trace.jsonl", "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 5, \"hash_ids\": [1], "
+                        "\"class\": \"batch\"}\n{\"timestamp\": 9, \"input_length\": 5, \"output_length\": 5, "
+                        "\"hash_ids\": [1], \"class\": 5}\n"}},
+       run_azure, 1, {"trace.jsonl:2", "class", "expected a string naming a request class"}});
+  add({"trace_without_classes", "classes without shares and a trace without a `class` column",
+       {{"run.toml", azure_config() + classes}, {"trace.csv", csv_with("2023-11-16 18:15:49,100,20")}}, run_azure, 1,
+       {"trace.csv", "request 0 names no class", "share"}});
+  add({"duplicate_class", "a request class defined twice",
+       {{"run.toml", poisson_config("[[workload.classes]]\nname = \"a\"\nshare = 1\n[[workload.classes]]\nname = "
+                                    "\"a\"\nshare = 2\n")}},
+       run_azure, 2, {"run.toml", "workload.classes[1].name", "defined twice"}});
+  add({"partial_class_shares", "a share on some request classes only",
+       {{"run.toml", poisson_config("[[workload.classes]]\nname = \"a\"\nshare = 1\n[[workload.classes]]\nname = "
+                                    "\"b\"\n")}},
+       run_azure, 2, {"run.toml", "workload.classes[1].share", "give every class a share or none"}});
+  add({"class_admit_fraction_zero", "a request class's admit_fraction of 0",
+       {{"run.toml", poisson_config("[[workload.classes]]\nname = \"a\"\nshare = 1\nadmit_fraction = 0\n")}},
+       run_azure, 2, {"run.toml", "workload.classes[0].admit_fraction"}});
+  add({"admission_misspelt_key", "a misspelt admission key (`max_queue`)",
+       {{"run.toml", poisson_config("", "[admission]\nkind = \"queue_length\"\nmax_queue = 8\n")}}, run_azure, 2,
+       {"run.toml", "admission.max_queue", "did you mean 'max_queued'"}});
+  add({"admission_unknown_kind", "an unknown admission kind",
+       {{"run.toml", poisson_config("", "[admission]\nkind = \"token_bucket\"\n")}}, run_azure, 2,
+       {"run.toml", "admission.kind", "queue_length"}});
   add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
        {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});

@@ -42,6 +42,8 @@ struct Draw {
   std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
+  bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
+  bool priority = false;                     // scheduler policy = "priority"
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -330,6 +332,37 @@ Draw draw_config(uint64_t seed) {
     if (d.decoding == "draft_model")
       t += "[decoding.model]\nkind = \"" + m.kind + "\"\n" + m.extra + "num_layers = 1\n";
   }
+  // Request classes and admission control (issue 17) on a third of the draws, from their own stream
+  // and last, so that every draw above stays what it was: one to three classes with shares (some with
+  // their own SLO and a lower admit_fraction), and on half of those an admission kind whose limits
+  // shed some requests.
+  core::Rng class_rng(seed, "property-classes");
+  if (class_rng.uniform_int(3) == 0) {
+    d.classes = true;
+    const uint64_t classes = 1 + class_rng.uniform_int(3);
+    for (uint64_t c = 0; c < classes; ++c) {
+      t += "[[workload.classes]]\nname = \"c" + std::to_string(c) + "\"\nshare = " + num(1 + class_rng.uniform_int(5)) +
+           "\npriority = " + std::to_string(class_rng.uniform_int(3)) + "\nadmit_fraction = " +
+           num(pick(class_rng, std::vector<double>{0.25, 0.5, 1})) + "\n";
+      if (class_rng.uniform_int(2)) t += "ttft_slo_ms = " + num(10 + std::round(class_rng.uniform() * 2000)) + "\n";
+      if (class_rng.uniform_int(2)) t += "tpot_slo_ms = " + num(5 + std::round(class_rng.uniform() * 100)) + "\n";
+    }
+    if (class_rng.uniform_int(2)) {
+      d.admission = true;
+      if (class_rng.uniform_int(2))
+        t += "[admission]\nkind = \"queue_length\"\nmax_queued = " + std::to_string(1 + class_rng.uniform_int(20)) + "\n";
+      else
+        t += "[admission]\nkind = \"predicted_ttft\"\nmax_ttft_ms = " + num(10 + std::round(class_rng.uniform() * 500)) +
+             "\n";
+    }
+    // Priority scheduling on half of the class draws whose scheduler takes it.
+    const std::string sched = "[scheduler]\nkind = \"" + d.scheduler + "\"\n";
+    if ((d.scheduler == "continuous" || d.scheduler == "chunked") && class_rng.uniform_int(2) &&
+        t.find(sched) != std::string::npos) {
+      d.priority = true;
+      t.insert(t.find(sched) + sched.size(), "policy = \"priority\"\n");
+    }
+  }
   d.toml = t;
   return d;
 }
@@ -431,6 +464,7 @@ struct Tally {
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
+  uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -483,7 +517,26 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       if (!d.timeout) {
         EXPECT_EQ(s.requests_timed_out, 0u);
       }
-      EXPECT_EQ(s.rejected_context + s.rejected_kv_capacity, s.requests_rejected);
+      EXPECT_EQ(s.rejected_context + s.rejected_kv_capacity + s.rejected_admission, s.requests_rejected);
+      // Request classes: every request in exactly one class, each class conserved on its own.
+      EXPECT_EQ(s.classes.empty(), !d.classes);
+      if (!d.admission) {
+        EXPECT_EQ(s.rejected_admission, 0u);
+      }
+      if (d.classes) {
+        uint64_t requests = 0, shed = 0, completed = 0;
+        for (const auto& c : s.classes) {
+          EXPECT_EQ(c.requests, c.completed + c.rejected + c.timed_out + c.failed) << c.name;
+          EXPECT_LE(c.meeting_slo, c.completed) << c.name;
+          EXPECT_LE(c.rejected_admission, c.rejected) << c.name;
+          requests += c.requests;
+          shed += c.rejected_admission;
+          completed += c.completed;
+        }
+        EXPECT_EQ(requests, s.requests_total);
+        EXPECT_EQ(completed, s.requests_completed);
+        EXPECT_EQ(shed, s.rejected_admission);
+      }
       EXPECT_EQ(s.preemptions, t.preemptions);
       EXPECT_EQ(s.iterations, t.iterations);
       EXPECT_EQ(s.output_tokens, t.completed_output_tokens);
@@ -506,6 +559,10 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.swap += d.swap;
       tally.expert_parallel += d.expert_parallel;
       tally.fault_runs += d.faults;
+      tally.class_runs += d.classes;
+      tally.admission_runs += d.admission;
+      tally.priority_runs += d.priority;
+      tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
       tally.failed += t.failed;
@@ -557,6 +614,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   for (const char* kind : {"none", "draft_head", "ngram", "draft_model"})
     EXPECT_GE(tally.decodings[kind], kSeeds / 10) << "decoding " << kind << " rarely ran";
   EXPECT_GE(tally.decodings["mtp"], kSeeds / 50);
+  // Issue 17: classes, and admission control that shed requests.
+  EXPECT_GT(tally.class_runs, kSeeds / 5);
+  EXPECT_GT(tally.admission_runs, kSeeds / 10);
+  EXPECT_GT(tally.shed, 100u);
+  EXPECT_GT(tally.priority_runs, kSeeds / 20);
   // Issue 17: failures that took requests with them, recomputed and failed.
   EXPECT_GT(tally.fault_runs, kSeeds / 8);
   EXPECT_GT(tally.replica_failures, kSeeds / 10);
@@ -575,7 +637,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
             << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.replica_failures
-            << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed); decoding:";
+            << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
+            << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
+            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

@@ -43,7 +43,8 @@ struct NumericParam {
 const std::map<std::string, std::string> kSectionOf = {
     {"workloads", "workload"}, {"models", "model"},      {"gpus", "gpu"},         {"cost_models", "cost_model"},
     {"routers", "router"},     {"schedulers", "scheduler"}, {"length_distributions", "workload.prompt"},
-    {"arrivals", "workload.arrival"}, {"engines", "engine"},     {"decoding", "decoding"}};
+    {"arrivals", "workload.arrival"}, {"engines", "engine"},     {"decoding", "decoding"},
+    {"admission", "admission"}};
 
 std::vector<NumericParam> numeric_params() {
   std::vector<NumericParam> out;
@@ -130,6 +131,8 @@ std::string config_choosing(const NumericParam& p) {
   } else if (p.family == "decoding") {
     rest = "[decoding]\n" + choose + "acceptance = [0.7]\n";
     if (p.kind == "draft_model") rest += "[decoding.model]\nkind = \"llama-3-8b\"\nnum_layers = 2\n";
+  } else if (p.family == "admission") {
+    rest = "[admission]\n" + choose + (p.kind == "queue_length" ? "max_queued = 4\n" : "max_ttft_ms = 100\n");
   } else if (!p.family.empty()) {
     rest = "[" + kSectionOf.at(p.family) + "]\n" + choose;
   } else if (p.key.rfind("cluster.prefill.", 0) == 0 || p.key.rfind("cluster.decode.", 0) == 0) {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include <filesystem>
@@ -131,6 +134,75 @@ TEST(CollectorTest, GoodputAttainmentAndRejections) {
   EXPECT_DOUBLE_EQ(s.throughput_req_s, 0.5);
   EXPECT_DOUBLE_EQ(s.slo_attainment, 1.0 / 3.0);  // a rejected request misses the SLO
   EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 1000);
+}
+
+// Per-class figures ([[workload.classes]]), by hand. Run SLO: TTFT <= 1000 ms. Class "premium" has
+// its own TTFT limit of 100 ms; "batch" has none, so the run's applies.
+//   premium: #0 TTFT 50 ms (meets 100), #1 TTFT 200 ms (misses 100; meets the run's 1000), #2 shed
+//   batch:   #3 TTFT 500 ms (meets 1000), #4 timed out
+// premium: 3 requests, 2 completed, 1 rejected (by admission), 1 meeting -> attainment 1/3, TTFT
+// p50 = mean = 125 ms, TPOT of #0 = (150 - 50) / 10 = 10 ms, goodput 1 / 4 s; batch: 2 requests,
+// 1 meeting -> 1/2. The run as a whole (its own SLO): #0, #1, #3 meet -> 3/5.
+TEST(CollectorTest, PerClassFiguresAgainstEachClasssSlo) {
+  CollectorConfig cfg;
+  cfg.slo.ttft_ms = 1000;
+  cfg.replicas = {ReplicaHardware{}};
+  core::RequestClass premium, batch;
+  premium.name = "premium";
+  premium.tenant = "a";
+  premium.ttft_slo_ms = 100;
+  batch.name = "batch";
+  batch.priority = 1;
+  cfg.classes = {premium, batch};
+  MetricsCollector c(cfg, {});
+  core::RequestRecord r0 = completed(0, 0, 0.05, 0.15, 11);
+  core::RequestRecord r1 = completed(1, 0, 0.2, 0.3, 11);
+  core::RequestRecord r2 = completed(2, 0.5, 0.5, 0.5, 3);
+  r2.outcome = core::RequestOutcome::kRejectedAdmission;
+  core::RequestRecord r3 = completed(3, 1, 1.5, 2, 2);
+  r3.request_class = 1;
+  core::RequestRecord r4 = completed(4, 1, 3, 3, 2);
+  r4.outcome = core::RequestOutcome::kTimedOut;
+  r4.request_class = 1;
+  for (const auto& r : {r0, r1, r2, r3, r4}) c.on_request_done(r);
+  RunSummary s = c.finish(sec(4), 1, 0);
+  EXPECT_EQ(s.requests_rejected, 1u);
+  EXPECT_EQ(s.rejected_admission, 1u);
+  EXPECT_DOUBLE_EQ(s.slo_attainment, 3.0 / 5.0);
+  ASSERT_EQ(s.classes.size(), 2u);
+  const ClassSummary& p = s.classes[0];
+  EXPECT_EQ(p.name, "premium");
+  EXPECT_EQ(p.tenant, "a");
+  EXPECT_EQ(p.requests, 3u);
+  EXPECT_EQ(p.completed, 2u);
+  EXPECT_EQ(p.rejected, 1u);
+  EXPECT_EQ(p.rejected_admission, 1u);
+  EXPECT_EQ(p.meeting_slo, 1u);
+  EXPECT_DOUBLE_EQ(p.slo_attainment, 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(p.goodput_req_s, 0.25);
+  EXPECT_DOUBLE_EQ(p.throughput_req_s, 0.5);
+  EXPECT_DOUBLE_EQ(p.ttft_ms.p50, 125);
+  EXPECT_DOUBLE_EQ(p.ttft_ms.mean, 125);
+  EXPECT_DOUBLE_EQ(p.tpot_ms.p50, 10);
+  EXPECT_EQ(p.output_tokens, 22);
+  EXPECT_DOUBLE_EQ(p.ttft_slo_ms, 100);
+  EXPECT_TRUE(std::isnan(p.tpot_slo_ms));
+  const ClassSummary& b = s.classes[1];
+  EXPECT_EQ(b.priority, 1);
+  EXPECT_EQ(b.requests, 2u);
+  EXPECT_EQ(b.completed, 1u);
+  EXPECT_EQ(b.timed_out, 1u);
+  EXPECT_EQ(b.meeting_slo, 1u);
+  EXPECT_DOUBLE_EQ(b.slo_attainment, 0.5);
+  EXPECT_DOUBLE_EQ(b.ttft_ms.p99, 500);
+  EXPECT_DOUBLE_EQ(b.ttft_slo_ms, 1000);  // the run's
+  // Conservation per class, and over the classes.
+  uint64_t total = 0;
+  for (const auto& k : s.classes) {
+    EXPECT_EQ(k.requests, k.completed + k.rejected + k.timed_out + k.failed);
+    total += k.requests;
+  }
+  EXPECT_EQ(total, s.requests_total);
 }
 
 // A timed-out request (its client gave up) is a failure: counted in requests_total and
@@ -330,7 +402,55 @@ TEST(SqliteSinkTest, TimedOutRowsAndStages) {
   EXPECT_EQ(st.getColumn(5).getInt(), 1);
   EXPECT_EQ(st.getColumn(6).getInt64(), 4'000'000'000);
   EXPECT_EQ(st.getColumn(7).getInt(), 2);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 5);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+}
+
+// Schema version 6 (request classes): a version-5 database, the same layout without class_stats,
+// is still written into; it gets class_stats (and version 6) with its first run that has classes.
+TEST(SqliteSinkTest, VersionFiveDatabasesTakeRunsWithClasses) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v5.db");
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.end_run(RunSummary{});
+  }
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.exec("PRAGMA user_version = 5");
+  }
+  {
+    SqliteSink sink(path);  // a run without classes leaves it as it is
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.end_run(RunSummary{});
+  }
+  {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 5);
+    EXPECT_FALSE(db.tableExists("class_stats"));
+  }
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    RunSummary s;
+    ClassSummary c;
+    c.name = "premium";
+    c.requests = 3;
+    c.ttft_slo_ms = std::numeric_limits<double>::quiet_NaN();
+    c.tpot_slo_ms = 50;
+    s.classes = {c};
+    sink.end_run(s);
+  }
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+  EXPECT_EQ(count(db, "runs"), 3);
+  EXPECT_EQ(db.execAndGet("SELECT run_id FROM class_stats WHERE class = 'premium'").getInt(), 3);
+  EXPECT_EQ(db.execAndGet("SELECT requests FROM class_stats").getInt(), 3);
+  EXPECT_TRUE(db.execAndGet("SELECT ttft_slo_ms FROM class_stats").isNull());
+  EXPECT_EQ(db.execAndGet("SELECT tpot_slo_ms FROM class_stats").getDouble(), 50);
 }
 
 TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
