@@ -249,16 +249,7 @@ void Cluster::time_out(RequestId id) {
       // Not in a queue yet: it leaves now; its slot waits for the ingress event (which is how the
       // engine would see a request whose connection is already closed).
       replicas_[r.routed_replica]->incoming(r, -1);
-      core::RequestRecord rec;
-      rec.id = r.id;
-      rec.replica = rec.decode_replica = r.routed_replica;
-      rec.outcome = core::RequestOutcome::kTimedOut;
-      rec.prompt_tokens = r.prompt_tokens;
-      rec.output_tokens = r.output_tokens;
-      rec.arrival = r.arrival;
-      rec.first_token = rec.finish = sim_.now();
-      rec.stage = r.stage;
-      rec.request_class = r.request_class;
+      core::RequestRecord rec = r.timed_out_record(sim_.now(), r.routed_replica, r.routed_replica);
       signal_timed_out(rec);
       break;
     }
@@ -270,20 +261,7 @@ void Cluster::time_out(RequestId id) {
       break;  // its KV is on the wire: it leaves when the transfer ends (on_transfer_done)
     case RequestState::kParked: {  // waiting at the cluster for a replica to come back
       parked_.erase(std::find(parked_.begin(), parked_.end(), id));
-      core::RequestRecord rec;
-      rec.id = r.id;
-      rec.replica = rec.decode_replica = r.routed_replica;
-      rec.outcome = core::RequestOutcome::kTimedOut;
-      rec.prompt_tokens = r.prompt_tokens;
-      rec.output_tokens = r.output_tokens;
-      rec.generated_tokens = r.generated;
-      rec.arrival = r.arrival;
-      rec.finish = sim_.now();
-      rec.first_token = r.generated > 0 ? r.first_token : rec.finish;
-      rec.preemptions = r.preemptions;
-      rec.cached_tokens = r.cached_tokens;
-      rec.stage = r.stage;
-      rec.request_class = r.request_class;
+      core::RequestRecord rec = r.timed_out_record(sim_.now(), r.routed_replica, r.routed_replica);
       requests_.erase(id);
       signal_timed_out(rec);
       break;
@@ -372,21 +350,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
   rec.end = sim_.now();
   observer_.on_kv_transfer(rec);
   if (r.timed_out) {  // its client gave up while the KV was on the wire: the prefill replica let go above
-    core::RequestRecord done;
-    done.id = r.id;
-    done.replica = done.decode_replica = t.from;
-    done.outcome = core::RequestOutcome::kTimedOut;
-    done.prompt_tokens = r.prompt_tokens;
-    done.output_tokens = r.output_tokens;
-    done.generated_tokens = r.generated;
-    done.arrival = r.arrival;
-    done.first_token = r.first_token;
-    done.finish = sim_.now();
-    done.preemptions = r.preemptions;
-    done.cached_tokens = r.cached_tokens;
-    done.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
-    done.stage = r.stage;
-    done.request_class = r.request_class;
+    core::RequestRecord done = r.timed_out_record(sim_.now(), t.from, t.from);
     requests_.erase(id);
     signal_timed_out(done);
     return;

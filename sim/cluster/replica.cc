@@ -434,24 +434,7 @@ void Replica::abort(RequestId id) {
 }
 
 void Replica::leave_timed_out(RequestId id) {
-  const Request& r = requests_[id];
-  core::RequestRecord rec;
-  rec.id = r.id;
-  rec.replica = r.routed_replica;
-  rec.decode_replica = index_;
-  rec.outcome = core::RequestOutcome::kTimedOut;
-  rec.prompt_tokens = r.prompt_tokens;
-  rec.output_tokens = r.output_tokens;
-  rec.generated_tokens = r.generated;
-  rec.arrival = r.arrival;
-  rec.finish = sim_.now();
-  rec.first_token = r.generated > 0 ? r.first_token : rec.finish;
-  rec.preemptions = r.preemptions;
-  rec.cached_tokens = r.cached_tokens;
-  rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);
-  rec.stage = r.stage;
-  rec.request_class = r.request_class;
-  observer_.on_request_done(rec);
+  observer_.on_request_done(requests_[id].timed_out_record(sim_.now(), requests_[id].routed_replica, index_));
   requests_.erase(id);
 }
 

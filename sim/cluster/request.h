@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/core/lifecycle.h"
 #include "sim/core/time.h"
 
 namespace servesim::sim {
@@ -73,6 +74,27 @@ struct Request {
   // Work still to do, in tokens: pending prefill + outputs not emitted. Needs the output length,
   // which no real router or scheduler knows: for oracle policies only.
   int64_t outstanding_tokens() const { return pending_prefill_tokens() + (output_tokens - generated); }
+  // Its record when it leaves at `now` because its client gave up (outcome timed_out): the tokens
+  // it had streamed stay counted, and a request that never had its first token has it at `now`.
+  core::RequestRecord timed_out_record(core::Time now, uint32_t replica, uint32_t decode_replica) const {
+    core::RequestRecord rec;
+    rec.id = id;
+    rec.replica = replica;
+    rec.decode_replica = decode_replica;
+    rec.outcome = core::RequestOutcome::kTimedOut;
+    rec.prompt_tokens = prompt_tokens;
+    rec.output_tokens = output_tokens;
+    rec.generated_tokens = generated;
+    rec.arrival = arrival;
+    rec.finish = now;
+    rec.first_token = generated > 0 ? first_token : now;
+    rec.preemptions = preemptions;
+    rec.cached_tokens = cached_tokens;
+    rec.kv_transfer_bytes = static_cast<double>(kv_bytes_transferred);
+    rec.stage = stage;
+    rec.request_class = request_class;
+    return rec;
+  }
 };
 
 class RequestTable {
