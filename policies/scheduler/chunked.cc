@@ -8,9 +8,11 @@
 // whole prefill; prefill chunks and decodes share iterations, and the cost model sees each chunk's
 // tokens and the context it attends to.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "policies/scheduler/batch_scheduler.h"
+#include "policies/scheduler/fair.h"
 #include "policies/scheduler/steps.h"
 
 namespace servesim::policies {
@@ -18,18 +20,28 @@ namespace {
 
 class ChunkedScheduler final : public sim::BatchScheduler {
  public:
-  ChunkedScheduler(int64_t max_num_seqs, int64_t budget, int64_t chunk_size, double watermark, bool priority)
+  ChunkedScheduler(int64_t max_num_seqs, int64_t budget, int64_t chunk_size, double watermark, bool priority,
+                   std::optional<FairShare> fair)
       : max_num_seqs_(max_num_seqs),
         budget_(budget),
         chunk_size_(chunk_size),
         watermark_(watermark),
-        priority_(priority) {}
+        priority_(priority),
+        fair_(std::move(fair)) {}
 
   int64_t reserved_blocks(const sim::KvCache& kv) const override {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
+    if (!fair_) return plan_batch(replica, plan);
+    fair_->order_waiting(replica);
+    plan_batch(replica, plan);
+    fair_->charge(replica, plan);
+  }
+
+ private:
+  void plan_batch(sim::Replica& replica, sim::IterationPlan& plan) {
     if (priority_) replica.order_waiting_by_priority();
     const bool preempted =
         priority_ ? decode_running_by_priority(replica, plan, budget_, order_) : decode_running(replica, plan, budget_);
@@ -40,7 +52,6 @@ class ChunkedScheduler final : public sim::BatchScheduler {
     admit_new(replica, plan, left);
   }
 
- private:
   // The largest chunk <= `want` whose blocks are available (halving: block rounding makes the
   // exact answer a search, and a smaller chunk is always acceptable).
   static int64_t fitting_chunk(sim::Replica& replica, sim::RequestId id, int64_t want) {
@@ -116,6 +127,7 @@ class ChunkedScheduler final : public sim::BatchScheduler {
   int64_t chunk_size_;
   double watermark_;
   bool priority_;
+  std::optional<FairShare> fair_;      // policy = "fair"
   std::vector<sim::RequestId> order_;  // priority: the running set in priority order
 };
 
@@ -140,8 +152,19 @@ const bool kRegistered = scheduler_registry().add(
                                  "fcfs: the waiting queue in arrival order, the newest running request preempted "
                                  "when blocks run out; priority (vLLM's scheduling_policy = \"priority\"): waiting "
                                  "requests in order of their class's priority (lower first, [[workload.classes]]), "
-                                 "then arrival, and the lowest-priority running request preempted; unset: fcfs")
-             .one_of({"fcfs", "priority"})
+                                 "then arrival, and the lowest-priority running request preempted; fair: waiting "
+                                 "requests in order of their tenant's virtual token counter (VTC: service had here, "
+                                 "fair_prompt_weight per prefill token + fair_output_weight per decode; "
+                                 "docs/fleet.md); unset: fcfs")
+             .one_of({"fcfs", "priority", "fair"})
+             .optional(),
+         core::ParamSpec::real("fair_prompt_weight", 1, "per token",
+                               "policy = \"fair\": a prefill token's weight in a tenant's counter")
+             .range(0, 1e6)
+             .optional(),
+         core::ParamSpec::real("fair_output_weight", 2, "per token",
+                               "policy = \"fair\": a decoded token's weight (VTC's default: twice a prompt token)")
+             .range(0, 1e6)
              .optional(),
      }},
     [](const core::Params& p, const SchedulerContext& ctx) {
@@ -150,7 +173,8 @@ const bool kRegistered = scheduler_registry().add(
       const int64_t chunk = p.has("chunk_size") ? p.get_int("chunk_size") : budget;
       return std::make_unique<ChunkedScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
                                                 budget * ctx.data_parallel, chunk, p.get_float("watermark"),
-                                                p.has("policy") && p.get_string("policy") == "priority");
+                                                p.has("policy") && p.get_string("policy") == "priority",
+                                                fair_share(p));
     });
 
 }  // namespace

@@ -11,11 +11,13 @@
 // computed (swapped out, or transferred from a prefill replica) rejoin the decodes, as vLLM v0
 // swaps in. With prefix caching, a prompt's cached prefix is not computed again.
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "policies/scheduler/batch_scheduler.h"
+#include "policies/scheduler/fair.h"
 #include "policies/scheduler/steps.h"
 
 namespace servesim::policies {
@@ -23,17 +25,27 @@ namespace {
 
 class ContinuousScheduler final : public sim::BatchScheduler {
  public:
-  ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark, bool priority)
+  ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark, bool priority,
+                      std::optional<FairShare> fair)
       : max_num_seqs_(max_num_seqs),
         max_num_batched_tokens_(max_num_batched_tokens),
         watermark_(watermark),
-        priority_(priority) {}
+        priority_(priority),
+        fair_(std::move(fair)) {}
 
   int64_t reserved_blocks(const sim::KvCache& kv) const override {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
+    if (!fair_) return plan_batch(replica, plan);
+    fair_->order_waiting(replica);
+    plan_batch(replica, plan);
+    fair_->charge(replica, plan);
+  }
+
+ private:
+  void plan_batch(sim::Replica& replica, sim::IterationPlan& plan) {
     if (priority_) replica.order_waiting_by_priority();
     if (!replica.waiting().empty() && !replica.resumable(replica.request(replica.waiting().front()))) {
       admit_prefills(replica, plan);
@@ -44,7 +56,6 @@ class ContinuousScheduler final : public sim::BatchScheduler {
     if (!preempted) admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()));
   }
 
- private:
   void admit_prefills(sim::Replica& replica, sim::IterationPlan& plan) {
     const int64_t reserved = reserved_blocks(replica.kv());
     int64_t tokens = 0;
@@ -69,6 +80,7 @@ class ContinuousScheduler final : public sim::BatchScheduler {
   int64_t max_num_batched_tokens_;
   double watermark_;
   bool priority_;
+  std::optional<FairShare> fair_;      // policy = "fair"
   std::vector<sim::RequestId> order_;  // priority: the running set in priority order
 };
 
@@ -90,8 +102,19 @@ const bool kRegistered = scheduler_registry().add(
                                  "fcfs: the waiting queue in arrival order, the newest running request preempted "
                                  "when blocks run out; priority (vLLM's scheduling_policy = \"priority\"): waiting "
                                  "requests in order of their class's priority (lower first, [[workload.classes]]), "
-                                 "then arrival, and the lowest-priority running request preempted; unset: fcfs")
-             .one_of({"fcfs", "priority"})
+                                 "then arrival, and the lowest-priority running request preempted; fair: waiting "
+                                 "requests in order of their tenant's virtual token counter (VTC: service had here, "
+                                 "fair_prompt_weight per prefill token + fair_output_weight per decode; "
+                                 "docs/fleet.md); unset: fcfs")
+             .one_of({"fcfs", "priority", "fair"})
+             .optional(),
+         core::ParamSpec::real("fair_prompt_weight", 1, "per token",
+                               "policy = \"fair\": a prefill token's weight in a tenant's counter")
+             .range(0, 1e6)
+             .optional(),
+         core::ParamSpec::real("fair_output_weight", 2, "per token",
+                               "policy = \"fair\": a decoded token's weight (VTC's default: twice a prompt token)")
+             .range(0, 1e6)
              .optional(),
      }},
     [](const core::Params& p, const SchedulerContext& ctx) {
@@ -108,7 +131,8 @@ const bool kRegistered = scheduler_registry().add(
       // Limits are per attention rank (SchedulerContext::data_parallel).
       return std::make_unique<ContinuousScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
                                                    budget * ctx.data_parallel, p.get_float("watermark"),
-                                                   p.has("policy") && p.get_string("policy") == "priority");
+                                                   p.has("policy") && p.get_string("policy") == "priority",
+                                                   fair_share(p));
     });
 
 }  // namespace

@@ -75,6 +75,14 @@ void Cluster::start() {
   if (decode_router_) decode_router_->bind(std::span<Replica* const>(all.data() + p, all.size() - p), sim_);
   if (admission_) admission_->bind(std::span<Replica* const>(all.data(), p), source_.classes());
   for (const core::RequestClass& c : source_.classes()) class_priority_.push_back(static_cast<int32_t>(c.priority));
+  // Tenants numbered in the order their first class is defined; a class that names none is its own.
+  std::vector<std::string> tenants;
+  for (const core::RequestClass& c : source_.classes()) {
+    const std::string key = c.tenant.empty() ? "\x01class:" + c.name : c.tenant;
+    auto it = std::find(tenants.begin(), tenants.end(), key);
+    if (it == tenants.end()) it = tenants.insert(tenants.end(), key);
+    class_tenant_.push_back(static_cast<uint16_t>(it - tenants.begin()));
+  }
   for (auto& r : replicas_) {
     core::ReplicaState s;
     s.replica = r->index();
@@ -168,7 +176,10 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   r.session = spec.session;
   r.stage = spec.stage;
   r.request_class = static_cast<uint16_t>(spec.request_class);
-  if (!class_priority_.empty()) r.priority = class_priority_.at(r.request_class);
+  if (!class_priority_.empty()) {
+    r.priority = class_priority_.at(r.request_class);
+    r.tenant = class_tenant_.at(r.request_class);
+  }
   r.repetition = spec.repetition;
   r.hashed_tokens = spec.hashed_tokens;
   r.block_hashes = spec.block_hashes;

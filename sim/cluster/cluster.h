@@ -249,6 +249,7 @@ class Cluster final : public EventHandler,
   bool has_next_ = false;
   bool closed_loop_ = false;
   std::vector<int32_t> class_priority_;  // per request class (empty without classes)
+  std::vector<uint16_t> class_tenant_;   // per request class: its tenant's number (empty without classes)
   SourceWake wake_;
   uint64_t wake_version_ = 0;
   bool wake_pending_ = false;

@@ -371,6 +371,13 @@ void Replica::order_waiting_by_priority() {
     std::stable_sort(waiting_.begin(), waiting_.end(), before);
 }
 
+void Replica::order_waiting(const std::vector<RequestId>& order) {
+  if (order.size() != waiting_.size())
+    throw core::Error("internal: a waiting order of " + std::to_string(order.size()) + " requests for a queue of " +
+                      std::to_string(waiting_.size()) + " on replica " + std::to_string(index_));
+  std::copy(order.begin(), order.end(), waiting_.begin());
+}
+
 void Replica::preempt(RequestId id) {
   Request& r = requests_[id];
   auto it = std::find(running_.begin(), running_.end(), id);

@@ -255,6 +255,8 @@ class Replica final : public EventHandler {
   // Priority scheduling: orders the waiting queue by (Request::priority, id), lower first, as vLLM's
   // priority queue orders (priority, arrival time); stable, so it costs one pass when it is sorted.
   void order_waiting_by_priority();
+  // Fair scheduling: puts the waiting queue in `order`, which must hold exactly its requests.
+  void order_waiting(const std::vector<RequestId>& order);
   // Preempts a running request: by swapping its KV to host memory when the mode is swap, there is
   // room and it is decoding, otherwise by recompute (blocks freed; its prompt and generated tokens
   // are prefilled again when readmitted). It goes back to the front of the waiting queue.

@@ -47,6 +47,9 @@ struct Request {
   int64_t hashed_tokens = 0;    // tokens block_hashes cover (the last block may be partial)
   int64_t cached_tokens = 0;    // prompt tokens a prefix-cache hit spared (first admission)
   bool looked_up = false;       // the first admission's prefix lookup has been counted
+  uint16_t tenant = 0;          // who pays for it: its class's tenant, numbered from 0 (a class without
+                                // one is its own tenant; 0 without classes); fair scheduling shares by it
+                                // (in padding: sizeof(Request) is unchanged)
   uint64_t kv_bytes_transferred = 0;  // prefill -> decode KV transfer
   core::Time first_token;
   core::Time last_token;

@@ -470,6 +470,13 @@ std::vector<ErrorCase> cases() {
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});
   add({"prediction_too_few_draws", "`--prediction-draws 3`", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--prediction-draws", "3"}, 2, {"--prediction-draws", "at least 10"}});
+  add({"fair_weight_without_policy", "a fair-sharing weight without `policy = \"fair\"`", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "scheduler.fair_output_weight=3"}, 2,
+       {"scheduler.fair_output_weight", "policy = \"fair\""}});
+  add({"fair_weights_zero", "fair sharing with both weights 0", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "scheduler.policy=fair", "--set", "scheduler.fair_prompt_weight=0", "--set",
+        "scheduler.fair_output_weight=0"},
+       2, {"scheduler.fair_output_weight", "both 0"}});
   add({"prediction_too_many_draws", "`--prediction-draws 1000000000`", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--prediction-draws", "1000000000"}, 2, {"--prediction-draws", "at most 10000"}});
   add({"prediction_zero_step_scale", "a step factor of zero (`prediction.step_scale = 0`)",

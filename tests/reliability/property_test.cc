@@ -44,6 +44,7 @@ struct Draw {
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
   bool priority = false;                     // scheduler policy = "priority"
+  bool fair = false;                         // scheduler policy = "fair"
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -361,6 +362,14 @@ Draw draw_config(uint64_t seed) {
         t.find(sched) != std::string::npos) {
       d.priority = true;
       t.insert(t.find(sched) + sched.size(), "policy = \"priority\"\n");
+    } else if ((d.scheduler == "continuous" || d.scheduler == "chunked") && t.find(sched) != std::string::npos) {
+      // Fair sharing across the classes (each its own tenant) on half of the rest, from its own stream.
+      core::Rng fair_rng(seed, "property-fair");
+      if (fair_rng.uniform_int(2)) {
+        d.fair = true;
+        t.insert(t.find(sched) + sched.size(),
+                 "policy = \"fair\"\nfair_output_weight = " + num(pick(fair_rng, std::vector<double>{0, 1, 2, 4})) + "\n");
+      }
     }
   }
   d.toml = t;
@@ -464,7 +473,7 @@ struct Tally {
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
-  uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0;
+  uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -562,6 +571,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.class_runs += d.classes;
       tally.admission_runs += d.admission;
       tally.priority_runs += d.priority;
+      tally.fair_runs += d.fair;
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
@@ -619,6 +629,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.admission_runs, kSeeds / 10);
   EXPECT_GT(tally.shed, 100u);
   EXPECT_GT(tally.priority_runs, kSeeds / 20);
+  EXPECT_GT(tally.fair_runs, kSeeds / 40);
   // Issue 17: failures that took requests with them, recomputed and failed.
   EXPECT_GT(tally.fault_runs, kSeeds / 8);
   EXPECT_GT(tally.replica_failures, kSeeds / 10);
@@ -639,7 +650,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
-            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling); decoding:";
+            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

@@ -1,0 +1,86 @@
+#include "policies/scheduler/fair.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace servesim::policies {
+
+void FairShare::grow(uint16_t tenant) {
+  if (tenant < counter_.size()) return;
+  const size_t n = static_cast<size_t>(tenant) + 1;
+  counter_.resize(n, 0.0);
+  active_.resize(n, 0);
+  now_.resize(n, 0);
+  queues_.resize(n);
+  heads_.resize(n, 0);
+  projected_.resize(n, 0.0);
+}
+
+void FairShare::order_waiting(sim::Replica& replica) {
+  for (sim::RequestId id : replica.waiting()) grow(replica.request(id).tenant);
+  for (sim::RequestId id : replica.running()) grow(replica.request(id).tenant);
+  std::fill(now_.begin(), now_.end(), 0);
+  for (sim::RequestId id : replica.waiting()) now_[replica.request(id).tenant] = 1;
+  for (sim::RequestId id : replica.running()) now_[replica.request(id).tenant] = 1;
+  // The lift: the lowest counter among tenants active both now and at the last plan.
+  double floor = std::numeric_limits<double>::infinity();
+  for (size_t t = 0; t < counter_.size(); ++t)
+    if (now_[t] && active_[t]) floor = std::min(floor, counter_[t]);
+  for (size_t t = 0; t < counter_.size(); ++t) {
+    if (now_[t] && !active_[t] && floor < std::numeric_limits<double>::infinity())
+      counter_[t] = std::max(counter_[t], floor);
+    active_[t] = now_[t];
+  }
+  if (replica.waiting().size() < 2) return;
+  for (auto& q : queues_) q.clear();
+  for (sim::RequestId id : replica.waiting()) queues_[replica.request(id).tenant].push_back(id);
+  size_t busy = 0;
+  for (size_t t = 0; t < queues_.size(); ++t) {
+    heads_[t] = 0;
+    projected_[t] = counter_[t];
+    busy += queues_[t].empty() ? 0 : 1;
+  }
+  if (busy < 2) return;  // one tenant waiting: its own order (FCFS) stands
+  order_.clear();
+  for (size_t left = replica.waiting().size(); left > 0; --left) {
+    size_t best = queues_.size();
+    for (size_t t = 0; t < queues_.size(); ++t) {
+      if (heads_[t] == queues_[t].size()) continue;
+      if (best == queues_.size() || projected_[t] < projected_[best] ||
+          (projected_[t] == projected_[best] &&
+           replica.request(queues_[t][heads_[t]]).id < replica.request(queues_[best][heads_[best]]).id))
+        best = t;
+    }
+    const sim::RequestId id = queues_[best][heads_[best]++];
+    order_.push_back(id);
+    projected_[best] += prompt_weight_ * static_cast<double>(replica.request(id).pending_prefill_tokens());
+  }
+  replica.order_waiting(order_);
+}
+
+void FairShare::charge(sim::Replica& replica, const sim::IterationPlan& plan) {
+  for (const sim::PlannedPrefill& p : plan.prefills) {
+    const uint16_t t = replica.request(p.id).tenant;
+    grow(t);
+    counter_[t] += prompt_weight_ * static_cast<double>(p.tokens);
+  }
+  for (sim::RequestId id : plan.decodes) {
+    const uint16_t t = replica.request(id).tenant;
+    grow(t);
+    counter_[t] += output_weight_;
+  }
+}
+
+std::optional<FairShare> fair_share(const core::Params& p) {
+  const bool fair = p.has("policy") && p.get_string("policy") == "fair";
+  for (const char* key : {"fair_prompt_weight", "fair_output_weight"})
+    if (!fair && p.given(key))
+      p.fail(key, "weights of the fair policy's counters; set policy = \"fair\" or remove it");
+  if (!fair) return std::nullopt;
+  const double wp = p.has("fair_prompt_weight") ? p.get_float("fair_prompt_weight") : 1.0;
+  const double wq = p.has("fair_output_weight") ? p.get_float("fair_output_weight") : 2.0;
+  if (wp + wq <= 0) p.fail("fair_output_weight", "the two weights are both 0: every tenant's counter would stay at 0");
+  return FairShare(wp, wq);
+}
+
+}  // namespace servesim::policies
