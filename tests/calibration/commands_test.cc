@@ -12,27 +12,14 @@
 #include "experiments/cli/cli.h"
 #include "hwmodels/calibration_profile.h"
 #include "tests/calibration/synthetic.h"
+#include "tests/cli_driver.h"
 #include "tests/test_paths.h"
 
 namespace servesim::calibration {
 namespace {
 
-struct Cli {
-  int code = 0;
-  std::string out, err;
-};
-
-Cli cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "servesim");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  Cli r;
-  r.code = experiments::run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using servesim::testing::Cli;
+using servesim::testing::cli;
 
 std::string source(const std::string& rel) { return servesim::testing::source_dir() + "/" + rel; }
 std::string reference(const std::string& rel) {

@@ -1,6 +1,8 @@
 // servesim estimate with expert parallelism: weights and KV per GPU, the placement and the
 // all-to-alls of a DeepSeek-V3 replica spread over nine nodes.
 #include <gtest/gtest.h>
+
+#include "tests/cli_driver.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -11,22 +13,8 @@
 namespace servesim::experiments {
 namespace {
 
-struct Cli {
-  int code = 0;
-  std::string out, err;
-};
-
-Cli cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "servesim");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  Cli r;
-  r.code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using servesim::testing::Cli;
+using servesim::testing::cli;
 
 TEST(EstimateEpTest, WideExpertParallelismFreesMemoryAndCostsAllToAlls) {
   const std::vector<std::string> base = {"estimate", "--model", "deepseek-v3", "--gpu", "h200", "--batch", "4608",

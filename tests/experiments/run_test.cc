@@ -16,6 +16,7 @@
 #include "hwmodels/roofline.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "tests/cli_driver.h"
 #include "tests/test_paths.h"
 
 namespace servesim::experiments {
@@ -247,14 +248,10 @@ TEST(RunTest, AzureConversationTraceEndToEnd) {
 // ---- the command line ----------------------------------------------------------------------------
 
 int cli(std::vector<std::string> args, std::string* out = nullptr, std::string* err = nullptr) {
-  args.insert(args.begin(), "servesim");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream o, e;
-  const int rc = run_cli(static_cast<int>(argv.size()), argv.data(), o, e);
-  if (out) *out = o.str();
-  if (err) *err = e.str();
-  return rc;
+  const servesim::testing::Cli r = servesim::testing::cli(std::move(args));
+  if (out) *out = r.out;
+  if (err) *err = r.err;
+  return r.code;
 }
 
 TEST(CliTest, RunJsonHasEverySummaryKey) {

@@ -16,6 +16,7 @@
 
 #include "experiments/cli/cli.h"
 #include "sim/core/error.h"
+#include "tests/cli_driver.h"
 #include "tests/test_paths.h"
 
 namespace servesim::experiments {
@@ -197,13 +198,10 @@ TEST(ValidateServingTest, CommandLineOnEachFormat) {
   TempDir dir;
   std::ofstream(dir.file("bench.json")) << kBench;
   std::ofstream(dir.file("stage_0_lifecycle_metrics.json")) << inference_perf_stage(2.0, 5.0);
+  // The exit code and everything printed.
   auto cli = [](std::vector<std::string> args) {
-    args.insert(args.begin(), "servesim");
-    std::vector<const char*> argv;
-    for (const auto& a : args) argv.push_back(a.c_str());
-    std::ostringstream out, err;
-    const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-    return std::make_pair(code, out.str() + err.str());
+    const servesim::testing::Cli r = servesim::testing::cli(std::move(args));
+    return std::make_pair(r.code, r.out + r.err);
   };
   const auto bench = cli({"validate-serving", dir.file("bench.json"), "--gpu", "h100-sxm", "--json"});
   ASSERT_EQ(bench.first, 0) << bench.second;
