@@ -254,13 +254,8 @@ CoverageResult prediction_coverage(const std::vector<MeasuredStage>& stages, con
     ValidateOptions base = validate;
     for (const std::string& s : overrides_for(held)) base.sets.push_back(s);
     const std::vector<StageComparison> point = validate_stages(test, base, jobs);
-    std::vector<std::vector<StageComparison>> drawn;
-    // The draws' seed: the validation's, so the held-out stages' arrivals stay those of the point.
-    for (const hwmodels::CalibrationDraw& d : hwmodels::draw_calibration_errors(u, validate.seed, draws)) {
-      ValidateOptions v = base;
-      for (const std::string& s : prediction_overrides(d)) v.sets.push_back(s);
-      drawn.push_back(validate_stages(test, v, jobs));
-    }
+    // The draws keep the validation's seed, so the held-out stages' arrivals stay those of the point.
+    const std::vector<std::vector<StageComparison>> drawn = validate_draws(test, base, u, draws, jobs);
     const auto intervals = figure_intervals(point, drawn, level);
     for (size_t i = 0; i < test.size(); ++i) {
       for (const auto& [metric, stat] : kFigures) {

@@ -359,6 +359,19 @@ std::optional<double> mean_abs_error(const std::vector<StageComparison>& c, cons
   return n ? std::optional<double>(sum / n) : std::nullopt;
 }
 
+std::vector<std::vector<StageComparison>> validate_draws(const std::vector<MeasuredStage>& stages,
+                                                         const ValidateOptions& options,
+                                                         const hwmodels::CalibrationUncertainty& u, int64_t draws,
+                                                         int jobs) {
+  std::vector<std::vector<StageComparison>> drawn;
+  for (const hwmodels::CalibrationDraw& d : hwmodels::draw_calibration_errors(u, options.seed, draws)) {
+    ValidateOptions v = options;
+    for (const std::string& set : prediction_overrides(d)) v.sets.push_back(set);
+    drawn.push_back(validate_stages(stages, v, jobs));
+  }
+  return drawn;
+}
+
 std::vector<std::vector<FigureInterval>> figure_intervals(const std::vector<StageComparison>& point,
                                                           const std::vector<std::vector<StageComparison>>& drawn,
                                                           double level) {

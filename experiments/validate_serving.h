@@ -77,6 +77,12 @@ std::optional<double> mean_abs_error(const std::vector<StageComparison>& c, cons
 // Prediction intervals of compared figures: `drawn` holds validate_stages of the same stages as
 // `point`, one per draw of the calibration error (experiments/prediction.h); per stage and figure
 // (in `point`'s order), the interval at `level` of the figure's simulated values across the draws.
+// validate_stages of `stages` under each of `draws` draws of the calibration error `u` (from
+// `options.seed`; experiments/prediction.h), in draw order.
+std::vector<std::vector<StageComparison>> validate_draws(const std::vector<MeasuredStage>& stages,
+                                                         const ValidateOptions& options,
+                                                         const hwmodels::CalibrationUncertainty& u, int64_t draws,
+                                                         int jobs);
 struct FigureInterval {
   double lo = 0, hi = 0;
   bool contains(double v) const { return v >= lo && v <= hi; }

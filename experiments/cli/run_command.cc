@@ -466,6 +466,20 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (timeline_max_events < 0 || timeline_max_events > kMaxTimelineEvents)
     throw UsageError("--timeline-max-events " + std::to_string(timeline_max_events) + ": valid: 0 to " +
                      std::to_string(kMaxTimelineEvents) + " trace events (64 bytes of memory each)");
+  // Replications and prediction draws: each run is the configuration with the command's --set
+  // overrides and its own, run on --jobs threads into the same outputs.
+  const auto load_with = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> all = sets;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return load_run_config(config, all);
+  };
+  const auto outputs_of_runs = [&](ReplicationOptions& o) {
+    o.jobs = vm["jobs"].as<int>();
+    if (o.jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
+    o.db_path = db;
+    o.csv_dir = csv;
+    o.check = vm.count("check") > 0;
+  };
   if (vm.count("prediction-draws")) {
     if (vm.count("replications"))
       throw UsageError("--prediction-draws and --replications: give one (the draws keep the seed, so that only the "
@@ -477,18 +491,8 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     options.slo_target = vm["slo-target"].as<double>();
     if (!(options.slo_target >= 0 && options.slo_target <= 1))
       throw UsageError("--slo-target is a fraction in [0, 1], got " + core::format_double(options.slo_target));
-    options.run.jobs = vm["jobs"].as<int>();
-    if (options.run.jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
-    options.run.db_path = db;
-    options.run.csv_dir = csv;
-    options.run.check = vm.count("check") > 0;
-    const PredictionResult r = run_prediction(
-        [&](const std::vector<std::string>& extra) {
-          std::vector<std::string> all = sets;
-          all.insert(all.end(), extra.begin(), extra.end());
-          return load_run_config(config, all);
-        },
-        options);
+    outputs_of_runs(options.run);
+    const PredictionResult r = run_prediction(load_with, options);
     if (vm.count("json"))
       out << prediction_json(r, db).dump() << "\n";
     else
@@ -500,20 +504,10 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (vm.count("replications")) {
     ReplicationOptions options;
     options.count = vm["replications"].as<int64_t>();
-    options.jobs = vm["jobs"].as<int>();
     if (options.count < 2) throw UsageError("--replications needs at least 2, got " + std::to_string(options.count));
-    if (options.jobs < 0) throw UsageError("--jobs must be 0 (all cores) or positive");
     if (!timeline.empty()) throw UsageError("--timeline records one run; drop it or --replications");
-    options.db_path = db;
-    options.csv_dir = csv;
-    options.check = vm.count("check") > 0;
-    const ReplicationResult r = run_replications(
-        [&](const std::vector<std::string>& extra) {
-          std::vector<std::string> all = sets;
-          all.insert(all.end(), extra.begin(), extra.end());
-          return load_run_config(config, all);
-        },
-        options);
+    outputs_of_runs(options);
+    const ReplicationResult r = run_replications(load_with, options);
     if (vm.count("json"))
       out << replications_json(r, db).dump() << "\n";
     else

@@ -91,13 +91,7 @@ int cmd_validate_serving(const std::vector<std::string>& args, std::ostream& out
   hwmodels::CalibrationUncertainty u;
   if (draws > 0) {
     u = stage_uncertainty(stages, o);
-    std::vector<std::vector<StageComparison>> drawn;
-    for (const hwmodels::CalibrationDraw& d : hwmodels::draw_calibration_errors(u, o.seed, draws)) {
-      ValidateOptions v = o;
-      for (const std::string& set : prediction_overrides(d)) v.sets.push_back(set);
-      drawn.push_back(validate_stages(stages, v, jobs));
-    }
-    intervals = figure_intervals(comparisons, drawn, 0.9);
+    intervals = figure_intervals(comparisons, validate_draws(stages, o, u, draws, jobs), 0.9);
   }
   // Figures of the stages the server kept up with inside their interval, and how many there are.
   int64_t inside = 0, checked = 0;

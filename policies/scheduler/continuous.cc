@@ -87,7 +87,7 @@ class ContinuousScheduler final : public sim::BatchScheduler {
 const bool kRegistered = scheduler_registry().add(
     {"continuous",
      "vLLM v0 continuous batching: prefill-prioritising, whole prompts, FCFS, preemption of the newest",
-     {
+     with_policy_params({
          core::ParamSpec::integer("max_num_seqs", 256, "sequences", "most sequences running at once")
              .range(1, 1 << 20),
          core::ParamSpec::integer("max_num_batched_tokens", 0, "tokens",
@@ -98,25 +98,7 @@ const bool kRegistered = scheduler_registry().add(
          core::ParamSpec::real("watermark", 0.01, "fraction of KV blocks",
                                "blocks kept free when admitting prefills, so running sequences can grow")
              .range(0, 0.5),
-         core::ParamSpec::string("policy", "",
-                                 "fcfs: the waiting queue in arrival order, the newest running request preempted "
-                                 "when blocks run out; priority (vLLM's scheduling_policy = \"priority\"): waiting "
-                                 "requests in order of their class's priority (lower first, [[workload.classes]]), "
-                                 "then arrival, and the lowest-priority running request preempted; fair: waiting "
-                                 "requests in order of their tenant's virtual token counter (VTC: service had here, "
-                                 "fair_prompt_weight per prefill token + fair_output_weight per decode; "
-                                 "docs/fleet.md); unset: fcfs")
-             .one_of({"fcfs", "priority", "fair"})
-             .optional(),
-         core::ParamSpec::real("fair_prompt_weight", 1, "per token",
-                               "policy = \"fair\": a prefill token's weight in a tenant's counter")
-             .range(0, 1e6)
-             .optional(),
-         core::ParamSpec::real("fair_output_weight", 2, "per token",
-                               "policy = \"fair\": a decoded token's weight (VTC's default: twice a prompt token)")
-             .range(0, 1e6)
-             .optional(),
-     }},
+     })},
     [](const core::Params& p, const SchedulerContext& ctx) {
       int64_t budget = std::max<int64_t>(ctx.max_context, 2048);
       if (p.has("max_num_batched_tokens")) {

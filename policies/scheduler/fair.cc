@@ -71,6 +71,31 @@ void FairShare::charge(sim::Replica& replica, const sim::IterationPlan& plan) {
   }
 }
 
+std::vector<core::ParamSpec> with_policy_params(std::vector<core::ParamSpec> params) {
+  std::vector<core::ParamSpec> policy = {
+    core::ParamSpec::string("policy", "",
+                            "fcfs: the waiting queue in arrival order, the newest running request preempted "
+                            "when blocks run out; priority (vLLM's scheduling_policy = \"priority\"): waiting "
+                            "requests in order of their class's priority (lower first, [[workload.classes]]), "
+                            "then arrival, and the lowest-priority running request preempted; fair: waiting "
+                            "requests in order of their tenant's virtual token counter (VTC: service had here, "
+                            "fair_prompt_weight per prefill token + fair_output_weight per decode; "
+                            "docs/fleet.md); unset: fcfs")
+        .one_of({"fcfs", "priority", "fair"})
+        .optional(),
+    core::ParamSpec::real("fair_prompt_weight", 1, "per token",
+                          "policy = \"fair\": a prefill token's weight in a tenant's counter")
+        .range(0, 1e6)
+        .optional(),
+    core::ParamSpec::real("fair_output_weight", 2, "per token",
+                          "policy = \"fair\": a decoded token's weight (VTC's default: twice a prompt token)")
+        .range(0, 1e6)
+        .optional(),
+  };
+  params.insert(params.end(), policy.begin(), policy.end());
+  return params;
+}
+
 std::optional<FairShare> fair_share(const core::Params& p) {
   const bool fair = p.has("policy") && p.get_string("policy") == "fair";
   for (const char* key : {"fair_prompt_weight", "fair_output_weight"})

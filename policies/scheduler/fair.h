@@ -46,6 +46,10 @@ class FairShare {
   std::vector<sim::RequestId> order_;
 };
 
+// A scheduler's own parameters followed by those of the waiting-queue policy (policy,
+// fair_prompt_weight, fair_output_weight), the same on every scheduler that takes them.
+std::vector<core::ParamSpec> with_policy_params(std::vector<core::ParamSpec> params);
+
 // The scheduler section's fair sharing: a FairShare when policy = "fair", else none; the weights
 // without the policy are an error at the key.
 std::optional<FairShare> fair_share(const core::Params& scheduler);
