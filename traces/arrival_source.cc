@@ -53,6 +53,7 @@ std::vector<ParamSpec> with_common_params(std::vector<ParamSpec> own) {
   own.push_back(client_timeout_spec());
   own.push_back(repetition_spec());
   own.push_back(classes_spec());
+  own.push_back(rate_profile_spec());
   return own;
 }
 
@@ -98,7 +99,9 @@ int64_t window_ns(const core::Params& p, std::string_view key, double seconds) {
 }  // namespace
 
 ShapedSource::ShapedSource(const core::Params& p, uint64_t run_seed)
-    : client_timeout_(read_client_timeout(p)), classes_(read_classes(p), workload_seed(p, run_seed)) {
+    : client_timeout_(read_client_timeout(p)),
+      classes_(read_classes(p), workload_seed(p, run_seed)),
+      profile_(read_rate_profile(p)) {
   rate_scale_ = p.get_float("rate_scale");
   repetition_ = read_repetition(p);
   max_requests_ = p.has("max_requests") ? p.get_int("max_requests") : std::numeric_limits<int64_t>::max();
@@ -144,6 +147,7 @@ bool ShapedSource::next(RequestSpec& out) {
                           " is beyond the int64 nanosecond clock (292 years)");
       t = std::llround(scaled);
     }
+    if (profile_) last_shaped_ns_ = t = shape_arrival_ns(*profile_, t, last_shaped_ns_, describe());
     out.arrival = core::Time::from_ns(t);
     out.repetition = repetition_;
     if (classes_.empty()) {
@@ -176,6 +180,12 @@ bool ShapedSource::next(RequestSpec& out) {
                       " (an empty workload would be a silent zero-request run)");
   }
   return false;
+}
+
+double ShapedSource::shaped_span_s(double span_s) const {
+  if (!profile_) return span_s;
+  const double t = profile_->inverse(span_s);
+  return std::isfinite(t) ? t : 0;
 }
 
 }  // namespace servesim::traces

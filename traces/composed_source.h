@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sim/core/params.h"
 #include "traces/arrival_process.h"
 #include "traces/arrival_source.h"
+#include "traces/rate_profile.h"
 #include "traces/request_classes.h"
 
 namespace servesim::traces {
@@ -25,7 +27,8 @@ class RequestContent {
 };
 
 // `own`, then the parameters every composed kind shares: the arrival section, max_requests, seed,
-// client_timeout_s, repetition, classes.
+// client_timeout_s, repetition, classes, rate_profile (open-loop arrival processes only: the sends
+// are time-changed through it, rate_profile.h).
 std::vector<core::ParamSpec> composed_params(std::vector<core::ParamSpec> own);
 
 class ComposedSource final : public ArrivalSource {
@@ -48,6 +51,9 @@ class ComposedSource final : public ArrivalSource {
   std::optional<core::Duration> client_timeout_;
   double repetition_ = -1;  // every request's RequestSpec::repetition
   uint64_t sent_ = 0;
+  std::unique_ptr<RateProfile> profile_;  // null: none
+  int64_t last_shaped_ns_ = 0;
+  std::string who_;  // names the arrivals in the profile's errors
   ClassAssigner classes_;  // draws each request's class ([[workload.classes]]) on stream "classes"
 };
 

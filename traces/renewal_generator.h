@@ -51,7 +51,7 @@ class RenewalGenerator final : public ShapedSource {
         arrival_rng_(seed, "arrivals"),
         lengths_(p, seed) {
     const double start_s = p.get_float("window_start_s");
-    expected_span_s_ = generator_span_s(p) / p.get_float("rate_scale");
+    expected_span_s_ = shaped_span_s(generator_span_s(p) / p.get_float("rate_scale"));
     if (start_s * p.get_float("rate") > kMaxDrawsBeforeWindow) {
       origin_ns_ = core::Duration::from_seconds(start_s).ns();
       clock_s_ = gap_.excess(arrival_rng_);

@@ -47,7 +47,7 @@ class SessionSource final : public ShapedSource {
     const int64_t n = p.get_int("system_prompts");
     for (int64_t i = 0; i < n; ++i) system_lengths_.push_back(system_->sample(system_rng_));
     next_session_s_ = session_rng_.exponential(rate_);
-    expected_span_s_ = generator_span_s(p) / p.get_float("rate_scale");
+    expected_span_s_ = shaped_span_s(generator_span_s(p) / p.get_float("rate_scale"));
   }
 
   int64_t hash_block_tokens() const override { return block_tokens_; }

@@ -10,6 +10,7 @@
 
 #include "sim/core/params.h"
 #include "traces/arrival_source.h"
+#include "traces/rate_profile.h"
 #include "traces/request_classes.h"
 
 namespace servesim::traces {
@@ -19,7 +20,7 @@ inline constexpr double kMaxRequests = 1e9;
 inline constexpr double kMaxWindowS = 3e9;
 
 // `own` followed by the common parameters: rate_scale, max_requests, window_start_s, window_end_s,
-// seed, client_timeout_s, repetition, classes. Every trace and generator kind declares its list through this.
+// seed, client_timeout_s, repetition, classes, rate_profile. Every trace and generator kind declares its list through this.
 std::vector<core::ParamSpec> with_common_params(std::vector<core::ParamSpec> own);
 
 // The declaration of `repetition` (speculative decoding's prompt lookup), which every workload kind
@@ -39,8 +40,9 @@ uint64_t workload_seed(const core::Params& p, uint64_t run_seed);
 std::string readable_file(const core::Params& p, std::string_view key);
 
 // A kind produces raw arrivals (offsets in its own time, never decreasing); this base keeps those in
-// [window_start_s, window_end_s), shifts them so the window starts at 0, divides by rate_scale and
-// stops after max_requests. A workload that yields no request at all is an error, never a silent
+// [window_start_s, window_end_s), shifts them so the window starts at 0, divides by rate_scale,
+// time-changes them through the rate profile when there is one (rate_profile.h) and stops after
+// max_requests. A workload that yields no request at all is an error, never a silent
 // empty run.
 class ShapedSource : public ArrivalSource {
  public:
@@ -60,6 +62,9 @@ class ShapedSource : public ArrivalSource {
 
   // The end of the window in raw nanoseconds; INT64_MAX when open.
   int64_t window_end_ns() const { return window_end_ns_; }
+  // `span_s` seconds of the unshaped workload (after rate_scale) in simulated seconds: through the
+  // rate profile when there is one; 0 when the profile never reaches it.
+  double shaped_span_s(double span_s) const;
 
  private:
   int64_t window_start_ns_ = 0;
@@ -71,6 +76,8 @@ class ShapedSource : public ArrivalSource {
   bool done_ = false;
   std::optional<core::Duration> client_timeout_;
   ClassAssigner classes_;
+  std::unique_ptr<RateProfile> profile_;  // null: none
+  int64_t last_shaped_ns_ = 0;
 };
 
 }  // namespace servesim::traces

@@ -49,6 +49,8 @@ std::map<std::string, std::string> configs_naming(const std::string& path) {
            "\n[workload.output]\nkind = \"fixed\"\nvalue = 5\n" + kModelGpu},
       {"models/hf_config/path",
        generator + kLengths + "[model]\nkind = \"hf_config\"\npath = " + q + "\n[gpu]\nkind = \"h100-sxm\"\n"},
+      {"rate_profiles/table/path",
+       generator + "[workload.rate_profile]\nkind = \"table\"\npath = " + q + "\n" + kLengths + kModelGpu},
       {"cost_models/roofline/calibration",
        generator + kLengths + kModelGpu + "[cost_model]\nkind = \"roofline\"\ncalibration = " + q + "\n"},
   };

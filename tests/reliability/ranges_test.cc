@@ -44,7 +44,7 @@ const std::map<std::string, std::string> kSectionOf = {
     {"workloads", "workload"}, {"models", "model"},      {"gpus", "gpu"},         {"cost_models", "cost_model"},
     {"routers", "router"},     {"schedulers", "scheduler"}, {"length_distributions", "workload.prompt"},
     {"arrivals", "workload.arrival"}, {"engines", "engine"},     {"decoding", "decoding"},
-    {"admission", "admission"}};
+    {"admission", "admission"}, {"rate_profiles", "workload.rate_profile"}};
 
 std::vector<NumericParam> numeric_params() {
   std::vector<NumericParam> out;
@@ -118,6 +118,8 @@ std::string config_choosing(const NumericParam& p) {
     if (p.kind == "gamma") workload += "cv = 2\n";
     if (p.kind == "poisson_fixed_count") workload += "rate = 5\nduration_s = 2\n";
     if (p.kind == "stages") workload += "[[workload.arrival.stages]]\nrate = 5\nduration_s = 2\n";
+  } else if (p.family == "rate_profiles") {
+    workload += "[workload.rate_profile]\n" + choose + (p.kind == "table" ? "path = \"x\"\n" : "amplitude = 0.5\n");
   } else if (p.family == "length_distributions") {
     prompt = "[workload.prompt]\n" + choose;
     if (p.kind == "fixed") prompt += "value = 10\n";
