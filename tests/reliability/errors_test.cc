@@ -487,6 +487,38 @@ std::vector<ErrorCase> cases() {
         {"p.toml", "format = \"servesim-calibration-profile\"\nversion = 1\ngpu = \"h100-sxm\"\n[uncertainty]\n"
                    "residuals = 2\nstep_log_rms = 0.02\nfrontend_rms_ms = 5\n"}},
        {"run", "run.toml"}, 1, {"p.toml:5", "uncertainty.residuals"}});
+  // Time-varying rates ([workload.rate_profile], docs/workloads.md): the table file's rows.
+  const std::string table_profile = "[workload.rate_profile]\nkind = \"table\"\npath = \"rates.csv\"\n";
+  add({"rate_table_header", "a rate table without the header `time_s,factor`",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time,rate\n0,1\n"}}, {"run", "run.toml"}, 1,
+       {"rates.csv:1", "time_s,factor"}});
+  add({"rate_table_non_numeric", "a non-numeric factor in a rate table (`10,abc`)",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time_s,factor\n0,1\n10,abc\n"}},
+       {"run", "run.toml"}, 1, {"rates.csv:3", "factor", "abc"}});
+  add({"rate_table_non_increasing", "a rate table whose times do not increase (`10` after `10`)",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time_s,factor\n0,1\n10,2\n10,3\n"}},
+       {"run", "run.toml"}, 1, {"rates.csv:4", "time_s", "must increase"}});
+  add({"rate_table_negative", "a negative factor in a rate table (`10,-2`)",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time_s,factor\n0,1\n10,-2\n"}},
+       {"run", "run.toml"}, 1, {"rates.csv:3", "factor", ">= 0"}});
+  add({"rate_table_late_start", "a rate table whose first row is not at time 0",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time_s,factor\n3600,1\n"}},
+       {"run", "run.toml"}, 1, {"rates.csv:2", "time_s", "time_s = 0"}});
+  add({"rate_table_all_zero", "a rate table whose factors are all 0",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time_s,factor\n0,0\n10,0\n"}},
+       {"run", "run.toml"}, 1, {"rates.csv:3", "every factor is 0"}});
+  add({"rate_table_missing", "a missing rate table", {{"run.toml", poisson_config(table_profile)}},
+       {"run", "run.toml"}, 2, {"workload.rate_profile.path", "rates.csv"}});
+  add({"rate_table_ends_at_zero", "a workload that outlasts a rate table ending at factor 0",
+       {{"run.toml", poisson_config(table_profile)}, {"rates.csv", "time_s,factor\n0,1\n1,0\n"}},
+       {"run", "run.toml"}, 1, {"never sent", "rates.csv", "max_requests"}});
+  add({"rate_profile_closed_loop", "a rate profile on closed-loop clients",
+       {{"run.toml", std::string("[workload]\nkind = \"synthetic\"\n[workload.prompt]\nkind = \"fixed\"\nvalue = 100\n"
+                                 "[workload.output]\nkind = \"fixed\"\nvalue = 10\n[workload.arrival]\nkind = "
+                                 "\"closed_loop\"\nconcurrency = 2\nrequests = 20\n[workload.rate_profile]\nkind = "
+                                 "\"sinusoid\"\namplitude = 0.5\n") +
+                         kModelGpu}},
+       {"run", "run.toml"}, 2, {"workload.rate_profile", "closed_loop", "open-loop"}});
   return c;
 }
 
