@@ -30,6 +30,7 @@
 #include "traces/length_file.h"
 #include "traces/line_reader.h"
 #include "traces/mooncake_jsonl.h"
+#include "traces/rate_profile.h"
 
 namespace servesim::testing {
 namespace {
@@ -662,6 +663,45 @@ void fuzz_command_line(std::string_view data, const std::string& scratch) {
     expect(ch >= 0x20 && ch != 0x7f, [&] { return "a control character in the message: " + printable_for_oracle(last); });
 }
 
+// A rate table (traces/rate_profile.cc): a mode byte (bit 0: step, bit 1: repeat), then the CSV. Refused:
+// the error names the file. Accepted: factors are >= 0, the integral never decreases, and the inverse
+// of the integral is non-decreasing and consistent with it (F(F^-1(s)) = s to rounding).
+void fuzz_rate_table(std::string_view data, const std::string& scratch) {
+  if (data.empty()) return;
+  const auto mode = static_cast<unsigned char>(data[0]);
+  write_file(scratch, data.substr(1));
+  const std::string toml = "[p]\nkind = \"table\"\npath = " + core::toml_quote(scratch) + "\ninterpolation = \"" +
+                           ((mode & 1) ? "step" : "linear") + "\"\nrepeat = " + ((mode & 2) ? "true" : "false") + "\n";
+  const std::vector<core::ParamSpec> schema = {
+      core::ParamSpec::section("p", "rate_profiles", "", "the rate profile under test")};
+  std::unique_ptr<traces::RateProfile> profile;
+  try {
+    const core::Params p = core::parse_config(toml, "fuzz.toml", schema);
+    profile = traces::rate_profile_registry().make(p.section("p"));
+  } catch (const core::ConfigError& e) {
+    expect(std::string(e.what()).find("empty path") != std::string::npos,
+           [&] { return std::string("a written file refused with a configuration error: ") + e.what(); });
+    return;
+  } catch (const core::Error& e) {
+    expect_names_file(e, scratch);
+    return;
+  }
+  double last_t = 0, last_f = 0;
+  for (double s : {0.0, 1e-9, 1e-3, 0.5, 1.0, 7.0, 60.0, 3600.0, 86400.0, 1e6, 1e8}) {
+    const double t = profile->inverse(s);
+    expect(t >= last_t, [&] { return "inverse decreases at s = " + core::format_double(s); });
+    if (!std::isfinite(t)) break;
+    last_t = t;
+    const double f = profile->integral(t);
+    expect(f >= last_f - 1e-9 * std::max(1.0, f), [&] { return "the integral decreases at t = " + core::format_double(t); });
+    last_f = f;
+    expect(std::fabs(f - s) <= 1e-6 * std::max(1.0, s), [&] {
+      return "F(F^-1(" + core::format_double(s) + ")) = " + core::format_double(f);
+    });
+    expect(profile->factor(t) >= 0, [&] { return "a negative factor at t = " + core::format_double(t); });
+  }
+}
+
 std::span<const FuzzTarget> fuzz_targets() {
   static const FuzzTarget kTargets[] = {
       {"config", fuzz_config},
@@ -669,6 +709,7 @@ std::span<const FuzzTarget> fuzz_targets() {
       {"mooncake_jsonl", fuzz_mooncake_jsonl},
       {"empirical", fuzz_empirical},
       {"length_file", fuzz_length_file},
+      {"rate_table", fuzz_rate_table},
       {"hf_config", fuzz_hf_config},
       {"calibration_profile", fuzz_calibration_profile},
       {"operator_csv", fuzz_operator_csv},
