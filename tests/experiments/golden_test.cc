@@ -56,6 +56,8 @@ std::vector<Example> examples() {
       {"workloads_closed_loop_azure_lengths",
        {"run", "experiments/workloads/closed_loop_azure_lengths.toml", "--set", "workload.client_timeout_s=2"},
        true},
+      // Issue 17's day: a Poisson rate following a diurnal sinusoid over 24 simulated hours.
+      {"workloads_diurnal", {"run", "experiments/workloads/diurnal.toml"}, false},
       // MoE, MLA and fp8 models, under the invariant checker.
       {"sweep_models", {"sweep", "experiments/sweeps/models.toml", "--jobs", "2", "--quiet", "--check"}, false},
       // Speculative decoding (MTP, a draft model) across load on DeepSeek-V3, under the checker.
