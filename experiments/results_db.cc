@@ -343,7 +343,15 @@ MergeStats merge_databases(const std::string& out, const std::vector<std::string
       // So does class_stats with the first run that has request classes.
       if (has(merged_tables(main, "src"), "class_stats") && !has(merged_tables(main, "main"), "class_stats")) {
         main.exec(metrics::class_schema());
-        main.exec("PRAGMA main.user_version = 6");
+        main.exec("PRAGMA main.user_version = 7");
+      }
+      // And the requests' class column (schema version 7): rows of runs without classes hold NULL.
+      {
+        const auto src_cols = columns(main, "src", "requests"), main_cols = columns(main, "main", "requests");
+        if (has(src_cols, "class") && !has(main_cols, "class")) {
+          main.exec("ALTER TABLE main.requests ADD COLUMN class TEXT");
+          main.exec("PRAGMA main.user_version = 7");
+        }
       }
       std::vector<std::string> tables;
       for (const std::string& t : merged_tables(main, "main"))
@@ -356,6 +364,7 @@ MergeStats merge_databases(const std::string& out, const std::vector<std::string
       for (const std::string& table : tables) {
         auto mine = columns(main, "main", table), theirs = columns(main, "src", table);
         std::set<std::string> a(mine.begin(), mine.end()), b(theirs.begin(), theirs.end());
+        if (table == "requests" && !b.count("class")) a.erase("class");  // a shard without classes
         if (a != b)
           throw core::Error(in + ": its table '" + table + "' has columns (" + column_list(theirs) + "), " + out +
                             " has (" + column_list(mine) + "): written by another servesim version");
@@ -375,7 +384,9 @@ MergeStats merge_databases(const std::string& out, const std::vector<std::string
       const int64_t added = main.execAndGet("SELECT COUNT(*) FROM temp.new_points").getInt64();
       const int64_t theirs = main.execAndGet("SELECT COUNT(*) FROM src.points").getInt64();
       for (const std::string& std_table : tables) {
-        const auto table_columns = columns(main, "main", std_table);
+        auto table_columns = columns(main, "main", std_table);
+        if (std_table == "requests" && !has(columns(main, "src", "requests"), "class"))
+          table_columns.erase(std::remove(table_columns.begin(), table_columns.end(), "class"), table_columns.end());
         const std::string cols = column_list(table_columns);
         std::string where, order;
         if (std_table == "points" || std_table == "point_settings") {

@@ -913,6 +913,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   result.info.seed = seed;
   result.info.version = SERVESIM_VERSION;
   result.info.run_id = outputs.run_id;
+  for (const auto& c : source->classes()) result.info.class_names.push_back(c.name);
   for (auto* s : sink_ptrs) s->begin_run(result.info);
 
   // ---- Run.

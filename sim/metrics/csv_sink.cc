@@ -28,6 +28,14 @@ static std::string number(double v, bool integer) {
 
 namespace {
 
+// requests.csv's columns; a directory that holds a run with request classes has one more, `class`
+// (the class's name; empty in the rows of runs without classes).
+constexpr const char* kRequestsHeader =
+    "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,"
+    "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo,cached_tokens,decode_replica,kv_transfer_bytes,"
+    "engine_first_token_ns,engine_finish_ns,stage";
+constexpr const char* kClassColumn = ",class";
+
 std::string runs_header() {
   std::string header = "run_id,config_hash,seed,version,config";
   for (const auto& v : flatten(RunSummary{})) header += "," + v.name;
@@ -113,10 +121,7 @@ void CsvSink::begin_run(RunInfo& info) {
   info_ = info;
   next_request_ = 0;
   pending_requests_.clear();
-  open_table(requests_, "requests.csv",
-             "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,"
-             "finish_ns,ttft_ms,tpot_ms,e2e_ms,preemptions,meets_slo,cached_tokens,decode_replica,kv_transfer_bytes,"
-             "engine_first_token_ns,engine_finish_ns,stage");
+  open_table(requests_, "requests.csv", kRequestsHeader);
   open_table(samples_, "replica_timeseries.csv",
              "run_id,replica,time_ns,queued,running,kv_blocks_used,kv_blocks_total");
   std::string stats_header = "run_id,replica,role,gpu";
@@ -149,7 +154,14 @@ void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m)
   if (completed) o << r.first_token.ns() << ',' << r.finish.ns();
   else if (timed_out) o << ',' << r.finish.ns();
   else o << ',';
-  o << ',' << r.stage << '\n';
+  o << ',' << r.stage;
+  if (!info_.class_names.empty()) {
+    if (r.request_class >= info_.class_names.size())
+      throw core::Error("internal: request " + std::to_string(r.id) + " has class " + std::to_string(r.request_class) +
+                        " of " + std::to_string(info_.class_names.size()));
+    o << ',' << info_.class_names[r.request_class];  // names hold no comma, quote or control character
+  }
+  o << '\n';
   // Rows in request-id order: hold this one until every earlier request has finished.
   if (r.id != next_request_) {
     pending_requests_.emplace(r.id, o.str());
@@ -211,20 +223,28 @@ void CsvSink::stage(const RunSummary& summary) {
         target.string(), "a servesim " + t->name, [header](std::string_view head) {
           return head.substr(0, std::min(head.size(), header.size())) == header.substr(0, head.size());
         });
-    std::ostream& out = t->next->stream();
-    out << header << '\n';
     std::ifstream old(target, std::ios::binary);
-    std::string line;
-    if (old && std::getline(old, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line != header)
+    std::string line, old_header;
+    const bool has_old = old && std::getline(old, old_header);
+    if (has_old && !old_header.empty() && old_header.back() == '\r') old_header.pop_back();
+    // requests.csv gains the class column with the first run that has classes; rows without a class
+    // (earlier runs, or this one) get an empty field there.
+    const bool requests = t == &requests_;
+    const bool old_class = requests && has_old && old_header == header + kClassColumn;
+    const bool class_column = requests && (old_class || !info_.class_names.empty());
+    const std::string old_pad = class_column && !old_class ? "," : "";
+    const std::string new_pad = class_column && info_.class_names.empty() ? "," : "";
+    std::ostream& out = t->next->stream();
+    out << header << (class_column ? kClassColumn : "") << '\n';
+    if (has_old) {
+      if (old_header != header && !old_class)
         throw core::Error(target.string() + ": has other columns than this version writes; use another --csv directory");
       // Rows of runs runs.csv names; others are left over from a process killed while publishing.
       while (std::getline(old, line))
-        if (ids.count(leading_id(line))) out << line << '\n';
+        if (ids.count(leading_id(line))) out << line << old_pad << '\n';
     }
     std::ifstream staged(t->staged, std::ios::binary);
-    while (std::getline(staged, line)) out << prefix << line << '\n';
+    while (std::getline(staged, line)) out << prefix << line << new_pad << '\n';
     t->next->finish();
   }
   std::ostringstream row;

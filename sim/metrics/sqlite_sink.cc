@@ -27,9 +27,12 @@ namespace {
 // spec_accepted_tokens); 6: request classes (table class_stats, created with the first run that has
 // [[workload.classes]]; outcome rejected_admission). A version-5 database has the layout of a
 // version-6 one without classes, so it is written into as it is (and keeps its user_version until
-// a run brings a table it lacks).
-constexpr int kSchemaVersion = 6;
-constexpr int kClasslessVersion = 5;
+// a run brings a table it lacks). 7: the requests' class (requests.class, TEXT, the class's name),
+// a column added (ALTER TABLE) with the first run that has classes: a database that never holds
+// such a run keeps the version-6 layout, and rows of runs without classes hold NULL there.
+// Versions 5 and 6 are written into as they are and become 7 with their first run with classes.
+constexpr int kSchemaVersion = 7;
+constexpr int kOldestCompatibleVersion = 5;
 
 std::string runs_columns_sql() {
   std::string cols =
@@ -171,7 +174,7 @@ SqliteSink::SqliteSink(const std::string& path) : path_(path) {
     db_->exec("PRAGMA busy_timeout = 60000");
     const int version = db_->execAndGet("PRAGMA user_version").getInt();
     const bool has_runs = db_->tableExists("runs");
-    if (has_runs && version != kSchemaVersion && version != kClasslessVersion)
+    if (has_runs && (version > kSchemaVersion || version < kOldestCompatibleVersion))
       throw core::Error(path + ": holds results of another servesim database layout (user_version " +
                         std::to_string(version) + ", this version writes " + std::to_string(kSchemaVersion) +
                         "); write to a new file with --db");
@@ -209,12 +212,22 @@ void SqliteSink::begin_run(RunInfo& info) {
     run_id_ = db_->getLastInsertRowid();
     info.run_id = run_id_;
     core::crash_point("sqlite.run_begun");
+    class_names_ = info.class_names;
+    if (!class_names_.empty()) {
+      // Within the run's transaction: the column comes with the first run with classes.
+      bool has_class = false;
+      SQLite::Statement cols(*db_, "SELECT name FROM pragma_table_info('requests')");
+      while (cols.executeStep()) has_class = has_class || cols.getColumn(0).getString() == "class";
+      if (!has_class) db_->exec("ALTER TABLE requests ADD COLUMN class TEXT");
+      db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    }
     insert_request_ = std::make_unique<SQLite::Statement>(
         *db_,
-        "INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, arrival_ns, "
-        "first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo, cached_tokens, "
-        "decode_replica, kv_transfer_bytes, engine_first_token_ns, engine_finish_ns, stage) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        std::string("INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, "
+                    "arrival_ns, first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo, "
+                    "cached_tokens, decode_replica, kv_transfer_bytes, engine_first_token_ns, engine_finish_ns, stage") +
+            (class_names_.empty() ? ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                                  : ", class) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert_sample_ = std::make_unique<SQLite::Statement>(
         *db_,
         "INSERT INTO replica_timeseries (run_id, replica, time_ns, queued, running, kv_blocks_used, "
@@ -252,6 +265,12 @@ void SqliteSink::add_request(const core::RequestRecord& r, const RequestMetrics&
       for (int i : {8, 9, 10, 11, 12, 18, 19}) st.bind(i);
     }
     st.bind(20, static_cast<int64_t>(r.stage));
+    if (!class_names_.empty()) {
+      if (r.request_class >= class_names_.size())
+        throw core::Error("internal: request " + std::to_string(r.id) + " has class " + std::to_string(r.request_class) +
+                          " of " + std::to_string(class_names_.size()));
+      st.bindNoCopy(21, class_names_[r.request_class]);
+    }
     st.bind(13, static_cast<int64_t>(r.preemptions));
     st.bind(14, m.meets_slo ? 1 : 0);
     st.bind(15, r.cached_tokens);

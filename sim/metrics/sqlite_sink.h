@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sim/metrics/sink.h"
 
@@ -61,6 +62,7 @@ class SqliteSink final : public ResultSink {
   std::unique_ptr<SQLite::Database> db_;
   std::unique_ptr<SQLite::Transaction> tx_;
   bool fleet_tables_ = false;  // created in this run's transaction (or before)
+  std::vector<std::string> class_names_;  // this run's request classes (empty: no class column written)
   void fleet_tables();
   std::unique_ptr<SQLite::Statement> insert_request_;
   std::unique_ptr<SQLite::Statement> insert_sample_;

@@ -38,6 +38,9 @@ struct RunInfo {
   uint64_t seed = 0;
   std::string version;
   int64_t run_id = 0;        // assigned by the first sink that numbers runs
+  // The workload's request classes by index (RequestRecord::request_class); empty without classes.
+  // With classes, the per-request outputs carry a `class` column (the name).
+  std::vector<std::string> class_names;
 };
 
 // A named number of the results.

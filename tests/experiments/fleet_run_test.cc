@@ -1,12 +1,18 @@
 // Fault injection end to end ([faults], issue 17): configuration errors that name the key, the
-// fleet tables in the results database, runs without faults unchanged, the example file.
+// fleet tables in the results database, runs without faults unchanged, the example file; request
+// classes in class_stats and in the per-request outputs.
 #include <gtest/gtest.h>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "traces/arrival_source.h"
 #include "tests/test_paths.h"
 
 namespace servesim::experiments {
@@ -132,7 +138,7 @@ TEST(FleetRunTest, ClassStatsAddUpToTheRequestsTable) {
   text.replace(text.find("rate = 30.0"), 11, "rate = 90.0");  // overload: the queues fill and shed
   const RunResult r = run_simulation(core::parse_config(text, "c.toml", run_schema()), RunOutputs{db, ""});
   SQLite::Database d(db, SQLite::OPEN_READONLY);
-  EXPECT_EQ(d.execAndGet("PRAGMA user_version").getInt(), 6);
+  EXPECT_EQ(d.execAndGet("PRAGMA user_version").getInt(), 7);
   EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM class_stats").getInt64(), 2);
   EXPECT_EQ(d.execAndGet("SELECT SUM(requests) FROM class_stats").getInt64(), 400);
   const int64_t shed = d.execAndGet("SELECT SUM(rejected_admission) FROM class_stats").getInt64();
@@ -159,6 +165,66 @@ TEST(FleetRunTest, ClassStatsAddUpToTheRequestsTable) {
   run_simulation(core::parse_config(kBase, "p.toml", run_schema()), RunOutputs{plain, ""});
   SQLite::Database p(plain, SQLite::OPEN_READONLY);
   EXPECT_FALSE(p.tableExists("class_stats"));
+}
+
+// The per-request outputs name each request's class (requests.class in the database, the class
+// column of requests.csv), against the classes the workload generated: the same workload built on
+// its own and drained gives the oracle, request by request; the counts per class follow, and each is
+// its class_stats requests. Runs without classes keep the requests layout they had.
+TEST(FleetRunTest, RequestRowsNameTheirClass) {
+  TempDir dir;
+  const std::string text = std::string(kBase) +
+                           "[[workload.classes]]\nname = \"premium\"\nshare = 1\n"
+                           "[[workload.classes]]\nname = \"batch\"\nshare = 3\n";
+  const core::Params config = core::parse_config(text, "c.toml", run_schema());
+  std::vector<std::string> generated;
+  {
+    auto source = traces::workload_registry().make(config.section("workload"), 5);  // the run's seed
+    traces::RequestSpec spec;
+    while (source->next(spec)) generated.push_back(spec.request_class == 0 ? "premium" : "batch");
+  }
+  ASSERT_EQ(generated.size(), 400u);
+  const std::string db = dir.file("c.db"), csv = dir.file("csv");
+  run_simulation(config, RunOutputs{db, csv});
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  SQLite::Statement st(d, "SELECT request_id, class FROM requests ORDER BY request_id");
+  size_t rows = 0;
+  while (st.executeStep()) {
+    const size_t id = static_cast<size_t>(st.getColumn(0).getInt64());
+    ASSERT_LT(id, generated.size());
+    EXPECT_EQ(st.getColumn(1).getString(), generated[id]) << "request " << id;
+    ++rows;
+  }
+  EXPECT_EQ(rows, generated.size());
+  for (const char* c : {"premium", "batch"}) {
+    const int64_t want = std::count(generated.begin(), generated.end(), c);
+    EXPECT_EQ(d.execAndGet(std::string("SELECT COUNT(*) FROM requests WHERE class = '") + c + "'").getInt64(), want) << c;
+    EXPECT_EQ(d.execAndGet(std::string("SELECT requests FROM class_stats WHERE class = '") + c + "'").getInt64(), want) << c;
+  }
+  // The mix as configured: premium is a quarter of the requests, within 6 binomial standard
+  // deviations (400 x 1/4 x 3/4 = 75, sd 8.7).
+  const int64_t premium = std::count(generated.begin(), generated.end(), "premium");
+  EXPECT_NEAR(static_cast<double>(premium), 100.0, 6 * std::sqrt(75.0));
+  // requests.csv: the last column is the class, row by row in request order.
+  std::ifstream in(csv + "/requests.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.substr(line.rfind(',')), ",class");
+  size_t k = 0;
+  while (std::getline(in, line)) {
+    ASSERT_LT(k, generated.size());
+    EXPECT_EQ(line.substr(line.rfind(',') + 1), generated[k]) << "row " << k;
+    ++k;
+  }
+  EXPECT_EQ(k, generated.size());
+  // Without classes the requests table and requests.csv have no class column.
+  const std::string plain = dir.file("p.db"), plain_csv = dir.file("pcsv");
+  run_simulation(core::parse_config(kBase, "p.toml", run_schema()), RunOutputs{plain, plain_csv});
+  SQLite::Database p(plain, SQLite::OPEN_READONLY);
+  EXPECT_EQ(p.execAndGet("SELECT COUNT(*) FROM pragma_table_info('requests') WHERE name = 'class'").getInt(), 0);
+  std::ifstream pin(plain_csv + "/requests.csv");
+  ASSERT_TRUE(std::getline(pin, line));
+  EXPECT_EQ(line.substr(line.rfind(',')), ",stage");
 }
 
 TEST(FleetRunTest, ExampleTwoClassBurstRunsWithTheCheckerWithAndWithoutShedding) {

@@ -402,7 +402,7 @@ TEST(SqliteSinkTest, TimedOutRowsAndStages) {
   EXPECT_EQ(st.getColumn(5).getInt(), 1);
   EXPECT_EQ(st.getColumn(6).getInt64(), 4'000'000'000);
   EXPECT_EQ(st.getColumn(7).getInt(), 2);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
 }
 
 // Schema version 6 (request classes): a version-5 database, the same layout without class_stats,
@@ -445,12 +445,67 @@ TEST(SqliteSinkTest, VersionFiveDatabasesTakeRunsWithClasses) {
     sink.end_run(s);
   }
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 6);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
   EXPECT_EQ(count(db, "runs"), 3);
   EXPECT_EQ(db.execAndGet("SELECT run_id FROM class_stats WHERE class = 'premium'").getInt(), 3);
   EXPECT_EQ(db.execAndGet("SELECT requests FROM class_stats").getInt(), 3);
   EXPECT_TRUE(db.execAndGet("SELECT ttft_slo_ms FROM class_stats").isNull());
   EXPECT_EQ(db.execAndGet("SELECT tpot_slo_ms FROM class_stats").getDouble(), 50);
+}
+
+// Schema version 7: the requests' class column comes with the first run that has request classes
+// (its rows name their class); rows of runs without classes hold NULL, and a database that never
+// holds a run with classes keeps the requests layout it had. A version-6 database takes the column.
+TEST(SqliteSinkTest, RequestsNameTheirClassOnceARunHasClasses) {
+  testing::TempDir dir;
+  const std::string path = dir.file("c.db");
+  auto has_class_column = [&] {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    SQLite::Statement cols(db, "SELECT name FROM pragma_table_info('requests')");
+    bool found = false;
+    while (cols.executeStep()) found = found || cols.getColumn(0).getString() == "class";
+    return found;
+  };
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.add_request(completed(0, 0, 1, 2, 3), RequestMetrics{});
+    sink.end_run(RunSummary{});
+  }
+  EXPECT_FALSE(has_class_column());
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    db.exec("PRAGMA user_version = 6");
+  }
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    i.class_names = {"premium", "batch"};
+    sink.begin_run(i);
+    core::RequestRecord a = completed(0, 0, 1, 2, 3), b = completed(1, 0, 1, 2, 3), c = completed(2, 0, 1, 2, 3);
+    a.request_class = 1;
+    b.request_class = 0;
+    c.request_class = 1;
+    for (const auto& r : {a, b, c}) sink.add_request(r, RequestMetrics{});
+    sink.end_run(RunSummary{});
+  }
+  EXPECT_TRUE(has_class_column());
+  {
+    SqliteSink sink(path);  // a run without classes after it
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.add_request(completed(0, 0, 1, 2, 3), RequestMetrics{});
+    sink.end_run(RunSummary{});
+  }
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
+  SQLite::Statement st(db, "SELECT run_id, request_id, class FROM requests ORDER BY run_id, request_id");
+  std::vector<std::string> rows;
+  while (st.executeStep())
+    rows.push_back(std::to_string(st.getColumn(0).getInt()) + "/" + std::to_string(st.getColumn(1).getInt()) + "/" +
+                   (st.getColumn(2).isNull() ? std::string("NULL") : st.getColumn(2).getString()));
+  EXPECT_EQ(rows, (std::vector<std::string>{"1/0/NULL", "2/0/batch", "2/1/premium", "2/2/batch", "3/0/NULL"}));
 }
 
 TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
@@ -520,6 +575,35 @@ TEST(CsvSinkTest, AppendsRunsAndDropsUnfinishedOnes) {
   EXPECT_NE(runs.find("\"seed = 1\n[x]\nname = \"\"a,b\"\"\n\""), std::string::npos) << runs;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
     EXPECT_NE(entry.path().filename().string().front(), '.') << "a staging file was left: " << entry.path();
+}
+
+// requests.csv gains a `class` column with the first run that has request classes: earlier rows and
+// rows of later runs without classes get an empty field there; without classes the header is as before.
+TEST(CsvSinkTest, RequestsNameTheirClassOnceARunHasClasses) {
+  testing::TempDir dir;
+  const std::string base =
+      "run_id,request_id,replica,outcome,prompt_tokens,output_tokens,arrival_ns,first_token_ns,finish_ns,ttft_ms,"
+      "tpot_ms,e2e_ms,preemptions,meets_slo,cached_tokens,decode_replica,kv_transfer_bytes,engine_first_token_ns,"
+      "engine_finish_ns,stage";
+  auto run = [&](std::vector<std::string> classes, std::vector<uint16_t> of) {
+    CsvSink sink(dir.path());
+    RunInfo i = info();
+    i.class_names = std::move(classes);
+    sink.begin_run(i);
+    for (size_t k = 0; k < of.size(); ++k) {
+      core::RequestRecord r = completed(k, 0, 1, 2, 3);
+      r.request_class = of[k];
+      sink.add_request(r, RequestMetrics{1000, 500.0, 2000, true});
+    }
+    sink.end_run(RunSummary{});
+  };
+  const std::string row = ",0,completed,100,3,0,1000000000,2000000000,1000,500,2000,0,1,0,0,0,1000000000,2000000000,0";
+  run({}, {0});
+  EXPECT_EQ(slurp(dir.file("requests.csv")), base + "\n1,0" + row + "\n");
+  run({"premium", "batch"}, {1, 0});
+  run({}, {0});
+  EXPECT_EQ(slurp(dir.file("requests.csv")), base + ",class\n1,0" + row + ",\n2,0" + row + ",batch\n2,1" + row +
+                                                 ",premium\n3,0" + row + ",\n");
 }
 
 }  // namespace
