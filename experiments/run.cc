@@ -266,6 +266,30 @@ const std::vector<core::ParamSpec>& run_schema() {
           "fault injection: replica failures (given times or MTBF/MTTR) and stragglers (unified clusters)")
           .optional(),
       ParamSpec::table(
+          "retries",
+          {
+              ParamSpec::integer("max_attempts", 1, "attempts",
+                                 "attempts per client request, the first included (1 = no retries; the OpenAI "
+                                 "Python client's default max_retries = 2 is 3 attempts)")
+                  .range(1, 100),
+              ParamSpec::real("backoff_s", 0.5, "s", "delay before the first retry, from when the client learns of the failure")
+                  .range(0, 1e9),
+              ParamSpec::real("multiplier", 2, "", "each further retry waits this many times longer (exponential back-off)")
+                  .range(1, 1000),
+              ParamSpec::real("max_backoff_s", 8, "s", "the longest delay before a retry (before jitter)").range(0, 1e9),
+              ParamSpec::real("jitter", 0.25, "fraction",
+                              "each delay is multiplied by (1 - jitter x U), U uniform in [0, 1) (stream 'retries' of "
+                              "the run's seed): 0 = none, 1 = full jitter")
+                  .range(0, 1),
+              ParamSpec::boolean("after_timeout", true, "retry a request whose client timed out (workload client_timeout_s)"),
+              ParamSpec::boolean("after_shed", true, "retry a request shed by admission control (HTTP 429/503)"),
+              ParamSpec::boolean("after_failure", true,
+                                 "retry a request lost with a failed replica ([faults] on_failure = \"fail\")"),
+          },
+          "client retries: a failed request (timed out, shed, lost with a replica) is sent again as a new request "
+          "after an exponential back-off (open-loop workloads); requests that can never fit are not retried")
+          .optional(),
+      ParamSpec::table(
           "output",
           {
               ParamSpec::real("sample_interval_ms", 1000, "ms",
@@ -739,6 +763,34 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   return plan;
 }
 
+// [retries]: client retries, for open-loop workloads.
+sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource& source, uint64_t seed) {
+  sim::RetryPolicy policy;
+  if (!config.has("retries")) return policy;
+  const core::Params& r = config.section("retries");
+  policy.max_attempts = static_cast<uint32_t>(r.get_int("max_attempts"));
+  policy.backoff_s = r.get_float("backoff_s");
+  policy.multiplier = r.get_float("multiplier");
+  policy.max_backoff_s = r.get_float("max_backoff_s");
+  policy.jitter = r.get_float("jitter");
+  policy.after_timeout = r.get_bool("after_timeout");
+  policy.after_shed = r.get_bool("after_shed");
+  policy.after_failure = r.get_bool("after_failure");
+  policy.seed = seed;
+  if (policy.max_backoff_s < policy.backoff_s)
+    r.fail("max_backoff_s", "max_backoff_s (" + core::format_double(policy.max_backoff_s) +
+                                ") is below backoff_s (" + core::format_double(policy.backoff_s) +
+                                "): the first retry would already wait longer than the longest back-off");
+  if (policy.any() && source.closed_loop())
+    r.fail("max_attempts", "client retries are modelled for open-loop workloads; a closed-loop workload's client "
+                           "waits for its answer before sending its next request (set max_attempts = 1 or use an "
+                           "open-loop arrival process)");
+  if (policy.any() && !policy.after_timeout && !policy.after_shed && !policy.after_failure)
+    r.fail("max_attempts", "retries are on but after_timeout, after_shed and after_failure are all false: nothing "
+                           "would be retried");
+  return policy;
+}
+
 }  // namespace
 
 RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) {
@@ -886,6 +938,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   }
 
   const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed);
+  const sim::RetryPolicy retry_policy = retries(config, *source, seed);
+  collector_cfg.retries = retry_policy.any();
 
   if (outputs.build_only) return result;
 
@@ -960,6 +1014,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   }
 
   cluster.set_faults(fault_plan);
+  cluster.set_retries(retry_policy);
   if (admission) cluster.set_admission(std::move(admission));
 
   const auto wall_start = std::chrono::steady_clock::now();

@@ -224,7 +224,7 @@ void Cluster::fail_request(RequestId id) {
   requests_.erase(id);
   ++counters_.failed;
   if (closed_loop_) source_.request_done(rec.id, sim_.now());
-  observer_.on_request_done(rec);
+  client_done(rec);
   if (closed_loop_) poll_source();
 }
 

@@ -175,5 +175,44 @@ TEST(FleetRunTest, ExampleTwoClassBurstRunsWithTheCheckerWithAndWithoutShedding)
   EXPECT_EQ(shed.summary.classes[0].requests + shed.summary.classes[1].requests, shed.summary.requests_total);
 }
 
+// Client retries (issue 17) on the two-class burst with a 15 s client time-out: the same client
+// requests as without retries, every retry a request of its own (a row, a request_retried event),
+// and the retry storm after the burst: the attempts sent in the 25 s after it are well over what
+// the clients send there by themselves.
+TEST(FleetRunTest, RetriesAfterTheBurstAddLoadAndAreCountedPerClientRequest) {
+  TempDir dir;
+  const std::string path = servesim::testing::source_dir() + "/experiments/fleet/two_class_burst.toml";
+  const std::string plain_db = dir.file("plain.db"), retry_db = dir.file("retry.db");
+  RunOutputs plain_out{plain_db, ""}, retry_out{retry_db, ""};
+  plain_out.check = retry_out.check = true;
+  const RunResult plain = run_simulation(load_run_config(path, {"workload.client_timeout_s=15"}), plain_out);
+  const RunResult retry =
+      run_simulation(load_run_config(path, {"workload.client_timeout_s=15", "retries.max_attempts=3"}), retry_out);
+  EXPECT_TRUE(plain.summary.fleet.empty());  // no retries, no faults: no fleet figures
+  auto metric = [&](const char* name) {
+    for (const auto& v : retry.summary.fleet)
+      if (v.name == name) return v.value;
+    ADD_FAILURE() << name << " missing";
+    return -1.0;
+  };
+  EXPECT_EQ(metric("client_requests"), static_cast<double>(plain.summary.requests_total));
+  EXPECT_EQ(metric("client_requests") + metric("retry_attempts"), static_cast<double>(retry.summary.requests_total));
+  EXPECT_EQ(metric("client_completed") + metric("client_gave_up"), metric("client_requests"));
+  EXPECT_GT(metric("retry_attempts"), 0);
+  SQLite::Database d(retry_db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'request_retried'").getInt64(),
+            static_cast<int64_t>(metric("retry_attempts")));
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind <> 'request_retried'").getInt64(), 0);
+  // Every failed attempt (here: timed out) is either retried or its client's last word.
+  EXPECT_EQ(static_cast<double>(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'timed_out'").getInt64()),
+            metric("retry_attempts") + metric("client_gave_up"));
+  EXPECT_EQ(static_cast<double>(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'completed'").getInt64()),
+            metric("client_completed"));
+  SQLite::Database p(plain_db, SQLite::OPEN_READONLY);
+  const char* after = "SELECT COUNT(*) FROM requests WHERE arrival_ns >= 35000000000 AND arrival_ns < 60000000000";
+  const int64_t own = p.execAndGet(after).getInt64(), sent = d.execAndGet(after).getInt64();
+  EXPECT_GT(sent, own * 3 / 2) << own << " sent by the clients, " << sent << " attempts with retries";
+}
+
 }  // namespace
 }  // namespace servesim::experiments
