@@ -242,7 +242,13 @@ const std::vector<core::ParamSpec>& run_schema() {
                   {
                       ParamSpec::integer("replica", 0, "", "the replica (0-based, as in replica_stats)")
                           .range(0, 1 << 20)
-                          .required(),
+                          .optional(),
+                      ParamSpec::integer("node", 0, "",
+                                         "kind = \"fail\" instead of replica: every replica with a GPU on this node "
+                                         "(0-based; GPUs fill nodes of network.gpus_per_node in replica order) fails "
+                                         "at once")
+                          .range(0, 1 << 20)
+                          .optional(),
                       ParamSpec::real("at_s", 0, "s", "when it happens (simulated seconds from the start)")
                           .range(0, 1e12)
                           .required(),
@@ -721,7 +727,8 @@ sim::TopologyConfig topology_config(const core::Params& net, const hwmodels::Gpu
 }
 
 // [faults]: fault injection, checked against the cluster it applies to.
-sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed) {
+sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed,
+                      const std::vector<std::vector<int64_t>>& placement, int64_t gpus_per_node) {
   sim::FaultPlan plan;
   if (!config.has("faults")) return plan;
   const core::Params& f = config.section("faults");
@@ -740,7 +747,33 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   if (f.has("events")) {
     for (const core::Params& e : f.list("events")) {
       sim::FaultEvent ev;
-      const int64_t r = e.get_int("replica");
+      if (e.has("replica") == e.has("node"))
+        e.fail(e.has("node") ? "node" : "replica",
+               "give the replica that fails or the node whose replicas fail (one of replica and node)");
+      if (e.has("node")) {
+        // Every replica with a GPU on the node (GPUs fill nodes in replica order).
+        const int64_t node = e.get_int("node");
+        const int64_t nodes = placement.empty() || placement.back().empty()
+                                  ? 1
+                                  : placement.back().back() / gpus_per_node + 1;
+        std::vector<uint32_t> on;
+        for (size_t i = 0; i < placement.size(); ++i)
+          for (int64_t g : placement[i])
+            if (g / gpus_per_node == node) {
+              on.push_back(static_cast<uint32_t>(i));
+              break;
+            }
+        if (on.empty())
+          e.fail("node", "node " + std::to_string(node) + " does not exist: the cluster's replicas fill " +
+                             std::to_string(nodes) + (nodes == 1 ? " node (0)" : " nodes (0 to " +
+                             std::to_string(nodes - 1) + ")") + " of network.gpus_per_node = " +
+                             std::to_string(gpus_per_node) + " GPUs");
+        if (e.get_string("kind") == "slow")
+          e.fail("node", "a node fails (kind = \"fail\"); a straggler is one replica (give replica)");
+        ev.replica = on.front();
+        ev.with.assign(on.begin() + 1, on.end());
+      }
+      const int64_t r = ev.with.empty() && !e.has("node") ? e.get_int("replica") : ev.replica;
       if (r >= replicas)
         e.fail("replica", "replica " + std::to_string(r) + " does not exist: the cluster has " +
                               std::to_string(replicas) + (replicas == 1 ? " replica (0)" : " replicas (0 to " +
@@ -937,7 +970,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     }
   }
 
-  const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed);
+  const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed, placement, gpus_per_node);
   const sim::RetryPolicy retry_policy = retries(config, *source, seed);
   collector_cfg.retries = retry_policy.any();
 

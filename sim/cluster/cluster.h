@@ -81,6 +81,7 @@ struct FaultEvent {
   uint32_t replica = 0;
   core::Time at;
   std::optional<core::Duration> repair;  // kFail: down for this long (unset: for good)
+  std::vector<uint32_t> with;            // kFail: replicas that fail at the same instant (the rest of a node)
   double speed = 1;                      // kSlow: fraction of its speed from `at` on (1 = healthy again)
 };
 struct FaultPlan {
@@ -239,10 +240,14 @@ class Cluster final : public EventHandler,
     uint64_t epoch = 0;                    // kRepair: the failure it ends
     std::optional<core::Duration> repair;  // kFail
     double speed = 1;                      // kSpeed
+    std::vector<uint32_t> with;            // kFail: replicas that go down with it (a node)
   };
   void schedule_fault(core::Time t, const FaultAction& a);
   void on_fault(uint64_t index);
-  void fail_replica(uint32_t i, bool drawn, std::optional<core::Duration> repair);
+  // Takes replica i down (its requests into lost_) and schedules its repair.
+  void take_down(uint32_t i, bool drawn, std::optional<core::Duration> repair);
+  // Routes again (or fails) the requests in lost_, in arrival order.
+  void handle_lost();
   void repair_replica(uint32_t i);
   // A request without a replica (lost, or routed to one that went down): routed again among the
   // replicas that are up, parked when none is but one will be repaired, failed otherwise.
@@ -310,7 +315,9 @@ class Cluster final : public EventHandler,
   std::vector<std::optional<core::Time>> repair_at_;  // per replica while down: when it comes back
   std::deque<RequestId> parked_;
   bool park_timer_pending_ = false;
-  std::vector<RequestId> lost_;              // scratch
+  std::vector<RequestId> lost_;              // scratch: requests lost with failing replicas ...
+  std::vector<uint32_t> lost_from_;          // ... and the replica each was lost with
+  std::vector<size_t> order_;                // scratch
   std::vector<std::pair<int64_t, int64_t>> pairs_;  // scratch
   RetryPolicy retry_;
   core::Rng retry_rng_{0, "retries"};

@@ -100,6 +100,37 @@ TEST(FleetRunTest, FailureIsCountedInTheDatabase) {
   EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome <> 'completed'").getInt64(), 0);
 }
 
+// A node failure from the configuration: four TP-1 replicas on nodes of two GPUs (replicas 0-1 on
+// node 0, 2-3 on node 1); node 1 fails at 5 s for 4 s: replicas 2 and 3 go down together and none
+// of their requests is recomputed on either of them while they are down.
+TEST(FleetRunTest, ANodeFailureTakesTheReplicasOnItDown) {
+  TempDir dir;
+  const std::string db = dir.file("node.db");
+  std::string text = std::string(kBase) + "[network]\ngpus_per_node = 2\n[faults]\n[[faults.events]]\nnode = 1\n"
+                                          "at_s = 5\nrepair_s = 4\n";
+  text.replace(text.find("replicas = 3"), 12, "replicas = 4");
+  RunOutputs out{db, ""};
+  out.check = true;
+  const RunResult r = run_simulation(core::parse_config(text, "node.toml", run_schema()), out);
+  EXPECT_EQ(r.summary.requests_completed, 400u);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("SELECT group_concat(replica) FROM (SELECT replica FROM fleet_events WHERE kind = "
+                         "'replica_down' ORDER BY replica)").getString(),
+            "2,3");
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(DISTINCT time_ns) FROM fleet_events WHERE kind IN ('replica_down', "
+                         "'request_rerouted')").getInt64(), 1);
+  EXPECT_GT(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'request_rerouted'").getInt64(), 0);
+  // Lost on node 1 and recomputed on node 0 (both of node 1's replicas were down until 9 s).
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests r JOIN fleet_events e ON e.request_id = r.request_id "
+                         "WHERE e.kind = 'request_rerouted' AND r.decode_replica >= 2").getInt64(), 0);
+  EXPECT_NE(error_of("[network]\ngpus_per_node = 2\n[faults]\n[[faults.events]]\nnode = 2\nat_s = 1\n")
+                .find("node 2 does not exist: the cluster's replicas fill 2 nodes (0 to 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nnode = 0\nreplica = 1\nat_s = 1\n").find("one of replica and node"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nat_s = 1\n").find("faults.events[0].replica"), std::string::npos);
+}
+
 // A run without [faults] writes no fleet tables (its database keeps the layout it had).
 TEST(FleetRunTest, RunsWithoutFaultsWriteNoFleetTables) {
   TempDir dir;

@@ -42,6 +42,7 @@ struct Draw {
   std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
+  bool node_failure = false;  // one of them a node's
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
   bool priority = false;                     // scheduler policy = "priority"
   bool fair = false;                         // scheduler policy = "fair"
@@ -305,6 +306,13 @@ Draw draw_config(uint64_t seed) {
       }
     }
   }
+  // Node failures (all the replicas of node 0 at once) on a quarter of the fault draws, from their own stream.
+  core::Rng node_rng(seed, "property-nodes");
+  if (d.faults && node_rng.uniform_int(4) == 0) {
+    d.node_failure = true;
+    t += "[[faults.events]]\nnode = 0\nat_s = " + num(std::round(node_rng.uniform() * 400) / 100) + "\n";
+    if (node_rng.uniform_int(2)) t += "repair_s = " + num(std::round(node_rng.uniform() * 300) / 100) + "\n";
+  }
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
@@ -485,7 +493,7 @@ struct Tally {
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
-  uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0;
+  uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -606,6 +614,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.priority_runs += d.priority;
       tally.fair_runs += d.fair;
       tally.retry_runs += d.retries;
+      tally.node_failure_runs += d.node_failure;
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
@@ -669,6 +678,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.replica_failures, kSeeds / 10);
   EXPECT_GT(tally.rerouted, 100u);
   EXPECT_GT(tally.failed, 10u);
+  EXPECT_GT(tally.node_failure_runs, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
   EXPECT_GT(tally.retries, 100u);
@@ -685,7 +695,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.replica_failures
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
