@@ -481,6 +481,13 @@ std::vector<ErrorCase> cases() {
   add({"retries_zero_attempts", "`max_attempts = 0`",
        {{"run.toml", poisson_config("", "[retries]\nmax_attempts = 0\n")}}, run_azure, 2,
        {"run.toml", "retries.max_attempts"}});
+  add({"capacity_headroom_unknown", "an unknown capacity headroom (`headroom = \"gpu\"`)",
+       {{"run.toml", poisson_config("", "[slo]\nttft_ms = 500\n")},
+        {"exp.toml", "base = \"run.toml\"\n[capacity]\nheadroom = \"gpu\"\n"}},
+       {"capacity", "exp.toml", "-q"}, 2, {"exp.toml:3", "capacity.headroom", "\"replica\""}, "", true});
+  add({"capacity_headroom_flag", "`--headroom gpus`",
+       {{"run.toml", poisson_config("", "[slo]\nttft_ms = 500\n")}, {"exp.toml", "base = \"run.toml\"\n"}},
+       {"capacity", "exp.toml", "-q", "--headroom", "gpus"}, 2, {"--headroom", "replica, node or none"}, "", true});
   add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
        {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});
