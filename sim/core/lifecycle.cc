@@ -20,6 +20,7 @@ std::string_view fleet_event_name(FleetEventKind kind) {
     case FleetEventKind::kReplicaUp: return "replica_up";
     case FleetEventKind::kReplicaSpeed: return "replica_speed";
     case FleetEventKind::kRequestRerouted: return "request_rerouted";
+    case FleetEventKind::kRequestRetried: return "request_retried";
   }
   return "unknown";
 }

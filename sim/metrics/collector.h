@@ -31,6 +31,7 @@ struct CollectorConfig {
   std::vector<ReplicaHardware> replicas;
   MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
   core::RequestClasses classes;    // the workload's request classes; empty: no per-class figures
+  bool retries = false;            // clients retry ([retries]): report the clients' view too
 };
 
 // The most replica time-series rows one run makes.
@@ -88,6 +89,12 @@ class MetricsCollector final : public core::LifecycleObserver {
     std::vector<std::optional<core::Time>> down_since;  // per replica
     long double down_ns = 0;  // replica-time spent down
   } fleet_;
+  // With client retries: each client request (its attempts together), from its first send.
+  struct Clients {
+    uint64_t requests = 0, retries = 0, completed = 0, gave_up = 0, meeting_slo = 0;
+    std::vector<double> ttft_ms, e2e_ms;  // completed, from the first send
+  } clients_;
+  void client_done(const core::RequestRecord& r);
   int64_t next_sample_ns_ = 0;
   // The requests in the system (queued + running, all replicas) and the completions over time: the
   // mean requests in the system and the steady-state analysis (steady_state.h); with a custom measurement window also one record per request, since the window is
