@@ -47,6 +47,7 @@ struct Draw {
   bool priority = false;                     // scheduler policy = "priority"
   bool fair = false;                         // scheduler policy = "fair"
   bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
+  bool rate_profile = false;                 // [workload.rate_profile]: a time-varying rate (issue 17)
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -391,6 +392,17 @@ Draw draw_config(uint64_t seed) {
          num(pick(retry_rng, std::vector<double>{0, 0.01, 0.2})) + "\njitter = " +
          num(pick(retry_rng, std::vector<double>{0, 0.25, 1})) + "\n";
   }
+  // A time-varying rate (issue 17) on a quarter of the open-loop draws, from its own stream and last:
+  // a sinusoid of any amplitude whose period is short enough that a run sees it swing.
+  core::Rng profile_rng(seed, "property-rate-profile");
+  if (open_loop && profile_rng.uniform_int(4) == 0) {
+    d.rate_profile = true;
+    const double amplitude = pick(profile_rng, std::vector<double>{0.3, 0.8, 1.0});
+    const double period = 0.5 + std::round(profile_rng.uniform() * 200);
+    const double phase = std::round(profile_rng.uniform() * period);
+    t += "[workload.rate_profile]\nkind = \"sinusoid\"\namplitude = " + num(amplitude) + "\nperiod_s = " + num(period) +
+         "\nphase_s = " + num(phase) + "\n";
+  }
   d.toml = t;
   return d;
 }
@@ -494,6 +506,7 @@ struct Tally {
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
+  uint64_t rate_profile_runs = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -614,6 +627,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.priority_runs += d.priority;
       tally.fair_runs += d.fair;
       tally.retry_runs += d.retries;
+      tally.rate_profile_runs += d.rate_profile;
       tally.node_failure_runs += d.node_failure;
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
@@ -683,6 +697,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
   EXPECT_GT(tally.retries, 100u);
   EXPECT_GT(tally.retried_and_answered, 10u);
+  // Issue 17: open-loop arrivals under a time-varying rate.
+  EXPECT_GT(tally.rate_profile_runs, kSeeds / 20);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
     EXPECT_GE(tally.models[model], kSeeds / 15) << model << " rarely ran";
   for (const char* model : {"gpt-oss-20b (sliding_window = 32)", "qwen3-next-80b-a3b (num_layers = 8)",
@@ -699,7 +715,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
-            << " retries, " << tally.retried_and_answered << " answered); decoding:";
+            << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
+            << " with a time-varying rate; decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";
