@@ -252,6 +252,17 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
     }
     j["classes"] = classes;
   }
+  // Fleet dynamics ([faults], [autoscaler]): the fleet_metrics figures, only in runs that have them.
+  if (!s.fleet.empty()) {
+    nlohmann::ordered_json fleet;
+    for (const auto& v : s.fleet) {
+      if (v.integer)
+        fleet[v.name] = static_cast<int64_t>(v.value);
+      else
+        fleet[v.name] = v.value;
+    }
+    j["fleet"] = fleet;
+  }
   return j;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
@@ -312,6 +313,23 @@ TEST(AutoscaleRunTest, ReplicationsAreTheSameBytesAtAnyJobs) {
     digests.push_back(servesim::testing::dump_results(db, {"config", "version"}));
   }
   EXPECT_EQ(digests[0], digests[1]);
+}
+
+// From the command line: the summary's autoscaling line and the JSON's fleet figures, the GPU-hours
+// provisioned being the run's gpu_hours.
+TEST(AutoscaleRunTest, CommandLineReportsTheProvisionedGpuHours) {
+  const std::string path = servesim::testing::source_dir() + "/experiments/fleet/autoscale.toml";
+  const servesim::testing::Cli text = servesim::testing::cli({"run", path, "--no-db"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("autoscaling  5 replicas provisioned, 3 drained"), std::string::npos) << text.out;
+  const servesim::testing::Cli json = servesim::testing::cli({"run", path, "--no-db", "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(j.contains("fleet")) << json.out;
+  EXPECT_EQ(j["fleet"]["replica_provisions"].get<int64_t>(), 5);
+  EXPECT_EQ(j["fleet"]["replicas_peak"].get<int64_t>(), 6);
+  const auto& summary = j.contains("summary") ? j["summary"] : j;
+  EXPECT_DOUBLE_EQ(j["fleet"]["provisioned_gpu_hours"].get<double>(), summary["gpu_hours"].get<double>());
 }
 
 // An autoscaler whose pool never changes (min = max = the start) costs what a fixed pool does.
