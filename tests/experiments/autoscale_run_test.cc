@@ -332,6 +332,31 @@ TEST(AutoscaleRunTest, CommandLineReportsTheProvisionedGpuHours) {
   EXPECT_DOUBLE_EQ(j["fleet"]["provisioned_gpu_hours"].get<double>(), summary["gpu_hours"].get<double>());
 }
 
+// The side-by-side sweep: the fixed pools' GPU-hours are replicas x run length by hand; the
+// autoscaled ones cost less than the fixed pool of the peak size, and the warm start meets the SLO
+// for more requests than the cold one.
+TEST(AutoscaleRunTest, SweepOfFixedAndAutoscaledPools) {
+  TempDir dir;
+  const std::string db = dir.file("s.db");
+  const servesim::testing::Cli c = servesim::testing::cli(
+      {"sweep", servesim::testing::source_dir() + "/experiments/fleet/autoscale_vs_fixed.toml", "--db", db, "--quiet"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  auto col = [&](const char* name, int run) {
+    SQLite::Statement st(d, std::string("SELECT ") + name + " FROM runs WHERE run_id = ?");
+    st.bind(1, run);
+    EXPECT_TRUE(st.executeStep());
+    return st.getColumn(0).getDouble();
+  };
+  const int fixed_replicas[] = {2, 3, 6};
+  for (int run = 1; run <= 3; ++run)
+    EXPECT_NEAR(col("gpu_hours", run), fixed_replicas[run - 1] * col("sim_seconds", run) / 3600.0, 1e-9) << run;
+  EXPECT_LT(col("gpu_hours", 4), col("gpu_hours", 3));
+  EXPECT_LT(col("gpu_hours", 5), col("gpu_hours", 3));
+  EXPECT_GT(col("slo_attainment", 5), col("slo_attainment", 4));
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(DISTINCT run_id) FROM fleet_events WHERE kind = 'replica_provision'").getInt64(), 2);
+}
+
 // An autoscaler whose pool never changes (min = max = the start) costs what a fixed pool does.
 TEST(AutoscaleRunTest, AFixedAutoscalerMatchesAFixedPool) {
   Recorder rec;
