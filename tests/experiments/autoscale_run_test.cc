@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <vector>
 
@@ -330,6 +331,18 @@ TEST(AutoscaleRunTest, CommandLineReportsTheProvisionedGpuHours) {
   EXPECT_EQ(j["fleet"]["replicas_peak"].get<int64_t>(), 6);
   const auto& summary = j.contains("summary") ? j["summary"] : j;
   EXPECT_DOUBLE_EQ(j["fleet"]["provisioned_gpu_hours"].get<double>(), summary["gpu_hours"].get<double>());
+  // The timeline has the fleet events: 5 provisions, 5 readies, 3 drains, 5 + 3 offs.
+  TempDir dir;
+  const std::string timeline = dir.file("t.json");
+  ASSERT_EQ(servesim::testing::cli({"run", path, "--no-db", "--timeline", timeline, "--timeline-max-events", "1000000"}).code, 0);
+  const auto trace = nlohmann::json::parse(std::ifstream(timeline));
+  std::map<std::string, int> fleet;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("cat", "") == "fleet") ++fleet[e["name"].get<std::string>()];
+  EXPECT_EQ(fleet["replica_provision"], 5);
+  EXPECT_EQ(fleet["replica_ready"], 5);
+  EXPECT_EQ(fleet["replica_drain"], 3);
+  EXPECT_EQ(fleet["replica_off"], 8);
 }
 
 // The side-by-side sweep: the fixed pools' GPU-hours are replicas x run length by hand; the
