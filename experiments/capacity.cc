@@ -338,6 +338,27 @@ std::string capacity_table(const CapacityResult& r) {
   return out;
 }
 
+std::vector<HeadroomPair> headroom_pairs(const std::vector<ConfigurationCapacity>& configurations) {
+  // The headroom axis is the last: all up and one down are neighbours, in that order.
+  std::vector<HeadroomPair> pairs;
+  for (size_t i = 0; i + 1 < configurations.size(); i += 2) {
+    const ConfigurationCapacity& up = configurations[i];
+    const ConfigurationCapacity& down = configurations[i + 1];
+    HeadroomPair p;
+    p.all_up = i;
+    p.one_down = i + 1;
+    std::vector<Setting> others;
+    for (const Setting& s : up.settings)
+      if (s.axis_name != "headroom") others.push_back(s);
+    p.label = settings_label(others);
+    if (up.knee && down.knee && up.knee->value > 0) p.kept = down.knee->value / up.knee->value;
+    if (up.knee && down.knee && up.knee->usd_per_mtok_output > 0)
+      p.cost = down.knee->usd_per_mtok_output / up.knee->usd_per_mtok_output - 1;
+    pairs.push_back(std::move(p));
+  }
+  return pairs;
+}
+
 CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& options) {
   CapacitySpec spec = experiment.capacity();
   if (options.target) spec.target = *options.target;
@@ -552,6 +573,8 @@ CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& optio
   }
   result.runs = rounds.runs();
   result.reused = rounds.reused();
+  result.headroom = experiment.capacity().headroom;
+  if (!result.headroom.empty()) result.pairs = headroom_pairs(result.configurations);
   if (db) db->put_experiment_value("capacity_result", capacity_table(result));
   return result;
 }

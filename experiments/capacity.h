@@ -134,7 +134,20 @@ std::string knob_meaning(const std::string& knob);
 // The column header of the highest passing value: "max rate", "max replay speed", or "max <key>".
 std::string knob_header(const std::string& knob);
 
+// N+1 sizing ([capacity] headroom): one configuration all up and with one replica (node) down.
+struct HeadroomPair {
+  std::string label;          // the configuration without the headroom axis
+  size_t all_up = 0, one_down = 0;  // indices into CapacityResult::configurations
+  // The rate sustained with one down over the rate all up (NaN: either unknown), and the extra
+  // $/1M output tokens of sizing for it: the knee's cost with one down (every replica paid for, one
+  // serving nothing) over the knee's cost all up, minus 1.
+  double kept = std::numeric_limits<double>::quiet_NaN();
+  double cost = std::numeric_limits<double>::quiet_NaN();
+};
+
 struct CapacityResult {
+  std::string headroom;            // "", "replica", "node"
+  std::vector<HeadroomPair> pairs; // with a headroom: one per configuration of the other axes
   double target = 0;
   double tolerance = 0;
   bool require_stationary = true;
@@ -156,6 +169,8 @@ inline constexpr const char* kCapacityTableHeader =
 std::string capacity_table(const CapacityResult& result);
 
 CapacityResult run_capacity(Experiment& experiment, const CapacityOptions& options);
+// The all-up / one-down pairs of a search with a headroom axis (the last axis).
+std::vector<HeadroomPair> headroom_pairs(const std::vector<ConfigurationCapacity>& configurations);
 
 struct CheapestResult {
   double load = 0;

@@ -595,7 +595,7 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     c.where = where_of(*cap, source_name);
     p.check_keys(t, "capacity",
                  {"target", "knob", "start", "min", "max", "tolerance", "max_probes", "cheapest_at", "require_stationary",
-                  "cliff_slope", "extend_up_to"});
+                  "cliff_slope", "extend_up_to", "headroom"});
     auto positive = [&](const char* key) -> std::optional<double> {
       const toml::node* n = t.get(key);
       if (!n) return std::nullopt;
@@ -630,10 +630,52 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     if (auto v = positive("cliff_slope")) c.cliff_slope = *v;
     if (const toml::node* n = t.get("extend_up_to"))
       c.extend_up_to = p.integer(*n, "capacity.extend_up_to", 0, 1'000'000'000);
+    if (const toml::node* n = t.get("headroom")) {
+      const std::string kind = p.string(*n, "capacity.headroom");
+      if (kind != "none" && kind != "replica" && kind != "node")
+        p.fail(*n, "capacity.headroom",
+               core::in_quotes(kind) + " is not a headroom: \"replica\" (N+1: the SLO must hold with one replica "
+               "down), \"node\" (with one node down) or \"none\"");
+      if (kind != "none") {
+        e.set_headroom(kind, where_of(*n, source_name));
+        return e;  // set_headroom expanded the points
+      }
+    }
   }
 
   e.expand();
   return e;
+}
+
+void Experiment::set_headroom(const std::string& kind, const core::SourceLocation& where) {
+  axes_.erase(std::remove_if(axes_.begin(), axes_.end(), [](const Axis& a) { return a.name == "headroom"; }),
+              axes_.end());
+  capacity_.headroom = kind;
+  if (!kind.empty()) {
+    if (kind != "replica" && kind != "node")
+      throw core::ConfigError(where, "capacity.headroom", "'" + kind + "' is not a headroom (replica or node)");
+    for (const Axis& a : axes_)
+      for (const std::string& key : a.keys)
+        if (key == "faults" || key.rfind("faults.", 0) == 0)
+          throw core::ConfigError(a.where, "axis.key",
+                                  "capacity.headroom injects the failure itself (faults.events); remove this faults "
+                                  "axis or the headroom");
+    Axis axis;
+    axis.name = "headroom";
+    axis.keys = {"faults.events"};
+    axis.where = where;
+    const int index = static_cast<int>(axes_.size());
+    const std::string down = kind == "replica" ? "[{replica = 0, at_s = 0.0}]" : "[{node = 0, at_s = 0.0}]";
+    // "All up" is an event that changes nothing (replica 0 "slowed" to its full speed at 0 s), so
+    // that both halves of a pair set the same key and differ only in the failure.
+    axis.steps.push_back({Setting{"faults.events", "[{replica = 0, at_s = 0.0, kind = \"slow\", speed = 1.0}]", where,
+                                  where, index, "headroom", "all up"}});
+    axis.steps.push_back({Setting{"faults.events", down, where, where, index, "headroom",
+                                  kind == "replica" ? "one replica down" : "one node down"}});
+    axes_.push_back(std::move(axis));
+  }
+  if (repetitions_ > 0) seeds_.clear();  // expand() draws them again
+  expand();
 }
 
 std::vector<std::vector<Setting>> Experiment::configurations() const {

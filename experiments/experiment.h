@@ -104,6 +104,9 @@ struct CapacitySpec {
   double cliff_slope = 5;          // attainment falling faster than this many points per 1% more load: a cliff
   int64_t extend_up_to = 200000;   // a probe that meets the target but has not settled reruns with twice
                                    // workload.max_requests, up to this many requests (0: never)
+  // N+1: "replica" or "node" searches every configuration twice, all up and with one replica (node
+  // 0's replicas) down for the whole run (the "headroom" axis); "" = no headroom.
+  std::string headroom;
   core::SourceLocation where;
 };
 
@@ -133,6 +136,10 @@ class Experiment {
   const CapacitySpec& capacity() const { return capacity_; }
   CapacitySpec& capacity() { return capacity_; }
 
+  // N+1 sizing: adds the last axis, "headroom" (replacing one already there): every configuration
+  // all up (a no-op fault event: replica 0 at full speed) and with one replica ("replica": replica 0) or
+  // one node ("node": node 0) down from the start, paid for but serving nothing. "" removes it.
+  void set_headroom(const std::string& kind, const core::SourceLocation& where);
   // The configurations: the product of the axes without the seeds (what a capacity search varies).
   std::vector<std::vector<Setting>> configurations() const;
   // Every point: configurations x seeds.

@@ -248,7 +248,13 @@ const std::vector<core::ParamSpec>& run_schema() {
                   {
                       ParamSpec::integer("replica", 0, "", "the replica (0-based, as in replica_stats)")
                           .range(0, 1 << 20)
-                          .required(),
+                          .optional(),
+                      ParamSpec::integer("node", 0, "",
+                                         "kind = \"fail\" instead of replica: every replica with a GPU on this node "
+                                         "(0-based; GPUs fill nodes of network.gpus_per_node in replica order) fails "
+                                         "at once")
+                          .range(0, 1 << 20)
+                          .optional(),
                       ParamSpec::real("at_s", 0, "s", "when it happens (simulated seconds from the start)")
                           .range(0, 1e12)
                           .required(),
@@ -270,6 +276,30 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .optional(),
           },
           "fault injection: replica failures (given times or MTBF/MTTR) and stragglers (unified clusters)")
+          .optional(),
+      ParamSpec::table(
+          "retries",
+          {
+              ParamSpec::integer("max_attempts", 1, "attempts",
+                                 "attempts per client request, the first included (1 = no retries; the OpenAI "
+                                 "Python client's default max_retries = 2 is 3 attempts)")
+                  .range(1, 100),
+              ParamSpec::real("backoff_s", 0.5, "s", "delay before the first retry, from when the client learns of the failure")
+                  .range(0, 1e9),
+              ParamSpec::real("multiplier", 2, "", "each further retry waits this many times longer (exponential back-off)")
+                  .range(1, 1000),
+              ParamSpec::real("max_backoff_s", 8, "s", "the longest delay before a retry (before jitter)").range(0, 1e9),
+              ParamSpec::real("jitter", 0.25, "fraction",
+                              "each delay is multiplied by (1 - jitter x U), U uniform in [0, 1) (stream 'retries' of "
+                              "the run's seed): 0 = none, 1 = full jitter")
+                  .range(0, 1),
+              ParamSpec::boolean("after_timeout", true, "retry a request whose client timed out (workload client_timeout_s)"),
+              ParamSpec::boolean("after_shed", true, "retry a request shed by admission control (HTTP 429/503)"),
+              ParamSpec::boolean("after_failure", true,
+                                 "retry a request lost with a failed replica ([faults] on_failure = \"fail\")"),
+          },
+          "client retries: a failed request (timed out, shed, lost with a replica) is sent again as a new request "
+          "after an exponential back-off (open-loop workloads); requests that can never fit are not retried")
           .optional(),
       ParamSpec::table(
           "output",
@@ -703,7 +733,8 @@ sim::TopologyConfig topology_config(const core::Params& net, const hwmodels::Gpu
 }
 
 // [faults]: fault injection, checked against the cluster it applies to.
-sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed) {
+sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed,
+                      const std::vector<std::vector<int64_t>>& placement, int64_t gpus_per_node) {
   sim::FaultPlan plan;
   if (!config.has("faults")) return plan;
   const core::Params& f = config.section("faults");
@@ -722,7 +753,33 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   if (f.has("events")) {
     for (const core::Params& e : f.list("events")) {
       sim::FaultEvent ev;
-      const int64_t r = e.get_int("replica");
+      if (e.has("replica") == e.has("node"))
+        e.fail(e.has("node") ? "node" : "replica",
+               "give the replica that fails or the node whose replicas fail (one of replica and node)");
+      if (e.has("node")) {
+        // Every replica with a GPU on the node (GPUs fill nodes in replica order).
+        const int64_t node = e.get_int("node");
+        const int64_t nodes = placement.empty() || placement.back().empty()
+                                  ? 1
+                                  : placement.back().back() / gpus_per_node + 1;
+        std::vector<uint32_t> on;
+        for (size_t i = 0; i < placement.size(); ++i)
+          for (int64_t g : placement[i])
+            if (g / gpus_per_node == node) {
+              on.push_back(static_cast<uint32_t>(i));
+              break;
+            }
+        if (on.empty())
+          e.fail("node", "node " + std::to_string(node) + " does not exist: the cluster's replicas fill " +
+                             std::to_string(nodes) + (nodes == 1 ? " node (0)" : " nodes (0 to " +
+                             std::to_string(nodes - 1) + ")") + " of network.gpus_per_node = " +
+                             std::to_string(gpus_per_node) + " GPUs");
+        if (e.get_string("kind") == "slow")
+          e.fail("node", "a node fails (kind = \"fail\"); a straggler is one replica (give replica)");
+        ev.replica = on.front();
+        ev.with.assign(on.begin() + 1, on.end());
+      }
+      const int64_t r = ev.with.empty() && !e.has("node") ? e.get_int("replica") : ev.replica;
       if (r >= replicas)
         e.fail("replica", "replica " + std::to_string(r) + " does not exist: the cluster has " +
                               std::to_string(replicas) + (replicas == 1 ? " replica (0)" : " replicas (0 to " +
@@ -743,6 +800,34 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
     }
   }
   return plan;
+}
+
+// [retries]: client retries, for open-loop workloads.
+sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource& source, uint64_t seed) {
+  sim::RetryPolicy policy;
+  if (!config.has("retries")) return policy;
+  const core::Params& r = config.section("retries");
+  policy.max_attempts = static_cast<uint32_t>(r.get_int("max_attempts"));
+  policy.backoff_s = r.get_float("backoff_s");
+  policy.multiplier = r.get_float("multiplier");
+  policy.max_backoff_s = r.get_float("max_backoff_s");
+  policy.jitter = r.get_float("jitter");
+  policy.after_timeout = r.get_bool("after_timeout");
+  policy.after_shed = r.get_bool("after_shed");
+  policy.after_failure = r.get_bool("after_failure");
+  policy.seed = seed;
+  if (policy.max_backoff_s < policy.backoff_s)
+    r.fail("max_backoff_s", "max_backoff_s (" + core::format_double(policy.max_backoff_s) +
+                                ") is below backoff_s (" + core::format_double(policy.backoff_s) +
+                                "): the first retry would already wait longer than the longest back-off");
+  if (policy.any() && source.closed_loop())
+    r.fail("max_attempts", "client retries are modelled for open-loop workloads; a closed-loop workload's client "
+                           "waits for its answer before sending its next request (set max_attempts = 1 or use an "
+                           "open-loop arrival process)");
+  if (policy.any() && !policy.after_timeout && !policy.after_shed && !policy.after_failure)
+    r.fail("max_attempts", "retries are on but after_timeout, after_shed and after_failure are all false: nothing "
+                           "would be retried");
+  return policy;
 }
 
 // [autoscaler]: the policy, and the mechanism's plan with its cold start, checked against the
@@ -939,7 +1024,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     }
   }
 
-  const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed);
+  const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed, placement, gpus_per_node);
+  const sim::RetryPolicy retry_policy = retries(config, *source, seed);
+  collector_cfg.retries = retry_policy.any();
   std::unique_ptr<sim::Autoscaler> autoscaler;
   sim::AutoscalePlan scale_plan;
   if (config.has("autoscaler"))
@@ -1018,6 +1105,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   }
 
   cluster.set_faults(fault_plan);
+  cluster.set_retries(retry_policy);
   if (admission) cluster.set_admission(std::move(admission));
   if (autoscaler) cluster.set_autoscaler(std::move(autoscaler), scale_plan);
 

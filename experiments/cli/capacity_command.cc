@@ -176,6 +176,26 @@ void print_capacity(std::ostream& out, const CapacityResult& r) {
       << core::format_double(r.cliff_slope) << " points per 1% more load; margin: how far below it the answer sits)\n";
 }
 
+// N+1: each configuration's capacity all up and with one replica (node) down, and what the headroom costs.
+void print_headroom(std::ostream& out, const CapacityResult& r) {
+  if (r.headroom.empty()) return;
+  const std::vector<ConfigurationCapacity>& c = r.configurations;
+  const std::string down = r.headroom == "node" ? "one node down" : "one replica down";
+  out << "\nN+1 headroom: the SLO must hold with " << down << " (down for the whole run, still paid for)\n";
+  out << std::right << std::setw(12) << "all up" << std::setw(18) << down << std::setw(10) << "kept" << std::setw(15)
+      << "$/1M all up" << std::setw(15) << "$/1M N+1" << std::setw(15) << "headroom cost" << "  configuration\n";
+  for (const HeadroomPair& p : r.pairs) {
+    const auto& up = c[p.all_up].knee;
+    const auto& dn = c[p.one_down].knee;
+    out << std::setw(12) << (up ? value_text(up->value) : "-") << std::setw(18) << (dn ? value_text(dn->value) : "-")
+        << std::setw(10) << (std::isnan(p.kept) ? std::string("-") : percent(p.kept)) << std::setw(15)
+        << (up ? fixed(up->usd_per_mtok_output, 4) : "-") << std::setw(15) << (dn ? fixed(dn->usd_per_mtok_output, 4) : "-")
+        << std::setw(15) << (std::isnan(p.cost) ? std::string("-") : "+" + percent(p.cost)) << "  " << p.label << "\n";
+  }
+  out << "(kept: the rate sustained with " << down << " over the rate all up; headroom cost: the extra $ per 1M\n"
+         "output tokens of serving only the N+1 rate on the same GPUs)\n";
+}
+
 void print_cheapest(std::ostream& out, const CheapestResult& r) {
   const std::string knob = r.configurations.empty() ? "rate" : r.configurations.front().knob;
   out << "cheapest configuration meeting steady-state SLO attainment >= " << percent(r.target) << " (" << r.slo_text
@@ -220,7 +240,7 @@ void print_cheapest(std::ostream& out, const CheapestResult& r) {
 
 int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description opts("servesim capacity options");
-  std::string experiment_path, db;
+  std::string experiment_path, db, headroom;
   int jobs = 0;
   double target = 0, tolerance = 0, cheapest_at = 0, interval = 10;
   opts.add_options()
@@ -232,6 +252,9 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
       ("tolerance", po::value<double>(&tolerance), "relative width of the final bracket (default [capacity] tolerance, 0.02)")
       ("cheapest-at", po::value<double>(&cheapest_at),
        "instead: run every configuration at this knob value and name the cheapest that meets the SLO")
+      ("headroom", po::value<std::string>(&headroom),
+       "N+1 sizing: replica or node (the SLO must also hold with one replica or node down; overrides [capacity] "
+       "headroom), none")
       ("json", "print the result as one JSON object")
       ("progress-interval", po::value<double>(&interval)->default_value(10),
        "seconds between progress lines when stderr is not a terminal")
@@ -260,6 +283,11 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
   options.progress_period_s = interval;
 
   Experiment experiment = Experiment::load(experiment_path);
+  if (vm.count("headroom")) {
+    if (headroom != "replica" && headroom != "node" && headroom != "none")
+      throw UsageError("--headroom takes replica, node or none, not '" + headroom + "'");
+    experiment.set_headroom(headroom == "none" ? "" : headroom, core::SourceLocation{"--headroom", 0, 0});
+  }
   check_experiment_outputs(experiment, experiment_path, db);
   const bool cheapest = options.cheapest_at.has_value() || experiment.capacity().cheapest_at.has_value();
   if (cheapest) {
@@ -290,15 +318,33 @@ int cmd_capacity(const std::vector<std::string>& args, std::ostream& out, std::o
     j["require_stationary"] = r.require_stationary;
     j["cliff_slope"] = r.cliff_slope;
     j["replications"] = r.replications;
+    if (!r.headroom.empty()) {
+      nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
+      auto number = [](double v) { return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v); };
+      for (const HeadroomPair& p : r.pairs) {
+        const auto& up = r.configurations[p.all_up].knee;
+        const auto& dn = r.configurations[p.one_down].knee;
+        pairs.push_back({{"configuration", p.label},
+                         {"all_up", up ? nlohmann::ordered_json(up->value) : nlohmann::ordered_json()},
+                         {"one_down", dn ? nlohmann::ordered_json(dn->value) : nlohmann::ordered_json()},
+                         {"kept", number(p.kept)},
+                         {"usd_per_mtok_all_up", up ? nlohmann::ordered_json(up->usd_per_mtok_output) : nlohmann::ordered_json()},
+                         {"usd_per_mtok_one_down", dn ? nlohmann::ordered_json(dn->usd_per_mtok_output) : nlohmann::ordered_json()},
+                         {"headroom_cost", number(p.cost)}});
+      }
+      j["headroom"] = r.headroom;
+      j["headroom_pairs"] = pairs;
+    }
     out << with_configurations(j, r.configurations, r.runs, r.reused).dump() << "\n";
   } else {
     print_capacity(out, r);
+    print_headroom(out, r);
   }
   return 0;
 }
 
 const bool kRegistered = register_command(
-    {"capacity", "EXPERIMENT.toml [--db FILE] [--jobs N] [--target F] [--tolerance F] [--cheapest-at X] [--json]",
+    {"capacity", "EXPERIMENT.toml [--db FILE] [--jobs N] [--target F] [--tolerance F] [--cheapest-at X] [--headroom replica|node] [--json]",
      "per configuration of an experiment, the highest arrival rate (workload.rate or rate_scale) whose SLO\n"
      "attainment stays >= the target (bracketing + bisection); or, with --cheapest-at, the configuration\n"
      "with the lowest $/1M output tokens that meets the SLO at that load",

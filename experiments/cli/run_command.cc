@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -167,13 +168,15 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
     out << "speculation  " << r.decoding_kind << ": " << fixed(s.spec_mean_accepted_length, 2)
         << " tokens per verify step (" << percent(s.spec_acceptance_rate) << " of " << grouped(static_cast<uint64_t>(s.spec_draft_tokens))
         << " draft tokens accepted), " << fixed(s.tokens_per_gap, 2) << " tokens per streamed chunk (one ITL gap)\n";
-  if (!s.fleet.empty()) {
-    auto get = [&](const char* name) {
-      for (const auto& v : s.fleet)
-        if (v.name == name) return v.value;
-      return 0.0;
-    };
-    const bool elastic = get("replica_provisions") > 0 || get("replicas_peak") > 0;
+  auto fleet_value = [&](const char* name) -> std::optional<double> {
+    for (const auto& v : s.fleet)
+      if (v.name == name) return v.value;
+    return std::nullopt;
+  };
+  // An autoscaled run (no [faults] with it) has its own line below.
+  const bool elastic = fleet_value("replica_provisions").has_value();
+  if (fleet_value("replica_failures")) {
+    auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
     if (!elastic)
       out << "fleet        " << grouped(static_cast<uint64_t>(get("replica_failures"))) << " replica failures ("
         << grouped(static_cast<uint64_t>(get("replica_repairs"))) << " repaired, " << fixed(get("replica_down_seconds"), 1)
@@ -185,6 +188,20 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
           << grouped(static_cast<uint64_t>(get("replica_drains"))) << " drained; " << fixed(get("replicas_mean"), 2)
           << " replicas provisioned on average (peak " << grouped(static_cast<uint64_t>(get("replicas_peak")))
           << "), " << fixed(get("provisioned_gpu_hours"), 3) << " GPU-hours provisioned\n";
+  }
+  if (const auto clients = fleet_value("client_requests")) {
+    auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
+    auto ms = [&](const char* name) {
+      const double v = get(name);
+      return std::isnan(v) ? std::string("-") : fixed(v, 1);
+    };
+    out << "clients      " << grouped(static_cast<uint64_t>(*clients)) << " client requests sent "
+        << grouped(static_cast<uint64_t>(get("retry_attempts"))) << " retries (" << fixed(get("retry_amplification"), 2)
+        << " attempts each); " << percent(get("client_success_rate")) << " answered, "
+        << grouped(static_cast<uint64_t>(get("client_gave_up"))) << " gave up; within the SLO from the first send "
+        << percent(get("client_slo_attainment")) << ", TTFT p50 / p99 " << ms("client_ttft_ms_p50") << " / "
+        << ms("client_ttft_ms_p99") << " ms, E2E p50 / p99 " << ms("client_e2e_ms_p50") << " / "
+        << ms("client_e2e_ms_p99") << " ms\n";
   }
   print_classes(out, s);
   if (!db.empty()) out << "results      run " << r.info.run_id << " in " << db << "\n";
@@ -234,6 +251,18 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
     if (v.integer) j[v.name] = static_cast<int64_t>(v.value); else j[v.name] = v.value;
   }
   if (s.rejected_admission > 0) j["rejected_admission"] = s.rejected_admission;
+  if (!s.fleet.empty()) {  // fleet dynamics and client retries (the fleet_metrics table)
+    nlohmann::ordered_json fleet;
+    for (const auto& v : s.fleet) {
+      if (v.nullable && std::isnan(v.value))
+        fleet[v.name] = nullptr;
+      else if (v.integer)
+        fleet[v.name] = static_cast<int64_t>(v.value);
+      else
+        fleet[v.name] = v.value;
+    }
+    j["fleet"] = fleet;
+  }
   if (!s.classes.empty()) {
     nlohmann::ordered_json classes = nlohmann::ordered_json::array();
     for (const auto& c : s.classes) {
@@ -251,17 +280,6 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
       classes.push_back(e);
     }
     j["classes"] = classes;
-  }
-  // Fleet dynamics ([faults], [autoscaler]): the fleet_metrics figures, only in runs that have them.
-  if (!s.fleet.empty()) {
-    nlohmann::ordered_json fleet;
-    for (const auto& v : s.fleet) {
-      if (v.integer)
-        fleet[v.name] = static_cast<int64_t>(v.value);
-      else
-        fleet[v.name] = v.value;
-    }
-    j["fleet"] = fleet;
   }
   return j;
 }

@@ -22,6 +22,7 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
   timer_.cluster = this;
   fault_timer_.cluster = this;
   park_timer_.cluster = this;
+  retry_timer_.cluster = this;
   scale_timer_.cluster = this;
   drain_check_.cluster = this;
   closed_loop_ = source_.closed_loop();
@@ -137,7 +138,7 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.stage = r.stage;
   rec.request_class = r.request_class;
   ++counters_.rejected;
-  observer_.on_request_done(rec);
+  client_done(rec);
   if (closed_loop_) source_.request_done(r.id, sim_.now());  // the client has its error at once
 }
 
@@ -170,7 +171,7 @@ void Cluster::arrive() {
   }
 }
 
-void Cluster::admit(const traces::RequestSpec& spec) {
+void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
   Request r;
   r.id = counters_.arrived++;
   r.arrival = spec.arrival;
@@ -187,6 +188,13 @@ void Cluster::admit(const traces::RequestSpec& spec) {
   r.hashed_tokens = spec.hashed_tokens;
   r.block_hashes = spec.block_hashes;
   observer_.on_arrival(r.id, r.arrival);
+  if (retry_.any()) {
+    if (retry) fleet_event(core::FleetEventKind::kRequestRetried, retry->replica, r.id, retry->attempt);
+    Retry& next = attempts_[r.id];
+    next.spec = spec;
+    next.attempt = retry ? retry->attempt : 0;
+    next.first_sent = retry ? retry->first_sent : spec.arrival;
+  }
 
   const size_t pool = disaggregated() ? layout_.prefill_replicas : replicas_.size();
   uint32_t target = router_->route(r, std::span<const ReplicaLoad>(loads_.data(), pool));
@@ -296,7 +304,7 @@ void Cluster::signal_timed_out(core::RequestRecord& rec) {
                              core::Duration::from_seconds(layout_.client.first_token_s);
     rec.client_first_token = std::min(first, gave_up);
   }
-  observer_.on_request_done(rec);
+  client_done(rec);
 }
 
 void Cluster::on_prefill_done(Replica& replica, RequestId id) {
@@ -393,7 +401,7 @@ void Cluster::on_request_done(const core::RequestRecord& r) {
   } else {
     ++counters_.completed;
     if (closed_loop_) source_.request_done(rec.id, rec.client_finish);
-    observer_.on_request_done(rec);
+    client_done(rec);
   }
   if (closed_loop_) poll_source();
 }

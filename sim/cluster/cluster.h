@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/cluster/autoscaling.h"
@@ -81,6 +82,7 @@ struct FaultEvent {
   uint32_t replica = 0;
   core::Time at;
   std::optional<core::Duration> repair;  // kFail: down for this long (unset: for good)
+  std::vector<uint32_t> with;            // kFail: replicas that fail at the same instant (the rest of a node)
   double speed = 1;                      // kSlow: fraction of its speed from `at` on (1 = healthy again)
 };
 struct FaultPlan {
@@ -91,6 +93,27 @@ struct FaultPlan {
   bool recompute = true;         // lost requests are routed again and recomputed; false: they fail
   uint32_t max_reroutes = 3;     // a request lost more often than this fails (bounds the work of a run)
   bool any() const { return !events.empty() || mtbf_s > 0; }
+};
+
+// Client retries ([retries]): a client whose request failed sends it again, as a new request, after
+// a back-off: the k-th retry waits min(backoff_s x multiplier^(k-1), max_backoff_s) x (1 - jitter x U),
+// U uniform in [0, 1) from the run's stream "retries", counted from when the client learns of the
+// failure (its time-out, the rejection at its send, the failure of the replica). Which failures are
+// retried: time-outs, sheds by admission control, requests lost with a failed replica; never a
+// request that can never fit (rejected_context, rejected_kv_capacity), as a client sees a 400.
+struct RetryPolicy {
+  uint32_t max_attempts = 1;  // attempts per client request, the first included (1 = no retries)
+  double backoff_s = 0.5;
+  double multiplier = 2;
+  double max_backoff_s = 8;
+  double jitter = 0.25;
+  bool after_timeout = true;
+  bool after_shed = true;
+  bool after_failure = true;
+  uint64_t seed = 0;
+  bool any() const { return max_attempts > 1; }
+  // The delay before retry `k` (1 = the first) given the draw u in [0, 1).
+  double delay_s(uint32_t k, double u) const;
 };
 
 // How the replicas are used and where they sit.
@@ -125,6 +148,8 @@ class Cluster final : public EventHandler,
   // Admission control ([admission]) over the router's pool; before start(). None: every request
   // the replicas can hold is admitted.
   void set_admission(std::unique_ptr<Admission> admission) { admission_ = std::move(admission); }
+  // Client retries (open-loop workloads); before start().
+  void set_retries(const RetryPolicy& policy);
   // Autoscaling ([autoscaler]; unified clusters without [faults]; sim/cluster/autoscaling.cc): the
   // replicas past plan.initial start off; `policy` is asked every plan.interval. Before start().
   void set_autoscaler(std::unique_ptr<Autoscaler> policy, const AutoscalePlan& plan);
@@ -170,7 +195,14 @@ class Cluster final : public EventHandler,
   bool read_next();
   void arrive();
   // The arrival of `spec`: a new request is routed, rejected or enqueued (after the ingress).
-  void admit(const traces::RequestSpec& spec);
+  // `retry`: it is a client's retry (attempt >= 1) of a request that failed on `retry->replica`.
+  struct Retry {  // a client's next attempt: what it sends again, and when it first sent it
+    traces::RequestSpec spec;  // arrival: the attempt's send
+    uint32_t attempt = 0;
+    core::Time first_sent;
+    uint32_t replica = 0;      // where the previous attempt failed
+  };
+  void admit(const traces::RequestSpec& spec, const Retry* retry = nullptr);
   void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
   // Closed loop: (re)schedules the wake for the source's earliest due request.
   void poll_source();
@@ -214,10 +246,14 @@ class Cluster final : public EventHandler,
     uint64_t epoch = 0;                    // kRepair: the failure it ends
     std::optional<core::Duration> repair;  // kFail
     double speed = 1;                      // kSpeed
+    std::vector<uint32_t> with;            // kFail: replicas that go down with it (a node)
   };
   void schedule_fault(core::Time t, const FaultAction& a);
   void on_fault(uint64_t index);
-  void fail_replica(uint32_t i, bool drawn, std::optional<core::Duration> repair);
+  // Takes replica i down (its requests into lost_) and schedules its repair.
+  void take_down(uint32_t i, bool drawn, std::optional<core::Duration> repair);
+  // Routes again (or fails) the requests in lost_, in arrival order.
+  void handle_lost();
   void repair_replica(uint32_t i);
   // A request without a replica (lost, or routed to one that went down): routed again among the
   // replicas that are up, parked when none is but one will be repaired, failed otherwise.
@@ -230,6 +266,15 @@ class Cluster final : public EventHandler,
   void unpark();
   void fleet_event(core::FleetEventKind kind, uint32_t replica, uint64_t request = 0, double value = 0);
 
+  // ---- client retries (sim/cluster/retries.cc) ----
+  struct RetryTimer final : EventHandler {  // payload: index into retries_
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t index) override { cluster->on_retry(index); }
+  };
+  // Every record of a request that has left goes through here to the observer: with retries, it
+  // says which attempt it was and schedules the next one when the client will retry.
+  void client_done(core::RequestRecord& rec);
+  void on_retry(uint64_t index);
   // ---- autoscaling (sim/cluster/autoscaling.cc) ----
   // Payload 0: an evaluation; else a readiness, (generation << 32) | (replica + 1).
   struct ScaleTimer final : EventHandler {
@@ -306,8 +351,16 @@ class Cluster final : public EventHandler,
   std::optional<core::Time> last_scaling_;
   uint64_t evaluations_ = 0;
   uint32_t provisioned_ = 0;                  // starting + up + draining
-  std::vector<RequestId> lost_;              // scratch
+  std::vector<RequestId> lost_;              // scratch: requests lost with failing replicas ...
+  std::vector<uint32_t> lost_from_;          // ... and the replica each was lost with
+  std::vector<size_t> order_;                // scratch
   std::vector<std::pair<int64_t, int64_t>> pairs_;  // scratch
+  RetryPolicy retry_;
+  core::Rng retry_rng_{0, "retries"};
+  RetryTimer retry_timer_;
+  std::unordered_map<uint64_t, Retry> attempts_;  // with retries: per request in flight, what its client sends again
+  std::vector<Retry> retries_;                    // retries waiting for their send, by slot
+  std::vector<uint64_t> free_retries_;            // free slots of retries_
 };
 
 }  // namespace servesim::sim

@@ -19,11 +19,14 @@ void Cluster::set_faults(const FaultPlan& plan) {
   repair_at_.assign(layout_.replicas, std::nullopt);
   for (const FaultEvent& e : plan_.events) {
     if (e.replica >= layout_.replicas) throw core::Error("internal: a fault names a replica out of range");
+    for (uint32_t w : e.with)
+      if (w >= layout_.replicas) throw core::Error("internal: a fault names a replica out of range");
     FaultAction a;
     a.replica = e.replica;
     if (e.kind == FaultEvent::Kind::kFail) {
       a.kind = FaultAction::Kind::kFail;
       a.repair = e.repair;
+      a.with = e.with;
     } else {
       a.kind = FaultAction::Kind::kSpeed;
       a.speed = e.speed;
@@ -59,7 +62,8 @@ void Cluster::fleet_event(core::FleetEventKind kind, uint32_t replica, uint64_t 
 void Cluster::on_fault(uint64_t index) {
   const FaultAction a = fault_actions_[index];
   switch (a.kind) {
-    case FaultAction::Kind::kFail:
+    case FaultAction::Kind::kFail: {
+      lost_.clear();
       if (replicas_[a.replica]->down()) {
         // Already down (an explicit failure overlapping the drawn ones): the MTBF clock restarts.
         if (a.drawn) {
@@ -68,10 +72,16 @@ void Cluster::on_fault(uint64_t index) {
                                           fault_rngs_[a.replica].exponential(1.0 / plan_.mtbf_s)),
                          next);
         }
-        return;
+      } else {
+        take_down(a.replica, a.drawn, a.repair);
       }
-      fail_replica(a.replica, a.drawn, a.repair);
+      // A node: every replica on it goes down before any lost request is routed again, so that
+      // none is sent to a replica about to fail with it.
+      for (uint32_t w : a.with)
+        if (!replicas_[w]->down()) take_down(w, false, a.repair);
+      handle_lost();
       break;
+    }
     case FaultAction::Kind::kRepair:
       if (!replicas_[a.replica]->down() || epoch_[a.replica] != a.epoch) return;  // repaired already
       repair_replica(a.replica);
@@ -83,13 +93,13 @@ void Cluster::on_fault(uint64_t index) {
   }
 }
 
-void Cluster::fail_replica(uint32_t i, bool drawn, std::optional<core::Duration> repair) {
+void Cluster::take_down(uint32_t i, bool drawn, std::optional<core::Duration> repair) {
   Replica& replica = *replicas_[i];
   const uint64_t held = static_cast<uint64_t>(loads_[i].queued + loads_[i].running);
   ++counters_.replica_failures;
   ++epoch_[i];
-  lost_.clear();
-  replica.fail(lost_);
+  replica.fail(lost_);  // appends
+  lost_from_.resize(lost_.size(), i);
   fleet_event(core::FleetEventKind::kReplicaDown, i, 0, static_cast<double>(held));
   if (drawn) repair = core::Duration::from_seconds(fault_rngs_[i].exponential(1.0 / plan_.mttr_s));
   if (repair) {
@@ -105,17 +115,29 @@ void Cluster::fail_replica(uint32_t i, bool drawn, std::optional<core::Duration>
   } else {
     repair_at_[i].reset();
   }
-  for (RequestId id : lost_) {
+}
+
+void Cluster::handle_lost() {
+  // In arrival order across the replicas that failed together (each hands its own back in order).
+  order_.clear();
+  for (size_t k = 0; k < lost_.size(); ++k) order_.push_back(k);
+  if (lost_from_.size() > 1 && lost_from_.front() != lost_from_.back())
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](size_t a, size_t b) { return requests_[lost_[a]].id < requests_[lost_[b]].id; });
+  for (size_t k : order_) {
+    const RequestId id = lost_[k];
     Request& r = requests_[id];
     if (plan_.recompute && r.failovers < plan_.max_reroutes) {
       ++r.failovers;
       ++counters_.rerouted;
-      fleet_event(core::FleetEventKind::kRequestRerouted, i, r.id);
+      fleet_event(core::FleetEventKind::kRequestRerouted, lost_from_[k], r.id);
       route_again(id);
     } else {
       fail_request(id);
     }
   }
+  lost_.clear();
+  lost_from_.clear();
 }
 
 void Cluster::repair_replica(uint32_t i) {
@@ -224,7 +246,7 @@ void Cluster::fail_request(RequestId id) {
   requests_.erase(id);
   ++counters_.failed;
   if (closed_loop_) source_.request_done(rec.id, sim_.now());
-  observer_.on_request_done(rec);
+  client_done(rec);
   if (closed_loop_) poll_source();
 }
 

@@ -46,6 +46,14 @@ struct RequestRecord {
   int64_t cached_tokens = 0;  // prompt tokens a prefix-cache hit spared
   double kv_transfer_bytes = 0;  // moved from a prefill to a decode replica
   uint32_t decode_replica = 0;   // where it decoded (== replica unless disaggregated)
+  // Client retries ([retries]): each attempt is a request of its own. `attempt` counts from 0 (the
+  // client's first send), `first_sent` is that first send (before the arrival of a retry; a first
+  // attempt's is its arrival, which the cluster fills in and readers take from `arrival`), and
+  // `retried` says the client sent another attempt after this one failed (so this one is not its
+  // client's last word).
+  uint32_t attempt = 0;
+  bool retried = false;
+  Time first_sent;
 };
 
 // One iteration (forward pass) of one replica.
@@ -96,6 +104,8 @@ enum class FleetEventKind : uint8_t {
   kReplicaUp,        // repaired: it takes traffic again
   kReplicaSpeed,     // value: the fraction of its speed it runs at from now on (1 = healthy)
   kRequestRerouted,  // request `request` left failed replica `replica` to be recomputed elsewhere
+  kRequestRetried,   // request `request` is a client's retry (value: its attempt, 1 = the first retry) of
+                     // an attempt that failed on replica `replica` ([retries])
   // Autoscaling ([autoscaler]; value: the replicas provisioned after the event, starting + up +
   // draining, i.e. those that cost GPU time):
   kReplicaProvision,  // off -> starting: it costs from now on, takes traffic only once ready

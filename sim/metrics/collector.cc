@@ -69,7 +69,7 @@ void MetricsCollector::on_kv_transfer(const core::KvTransfer& t) {
 }
 
 void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
-  fleet_.any = true;
+  fleet_.any = fleet_.any || e.kind != core::FleetEventKind::kRequestRetried;  // retries alone: no fault figures
   if (fleet_.down_since.empty()) fleet_.down_since.resize(config_.replicas.size());
   switch (e.kind) {
     case core::FleetEventKind::kReplicaDown:
@@ -87,6 +87,8 @@ void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
     case core::FleetEventKind::kRequestRerouted:
       ++fleet_.rerouted;
       break;
+    case core::FleetEventKind::kRequestRetried:
+      break;  // counted by the attempts' records (client_done)
     case core::FleetEventKind::kReplicaProvision:
     case core::FleetEventKind::kReplicaReady:
     case core::FleetEventKind::kReplicaDrain:
@@ -165,6 +167,7 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
       break;
   }
   if (!classes_.empty()) class_done(r);
+  if (config_.retries) client_done(r);
   ++replica_stats_[r.replica].routed;
   const bool completed = r.outcome == core::RequestOutcome::kCompleted;
   if (completed) ++replica_stats_[r.decode_replica].completed;
@@ -179,6 +182,23 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
                         m.tpot_ms ? *m.tpot_ms : std::numeric_limits<double>::quiet_NaN(), m.e2e_ms,
                         r.output_tokens, completed, m.meets_slo});
   for (ResultSink* sink : sinks_) sink->add_request(r, m);
+}
+
+void MetricsCollector::client_done(const core::RequestRecord& r) {
+  if (r.attempt == 0) ++clients_.requests; else ++clients_.retries;
+  if (r.retried) return;  // the client tries again: not its last word
+  if (r.outcome != core::RequestOutcome::kCompleted) {
+    ++clients_.gave_up;
+    return;
+  }
+  // As the client's user sees it: from the first send, through every failed attempt and back-off.
+  core::RequestRecord seen = r;
+  if (r.attempt > 0) seen.arrival = r.first_sent;
+  const RequestMetrics m = request_metrics(seen, config_.slo);
+  ++clients_.completed;
+  if (m.meets_slo) ++clients_.meeting_slo;
+  clients_.ttft_ms.push_back(m.ttft_ms);
+  clients_.e2e_ms.push_back(m.e2e_ms);
 }
 
 void MetricsCollector::class_done(const core::RequestRecord& r) {
@@ -426,6 +446,27 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
       s.fleet.push_back(NamedValue{"provisioned_replica_hours", replica_s / 3600.0, false});
       s.fleet.push_back(NamedValue{"provisioned_gpu_hours", s.gpu_hours, false});
     }
+  }
+  if (config_.retries) {
+    auto count = [](const char* name, uint64_t v) { return NamedValue{name, static_cast<double>(v), true}; };
+    auto real = [](const char* name, double v) { return NamedValue{name, v, false}; };
+    const double n = static_cast<double>(clients_.requests);
+    const LatencyStats ttft = summarize(clients_.ttft_ms);
+    const LatencyStats e2e = summarize(clients_.e2e_ms);
+    // Unknown (NULL) when no client request completed.
+    auto latency = [&](const char* name, double v) {
+      return clients_.completed > 0 ? NamedValue{name, v, false}
+                                    : NamedValue{name, std::numeric_limits<double>::quiet_NaN(), false, true};
+    };
+    for (const NamedValue& v :
+         {count("client_requests", clients_.requests), count("retry_attempts", clients_.retries),
+          real("retry_amplification", n > 0 ? (n + static_cast<double>(clients_.retries)) / n : 0),
+          count("client_completed", clients_.completed), count("client_gave_up", clients_.gave_up),
+          real("client_success_rate", n > 0 ? static_cast<double>(clients_.completed) / n : 0),
+          real("client_slo_attainment", n > 0 ? static_cast<double>(clients_.meeting_slo) / n : 0),
+          latency("client_ttft_ms_p50", ttft.p50), latency("client_ttft_ms_p99", ttft.p99),
+          latency("client_e2e_ms_p50", e2e.p50), latency("client_e2e_ms_p99", e2e.p99)})
+      s.fleet.push_back(v);
   }
   return s;
 }

@@ -31,6 +31,7 @@ struct CollectorConfig {
   std::vector<ReplicaHardware> replicas;
   MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
   core::RequestClasses classes;    // the workload's request classes; empty: no per-class figures
+  bool retries = false;            // clients retry ([retries]): report the clients' view too
 };
 
 // The most replica time-series rows one run makes.
@@ -94,6 +95,12 @@ class MetricsCollector final : public core::LifecycleObserver {
     std::vector<std::optional<core::Time>> on_since;
     std::vector<std::vector<std::pair<int64_t, int64_t>>> on_spans;  // [from, to) ns
   } fleet_;
+  // With client retries: each client request (its attempts together), from its first send.
+  struct Clients {
+    uint64_t requests = 0, retries = 0, completed = 0, gave_up = 0, meeting_slo = 0;
+    std::vector<double> ttft_ms, e2e_ms;  // completed, from the first send
+  } clients_;
+  void client_done(const core::RequestRecord& r);
   // Autoscaling: the seconds each replica was provisioned within [0, until].
   std::vector<double> provisioned_seconds(core::Time until) const;
   int64_t next_sample_ns_ = 0;

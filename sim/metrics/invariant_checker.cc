@@ -99,6 +99,14 @@ void InvariantChecker::on_request_done(const core::RequestRecord& r) {
           return std::string(who() + " reports " + std::to_string(r.kv_transfer_bytes) +
                              " KV bytes transferred, its transfers moved " + std::to_string(p.kv_transfer_bytes));
         });
+  // Client retries: a first attempt was sent at its arrival, a retry after it; only a failure that
+  // a client can retry (time-out, shed, lost with a replica) is retried.
+  check(r.attempt == 0 || r.first_sent <= r.arrival, "requests", r.finish, [&] {
+    return std::string(who() + " is attempt " + n(r.attempt) + ", first sent at " + n(r.first_sent.ns()) +
+                       " ns, arrived at " + n(r.arrival.ns()) + " ns");
+  });
+  check(!r.retried || timed_out || failed || r.outcome == core::RequestOutcome::kRejectedAdmission, "requests",
+        r.finish, [&] { return std::string(who() + " was retried, but its outcome is not one a client retries"); });
   totals_.cached_tokens += r.cached_tokens;
   if (completed) {
     check(r.arrival < r.first_token && r.first_token <= r.finish, "requests", r.finish, [&] {
@@ -344,6 +352,14 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
       check(rv.down, "fleet", e.time, [&] { return who() + ": request " + n(e.request) + " left a replica that is up"; });
       ++totals_.reroutes;
       break;
+    case core::FleetEventKind::kRequestRetried: {
+      const Pending& p = pending(e.request, "fleet (retried)", e.time);
+      check(p.arrival == e.time && e.value >= 1, "fleet", e.time, [&] {
+        return who() + ": request " + n(e.request) + " (arrived at " + n(p.arrival.ns()) + " ns) is retry " +
+               std::to_string(e.value) + "; a retry is signalled at its send and counts from 1";
+      });
+      break;
+    }
     case core::FleetEventKind::kReplicaProvision:
       check(rv.phase == ReplicaView::Phase::kOff, "fleet", e.time, [&] { return who() + ": it is not off"; });
       rv.phase = ReplicaView::Phase::kStarting;

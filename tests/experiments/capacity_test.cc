@@ -389,5 +389,51 @@ TEST(CapacityTest, CommandLineTableAndJson) {
   EXPECT_TRUE(jerr.str().empty()) << jerr.str();
 }
 
+// N+1 sizing ([capacity] headroom): with the least-outstanding router a down replica is never picked,
+// so N replicas with one down serve exactly as N - 1 replicas all up: the same knee (the same runs),
+// at N / (N - 1) times the cost per token (every replica paid for). And with one GPU per node, a
+// node's failure is replica 0's.
+TEST(CapacityTest, HeadroomOneReplicaDownSustainsWhatOneReplicaLessDoes) {
+  const double s_ms = service_ms();
+  const std::string text = with_slo(3 * s_ms, "[base.router]\nkind = \"least_outstanding\"\n"
+                                              "[[axis]]\nkey = \"cluster.replicas\"\nvalues = [2, 3]\n"
+                                              "[capacity]\ntarget = 0.9\ntolerance = 0.01\nstart = 2.0\n"
+                                              "headroom = \"replica\"\n");
+  Experiment e = Experiment::parse(text, "n1.toml", ".");
+  CapacityOptions o;
+  o.jobs = 2;
+  const CapacityResult r = run_capacity(e, o);
+  ASSERT_EQ(r.configurations.size(), 4u);
+  EXPECT_EQ(r.headroom, "replica");
+  ASSERT_EQ(r.pairs.size(), 2u);
+  EXPECT_EQ(r.pairs[0].label, "cluster.replicas=2");
+  EXPECT_EQ(r.pairs[1].label, "cluster.replicas=3");
+  const auto& c = r.configurations;
+  for (const auto& x : c) ASSERT_TRUE(x.knee.has_value()) << x.label;
+  EXPECT_EQ(c[0].label, "cluster.replicas=2 headroom=all up");
+  EXPECT_EQ(c[3].label, "cluster.replicas=3 headroom=one replica down");
+  EXPECT_DOUBLE_EQ(c[3].knee->value, c[0].knee->value);  // 3 with one down = 2 all up
+  EXPECT_NEAR(c[3].knee->usd_per_mtok_output / c[0].knee->usd_per_mtok_output, 1.5, 1e-9);
+  // Two replicas with one down: one server, whose steady-state capacity is its service rate.
+  const double mu = 1000.0 / s_ms;
+  EXPECT_NEAR(c[1].knee->value / mu, 1.0, 0.03) << c[1].knee->value << " vs " << mu;
+  EXPECT_DOUBLE_EQ(r.pairs[1].kept, c[3].knee->value / c[2].knee->value);
+  EXPECT_NEAR(r.pairs[1].cost, c[3].knee->usd_per_mtok_output / c[2].knee->usd_per_mtok_output - 1, 1e-12);
+  EXPECT_GT(r.pairs[1].cost, 0.3);  // a third of the GPUs idle at two thirds of the rate, roughly
+
+  // A node of one GPU: the node's failure is replica 0's; the command line overrides the file.
+  Experiment n = Experiment::parse(text + "[base.network]\ngpus_per_node = 1\n", "n1.toml", ".");
+  n.set_headroom("node", core::SourceLocation{"--headroom", 0, 0});
+  const CapacityResult rn = run_capacity(n, o);
+  ASSERT_EQ(rn.configurations.size(), 4u);
+  EXPECT_EQ(rn.configurations[3].label, "cluster.replicas=3 headroom=one node down");
+  ASSERT_TRUE(rn.configurations[3].knee.has_value());
+  EXPECT_DOUBLE_EQ(rn.configurations[3].knee->value, c[3].knee->value);
+  // An axis over the faults would fight the injected failure.
+  EXPECT_THROW(Experiment::parse(text + "[[axis]]\nkey = \"faults.on_failure\"\nvalues = [\"fail\"]\n", "x.toml", "."),
+               core::ConfigError);
+  EXPECT_THROW(Experiment::parse(with_slo(1, "[capacity]\nheadroom = \"gpu\"\n"), "x.toml", "."), core::ConfigError);
+}
+
 }  // namespace
 }  // namespace servesim::experiments

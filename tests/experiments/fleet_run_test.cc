@@ -100,6 +100,37 @@ TEST(FleetRunTest, FailureIsCountedInTheDatabase) {
   EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome <> 'completed'").getInt64(), 0);
 }
 
+// A node failure from the configuration: four TP-1 replicas on nodes of two GPUs (replicas 0-1 on
+// node 0, 2-3 on node 1); node 1 fails at 5 s for 4 s: replicas 2 and 3 go down together and none
+// of their requests is recomputed on either of them while they are down.
+TEST(FleetRunTest, ANodeFailureTakesTheReplicasOnItDown) {
+  TempDir dir;
+  const std::string db = dir.file("node.db");
+  std::string text = std::string(kBase) + "[network]\ngpus_per_node = 2\n[faults]\n[[faults.events]]\nnode = 1\n"
+                                          "at_s = 5\nrepair_s = 4\n";
+  text.replace(text.find("replicas = 3"), 12, "replicas = 4");
+  RunOutputs out{db, ""};
+  out.check = true;
+  const RunResult r = run_simulation(core::parse_config(text, "node.toml", run_schema()), out);
+  EXPECT_EQ(r.summary.requests_completed, 400u);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("SELECT group_concat(replica) FROM (SELECT replica FROM fleet_events WHERE kind = "
+                         "'replica_down' ORDER BY replica)").getString(),
+            "2,3");
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(DISTINCT time_ns) FROM fleet_events WHERE kind IN ('replica_down', "
+                         "'request_rerouted')").getInt64(), 1);
+  EXPECT_GT(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'request_rerouted'").getInt64(), 0);
+  // Lost on node 1 and recomputed on node 0 (both of node 1's replicas were down until 9 s).
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests r JOIN fleet_events e ON e.request_id = r.request_id "
+                         "WHERE e.kind = 'request_rerouted' AND r.decode_replica >= 2").getInt64(), 0);
+  EXPECT_NE(error_of("[network]\ngpus_per_node = 2\n[faults]\n[[faults.events]]\nnode = 2\nat_s = 1\n")
+                .find("node 2 does not exist: the cluster's replicas fill 2 nodes (0 to 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nnode = 0\nreplica = 1\nat_s = 1\n").find("one of replica and node"),
+            std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nat_s = 1\n").find("faults.events[0].replica"), std::string::npos);
+}
+
 // A run without [faults] writes no fleet tables (its database keeps the layout it had).
 TEST(FleetRunTest, RunsWithoutFaultsWriteNoFleetTables) {
   TempDir dir;
@@ -173,6 +204,45 @@ TEST(FleetRunTest, ExampleTwoClassBurstRunsWithTheCheckerWithAndWithoutShedding)
   EXPECT_GT(shed.summary.rejected_admission, 0u);
   EXPECT_EQ(shed.summary.classes[0].requests, plain.summary.classes[0].requests);  // the same arrivals
   EXPECT_EQ(shed.summary.classes[0].requests + shed.summary.classes[1].requests, shed.summary.requests_total);
+}
+
+// Client retries (issue 17) on the two-class burst with a 15 s client time-out: the same client
+// requests as without retries, every retry a request of its own (a row, a request_retried event),
+// and the retry storm after the burst: the attempts sent in the 25 s after it are well over what
+// the clients send there by themselves.
+TEST(FleetRunTest, RetriesAfterTheBurstAddLoadAndAreCountedPerClientRequest) {
+  TempDir dir;
+  const std::string path = servesim::testing::source_dir() + "/experiments/fleet/two_class_burst.toml";
+  const std::string plain_db = dir.file("plain.db"), retry_db = dir.file("retry.db");
+  RunOutputs plain_out{plain_db, ""}, retry_out{retry_db, ""};
+  plain_out.check = retry_out.check = true;
+  const RunResult plain = run_simulation(load_run_config(path, {"workload.client_timeout_s=15"}), plain_out);
+  const RunResult retry =
+      run_simulation(load_run_config(path, {"workload.client_timeout_s=15", "retries.max_attempts=3"}), retry_out);
+  EXPECT_TRUE(plain.summary.fleet.empty());  // no retries, no faults: no fleet figures
+  auto metric = [&](const char* name) {
+    for (const auto& v : retry.summary.fleet)
+      if (v.name == name) return v.value;
+    ADD_FAILURE() << name << " missing";
+    return -1.0;
+  };
+  EXPECT_EQ(metric("client_requests"), static_cast<double>(plain.summary.requests_total));
+  EXPECT_EQ(metric("client_requests") + metric("retry_attempts"), static_cast<double>(retry.summary.requests_total));
+  EXPECT_EQ(metric("client_completed") + metric("client_gave_up"), metric("client_requests"));
+  EXPECT_GT(metric("retry_attempts"), 0);
+  SQLite::Database d(retry_db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'request_retried'").getInt64(),
+            static_cast<int64_t>(metric("retry_attempts")));
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind <> 'request_retried'").getInt64(), 0);
+  // Every failed attempt (here: timed out) is either retried or its client's last word.
+  EXPECT_EQ(static_cast<double>(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'timed_out'").getInt64()),
+            metric("retry_attempts") + metric("client_gave_up"));
+  EXPECT_EQ(static_cast<double>(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'completed'").getInt64()),
+            metric("client_completed"));
+  SQLite::Database p(plain_db, SQLite::OPEN_READONLY);
+  const char* after = "SELECT COUNT(*) FROM requests WHERE arrival_ns >= 35000000000 AND arrival_ns < 60000000000";
+  const int64_t own = p.execAndGet(after).getInt64(), sent = d.execAndGet(after).getInt64();
+  EXPECT_GT(sent, own * 3 / 2) << own << " sent by the clients, " << sent << " attempts with retries";
 }
 
 }  // namespace

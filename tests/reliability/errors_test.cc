@@ -465,6 +465,29 @@ std::vector<ErrorCase> cases() {
   add({"admission_unknown_kind", "an unknown admission kind",
        {{"run.toml", poisson_config("", "[admission]\nkind = \"token_bucket\"\n")}}, run_azure, 2,
        {"run.toml", "admission.kind", "queue_length"}});
+  // Client retries (issue 17).
+  add({"retries_backoff_above_max", "a retry back-off longer than its maximum",
+       {{"run.toml", poisson_config("client_timeout_s = 1\n", "[retries]\nmax_attempts = 3\nbackoff_s = 10\n")}},
+       run_azure, 2, {"run.toml", "retries.max_backoff_s", "below backoff_s"}});
+  add({"retries_closed_loop", "client retries with a closed-loop workload",
+       {{"run.toml", length_file_config("json", "[workload.arrival]\nkind = \"closed_loop\"\nconcurrency = 4\n"
+                                                "requests = 20\n") + "[retries]\nmax_attempts = 2\n"},
+        {"lengths.json", "[{\"prompt_len\": 100, \"output_len\": 20}]\n"}},
+       run_azure, 2, {"run.toml", "retries.max_attempts", "open-loop"}});
+  add({"retries_nothing_to_retry", "client retries with every kind of failure turned off",
+       {{"run.toml", poisson_config("", "[retries]\nmax_attempts = 2\nafter_timeout = false\nafter_shed = false\n"
+                                        "after_failure = false\n")}},
+       run_azure, 2, {"run.toml", "retries.max_attempts", "nothing would be retried"}});
+  add({"retries_zero_attempts", "`max_attempts = 0`",
+       {{"run.toml", poisson_config("", "[retries]\nmax_attempts = 0\n")}}, run_azure, 2,
+       {"run.toml", "retries.max_attempts"}});
+  add({"capacity_headroom_unknown", "an unknown capacity headroom (`headroom = \"gpu\"`)",
+       {{"run.toml", poisson_config("", "[slo]\nttft_ms = 500\n")},
+        {"exp.toml", "base = \"run.toml\"\n[capacity]\nheadroom = \"gpu\"\n"}},
+       {"capacity", "exp.toml", "-q"}, 2, {"exp.toml:3", "capacity.headroom", "\"replica\""}, "", true});
+  add({"capacity_headroom_flag", "`--headroom gpus`",
+       {{"run.toml", poisson_config("", "[slo]\nttft_ms = 500\n")}, {"exp.toml", "base = \"run.toml\"\n"}},
+       {"capacity", "exp.toml", "-q", "--headroom", "gpus"}, 2, {"--headroom", "replica, node or none"}, "", true});
   // Autoscaling (issue 17).
   const std::string as = "[autoscaler]\nkind = \"schedule\"\nmax_replicas = 3\n";
   add({"autoscaler_without_max", "an autoscaler without max_replicas",

@@ -42,9 +42,11 @@ struct Draw {
   std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
+  bool node_failure = false;  // one of them a node's
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
   bool priority = false;                     // scheduler policy = "priority"
   bool fair = false;                         // scheduler policy = "fair"
+  bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
   bool autoscale = false;                    // [autoscaler] (issue 17)
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
@@ -305,6 +307,13 @@ Draw draw_config(uint64_t seed) {
       }
     }
   }
+  // Node failures (all the replicas of node 0 at once) on a quarter of the fault draws, from their own stream.
+  core::Rng node_rng(seed, "property-nodes");
+  if (d.faults && node_rng.uniform_int(4) == 0) {
+    d.node_failure = true;
+    t += "[[faults.events]]\nnode = 0\nat_s = " + num(std::round(node_rng.uniform() * 400) / 100) + "\n";
+    if (node_rng.uniform_int(2)) t += "repair_s = " + num(std::round(node_rng.uniform() * 300) / 100) + "\n";
+  }
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
@@ -372,6 +381,16 @@ Draw draw_config(uint64_t seed) {
                  "policy = \"fair\"\nfair_output_weight = " + num(pick(fair_rng, std::vector<double>{0, 1, 2, 4})) + "\n");
       }
     }
+  }
+  // Client retries (issue 17) on a third of the open-loop draws whose requests can fail (a time-out,
+  // shedding, or failed replicas), from their own stream and last: 2 to 4 attempts, short back-offs.
+  core::Rng retry_rng(seed, "property-retries");
+  const bool open_loop = d.arrival != "closed_loop" && t.find("drain = true") == std::string::npos;
+  if (open_loop && (d.timeout || d.admission || d.faults) && retry_rng.uniform_int(3) == 0) {
+    d.retries = true;
+    t += "[retries]\nmax_attempts = " + std::to_string(2 + retry_rng.uniform_int(3)) + "\nbackoff_s = " +
+         num(pick(retry_rng, std::vector<double>{0, 0.01, 0.2})) + "\njitter = " +
+         num(pick(retry_rng, std::vector<double>{0, 0.25, 1})) + "\n";
   }
   // Autoscaling (issue 17) on a quarter of the unified draws without faults, from its own stream and
   // last: a pool of the drawn size plus up to three replicas off, one of the three kinds, evaluated
@@ -511,6 +530,7 @@ struct Tally {
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
+  uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
@@ -556,8 +576,29 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(fleet("requests_failed"), t.failed);
       EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
       EXPECT_EQ(fleet("replica_failures"), t.replica_failures);
-      if (!d.faults && !d.autoscale) {
+      if (!d.faults && !d.retries && !d.autoscale) {
         EXPECT_TRUE(s.fleet.empty());
+      }
+      // Client retries: every attempt is a request; each client request ends answered or given up.
+      EXPECT_EQ(fleet("client_requests") > 0, d.retries);
+      if (d.retries) {
+        EXPECT_EQ(fleet("client_requests") + fleet("retry_attempts"), s.requests_total);
+        EXPECT_EQ(fleet("client_completed") + fleet("client_gave_up"), fleet("client_requests"));
+        EXPECT_EQ(fleet("client_completed"), s.requests_completed);
+        uint64_t first = 0, last = 0, retried = 0, signalled = 0;
+        for (const auto& rec : recorded.done) {
+          first += rec.attempt == 0;
+          last += !rec.retried;
+          retried += rec.retried;
+        }
+        for (const auto& e : recorded.fleet) signalled += e.kind == core::FleetEventKind::kRequestRetried;
+        EXPECT_EQ(first, fleet("client_requests"));
+        EXPECT_EQ(last, fleet("client_requests"));
+        EXPECT_EQ(retried, fleet("retry_attempts"));
+        EXPECT_EQ(signalled, fleet("retry_attempts"));
+        tally.retries += fleet("retry_attempts");
+        for (const auto& rec : recorded.done)
+          tally.retried_and_answered += rec.attempt > 0 && rec.outcome == core::RequestOutcome::kCompleted;
       }
       if (d.autoscale) {
         // The GPU time provisioned never exceeds that of the whole pool for the whole run.
@@ -618,6 +659,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.admission_runs += d.admission;
       tally.priority_runs += d.priority;
       tally.fair_runs += d.fair;
+      tally.retry_runs += d.retries;
+      tally.node_failure_runs += d.node_failure;
       tally.autoscale_runs += d.autoscale;
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
@@ -685,6 +728,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.replica_failures, kSeeds / 10);
   EXPECT_GT(tally.rerouted, 100u);
   EXPECT_GT(tally.failed, 10u);
+  EXPECT_GT(tally.node_failure_runs, kSeeds / 40);
+  // Issue 17: client retries that were sent, and some that were answered.
+  EXPECT_GT(tally.retry_runs, kSeeds / 30);
+  EXPECT_GT(tally.retries, 100u);
+  EXPECT_GT(tally.retried_and_answered, 10u);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
     EXPECT_GE(tally.models[model], kSeeds / 15) << model << " rarely ran";
   for (const char* model : {"gpt-oss-20b (sliding_window = 32)", "qwen3-next-80b-a3b (num_layers = 8)",
@@ -697,11 +745,12 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.replica_failures
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
-            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.autoscale_runs << " autoscaled (" << tally.scale_events
-            << " provisions and drains); decoding:";
+            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
+            << " retries, " << tally.retried_and_answered << " answered), " << tally.autoscale_runs << " autoscaled ("
+            << tally.scale_events << " provisions and drains); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

@@ -72,6 +72,41 @@ TEST(FaultsTest, FailedReplicasRequestsAreRecomputedElsewhereAndCounted) {
   EXPECT_EQ(h.checker.totals().lost_decodes, 1);  // A's decode in [30, 40)
 }
 
+// A node failure: replicas 0 and 1 share a node and go down together at 35 ms; C runs on replica 2.
+// Both lost requests go to replica 2, none to replica 1 (round robin's next pick for B, already
+// down), and they are routed again in arrival order after both replicas are down.
+TEST(FaultsTest, ANodeFailureTakesItsReplicasDownTogether) {
+  ClusterSetup s;
+  s.replicas = 3;
+  Harness h({spec(0, 8, 10), spec(0, 8, 10), spec(0, 8, 10)}, s);
+  sim::FaultPlan plan;
+  sim::FaultEvent node = failure(0, 35);
+  node.with = {1};
+  plan.events = {node};
+  h.cluster->set_faults(plan);
+  h.run();
+  for (uint64_t id : {0u, 1u}) {
+    const core::RequestRecord* r = h.obs.find(id);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, core::RequestOutcome::kCompleted);
+    EXPECT_EQ(r->replica, id);
+    EXPECT_EQ(r->decode_replica, 2u) << id;
+  }
+  ASSERT_EQ(h.obs.fleet.size(), 4u);
+  EXPECT_EQ(h.obs.fleet[0].kind, core::FleetEventKind::kReplicaDown);
+  EXPECT_EQ(h.obs.fleet[0].replica, 0u);
+  EXPECT_EQ(h.obs.fleet[1].kind, core::FleetEventKind::kReplicaDown);
+  EXPECT_EQ(h.obs.fleet[1].replica, 1u);
+  for (uint64_t k : {2u, 3u}) {
+    EXPECT_EQ(h.obs.fleet[k].kind, core::FleetEventKind::kRequestRerouted);
+    EXPECT_EQ(h.obs.fleet[k].request, k - 2);  // A then B
+    EXPECT_EQ(h.obs.fleet[k].replica, k - 2);  // each from the replica it was lost with
+    EXPECT_EQ(h.obs.fleet[k].time, ms(35));
+  }
+  EXPECT_EQ(h.cluster->counters().replica_failures, 2u);
+  EXPECT_EQ(h.cluster->counters().rerouted, 2u);
+}
+
 // on_failure = fail: A leaves at the failure with the three tokens it had; B is untouched (100 ms).
 TEST(FaultsTest, OnFailureFailEndsTheLostRequests) {
   ClusterSetup s;
