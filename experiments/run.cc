@@ -18,6 +18,7 @@
 #include "hwmodels/roofline.h"
 #include "hwmodels/speculative_cost_model.h"
 #include "hwmodels/uncertainty.h"
+#include "policies/autoscaler/autoscaler.h"
 #include "policies/decoding/decoding_method.h"
 #include "policies/router/admission.h"
 #include "policies/router/router.h"
@@ -200,6 +201,11 @@ const std::vector<core::ParamSpec>& run_schema() {
                          "admission control at the router: shed requests (outcome rejected_admission) when the picked "
                          "replica's queue or predicted TTFT is over a limit, per request class by admit_fraction "
                          "(unset: every request is admitted)")
+          .optional(),
+      ParamSpec::section("autoscaler", "autoscalers", "",
+                         "autoscaling of a unified pool: max_replicas replicas are built, cluster.replicas are in "
+                         "service at the start, and the policy provisions (after a cold start) or drains replicas; "
+                         "cost counts the GPU time provisioned (unset: a fixed pool)")
           .optional(),
       ParamSpec::section("decode_router", "routers", "least_outstanding",
                          "disaggregated only: picks the decode replica for each prefilled request"),
@@ -824,6 +830,51 @@ sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource
   return policy;
 }
 
+// [autoscaler]: the policy, and the mechanism's plan with its cold start, checked against the
+// cluster it applies to.
+std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const Pool& pool,
+                                             const hwmodels::ModelSpec& model, const policies::DecodingMethod* decoding,
+                                             bool disaggregated, sim::AutoscalePlan& plan) {
+  const core::Params& a = config.section("autoscaler");
+  if (disaggregated)
+    a.fail("kind", "autoscaling is modelled for a unified pool; this cluster has [cluster.prefill] and [cluster.decode]");
+  if (config.has("faults"))
+    a.fail("kind", "autoscaling and [faults] do not combine yet (a repair would bring back a replica that is off); "
+                   "remove one of them");
+  const core::Params& cluster_cfg = config.section("cluster");
+  const int64_t initial = cluster_cfg.get_int("replicas");
+  const int64_t lo = a.get_int("min_replicas"), hi = a.get_int("max_replicas");
+  if (lo > hi)
+    a.fail("min_replicas", "min_replicas " + std::to_string(lo) + " is above max_replicas " + std::to_string(hi));
+  if (initial < lo || initial > hi)
+    cluster_cfg.fail("replicas", "with [autoscaler] cluster.replicas is the count in service at the start, which must "
+                                 "lie in [min_replicas, max_replicas] = [" + std::to_string(lo) + ", " +
+                                 std::to_string(hi) + "]; got " + std::to_string(initial));
+  const core::Params& net = config.section("network");
+  sim::ColdStart cold;
+  cold.provision_s = a.get_float("provision_s");
+  cold.warmup_s = a.get_float("warmup_s");
+  cold.weight_bytes_per_gpu = hwmodels::weight_bytes_per_gpu(model, pool.tp, pool.ep.degree, pool.ep.redundant_experts);
+  if (decoding && decoding->drafter())
+    cold.weight_bytes_per_gpu += policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), pool.tp);
+  cold.load_bytes_per_s = (a.has("load_gb_s") ? a.get_float("load_gb_s")
+                                              : policies::default_load_gb_s(a.get_string("weights_source"),
+                                                                            net.get_float("pcie_gb_s"),
+                                                                            net.get_float("nic_gb_s"))) *
+                          1e9;
+  const double cold_s = cold.seconds();
+  if (!(cold_s < 1e9))
+    a.fail("load_gb_s", "a cold start of " + core::format_double(cold_s) + " s is not a usable length");
+  plan.initial = static_cast<uint32_t>(initial);
+  plan.min_replicas = static_cast<uint32_t>(lo);
+  plan.max_replicas = static_cast<uint32_t>(hi);
+  plan.interval = core::Duration::from_seconds(a.get_float("interval_s"));
+  plan.stabilization = core::Duration::from_seconds(a.get_float("stabilization_s"));
+  plan.cooldown = core::Duration::from_seconds(a.get_float("cooldown_s"));
+  plan.cold_start = core::Duration::from_seconds(cold_s);
+  return policies::autoscaler_registry().make(a);
+}
+
 }  // namespace
 
 RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) {
@@ -862,7 +913,10 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                                  tp, shares, decoding.get()));
     }
   } else {
-    pools.push_back(build_pool("cluster", cluster_cfg, config, cluster_cfg, *model, cluster_cfg.get_int("replicas"),
+    // Autoscaled: every replica the pool may have is built; cluster.replicas are in service at first.
+    const int64_t built = config.has("autoscaler") ? config.section("autoscaler").get_int("max_replicas")
+                                                   : cluster_cfg.get_int("replicas");
+    pools.push_back(build_pool("cluster", cluster_cfg, config, cluster_cfg, *model, built,
                                cluster_cfg.get_int("tensor_parallel"), shares, decoding.get()));
   }
   int64_t replicas = 0;
@@ -973,6 +1027,10 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed, placement, gpus_per_node);
   const sim::RetryPolicy retry_policy = retries(config, *source, seed);
   collector_cfg.retries = retry_policy.any();
+  std::unique_ptr<sim::Autoscaler> autoscaler;
+  sim::AutoscalePlan scale_plan;
+  if (config.has("autoscaler"))
+    autoscaler = autoscaling(config, pools[0], *model, decoding.get(), disaggregated, scale_plan);
 
   if (outputs.build_only) return result;
 
@@ -1050,6 +1108,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   cluster.set_faults(fault_plan);
   cluster.set_retries(retry_policy);
   if (admission) cluster.set_admission(std::move(admission));
+  if (autoscaler) cluster.set_autoscaler(std::move(autoscaler), scale_plan);
 
   const auto wall_start = std::chrono::steady_clock::now();
   cluster.start();

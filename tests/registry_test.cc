@@ -24,6 +24,7 @@ void expect_kinds(const std::string& family, const std::set<std::string>& expect
 
 TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("admission", {"queue_length", "predicted_ttft"});
+  expect_kinds("autoscalers", {"target_utilisation", "slo", "schedule"});
   expect_kinds("routers", {"round_robin", "random", "least_outstanding", "power_of_two", "consistent_hash",
                            "prefix_affinity"});
   expect_kinds("schedulers", {"continuous", "chunked"});

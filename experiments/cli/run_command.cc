@@ -173,13 +173,21 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
       if (v.name == name) return v.value;
     return std::nullopt;
   };
+  // An autoscaled run (no [faults] with it) has its own line below.
+  const bool elastic = fleet_value("replica_provisions").has_value();
   if (fleet_value("replica_failures")) {
     auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
-    out << "fleet        " << grouped(static_cast<uint64_t>(get("replica_failures"))) << " replica failures ("
+    if (!elastic)
+      out << "fleet        " << grouped(static_cast<uint64_t>(get("replica_failures"))) << " replica failures ("
         << grouped(static_cast<uint64_t>(get("replica_repairs"))) << " repaired, " << fixed(get("replica_down_seconds"), 1)
         << " replica-seconds down), " << grouped(static_cast<uint64_t>(get("requests_rerouted")))
         << " requests rerouted and recomputed, " << grouped(static_cast<uint64_t>(get("requests_failed")))
         << " failed, " << grouped(static_cast<uint64_t>(get("replica_speed_changes"))) << " straggler events\n";
+    if (elastic)
+      out << "autoscaling  " << grouped(static_cast<uint64_t>(get("replica_provisions"))) << " replicas provisioned, "
+          << grouped(static_cast<uint64_t>(get("replica_drains"))) << " drained; " << fixed(get("replicas_mean"), 2)
+          << " replicas provisioned on average (peak " << grouped(static_cast<uint64_t>(get("replicas_peak")))
+          << "), " << fixed(get("provisioned_gpu_hours"), 3) << " GPU-hours provisioned\n";
   }
   if (const auto clients = fleet_value("client_requests")) {
     auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };

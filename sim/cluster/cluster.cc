@@ -23,6 +23,8 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
   fault_timer_.cluster = this;
   park_timer_.cluster = this;
   retry_timer_.cluster = this;
+  scale_timer_.cluster = this;
+  drain_check_.cluster = this;
   closed_loop_ = source_.closed_loop();
   timeout_ = source_.client_timeout();
   if (layout_.prefill_replicas > 0 &&
@@ -91,6 +93,7 @@ void Cluster::start() {
     s.kv_blocks_total = r->kv().total();
     observer_.on_replica_state(s);
   }
+  if (autoscaler_) start_autoscaling();
   if (closed_loop_) {
     poll_source();
   } else if (read_next()) {
@@ -148,7 +151,7 @@ void Cluster::on_event(uint64_t payload) {
       requests_.erase(id);
       return;
     }
-    if (!loads_[requests_[id].routed_replica].up) {  // its replica failed while it was on the way
+    if (replicas_[requests_[id].routed_replica]->down()) {  // its replica failed while it was on the way
       Request& r = requests_[id];
       replicas_[r.routed_replica]->incoming(r, -1);  // no longer coming there
       r.state = RequestState::kWaiting;
@@ -197,8 +200,9 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
   uint32_t target = router_->route(r, std::span<const ReplicaLoad>(loads_.data(), pool));
   if (target >= pool)
     throw core::Error("internal: router chose replica " + std::to_string(target) + " of " + std::to_string(pool));
-  const bool none_up = faults_ && !loads_[target].up && up_from(target) == pool;
-  if (faults_ && !none_up) target = up_from(target);
+  const bool gaps = faults_ || autoscaler_;  // replicas may be out of service (down, off, draining)
+  const bool none_up = gaps && !loads_[target].up && up_from(target) == pool;
+  if (gaps && !none_up) target = up_from(target);
   r.routed_replica = target;
   if (admission_ && !admission_->admit(r, std::span<const ReplicaLoad>(loads_.data(), pool), target)) {
     ++counters_.shed;
@@ -378,6 +382,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
 }
 
 void Cluster::on_request_done(const core::RequestRecord& r) {
+  if (autoscaler_) after_departure(r.decode_replica);
   core::RequestRecord rec = r;
   if (r.outcome == core::RequestOutcome::kTimedOut) {  // a replica let go of a request whose client gave up
     signal_timed_out(rec);

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/cluster/autoscaling.h"
 #include "sim/cluster/network.h"
 #include "sim/cluster/replica.h"
 #include "sim/cluster/request.h"
@@ -149,6 +150,11 @@ class Cluster final : public EventHandler,
   void set_admission(std::unique_ptr<Admission> admission) { admission_ = std::move(admission); }
   // Client retries (open-loop workloads); before start().
   void set_retries(const RetryPolicy& policy);
+  // Autoscaling ([autoscaler]; unified clusters without [faults]; sim/cluster/autoscaling.cc): the
+  // replicas past plan.initial start off; `policy` is asked every plan.interval. Before start().
+  void set_autoscaler(std::unique_ptr<Autoscaler> policy, const AutoscalePlan& plan);
+  // Per replica (empty without an autoscaler).
+  std::span<const ReplicaPhase> phases() const { return phases_; }
 
   // Schedules the first arrival.
   void start();
@@ -269,6 +275,26 @@ class Cluster final : public EventHandler,
   // says which attempt it was and schedules the next one when the client will retry.
   void client_done(core::RequestRecord& rec);
   void on_retry(uint64_t index);
+  // ---- autoscaling (sim/cluster/autoscaling.cc) ----
+  // Payload 0: an evaluation; else a readiness, (generation << 32) | (replica + 1).
+  struct ScaleTimer final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t payload) override { cluster->on_scale_timer(payload); }
+  };
+  // A request left a draining replica: is it empty now? (Payload: the replica.)
+  struct DrainCheck final : EventHandler {
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t replica) override { cluster->switch_off_if_empty(static_cast<uint32_t>(replica)); }
+  };
+  void start_autoscaling();
+  void on_scale_timer(uint64_t payload);
+  void evaluate_autoscaler();
+  void scale_to(uint32_t target);
+  void set_phase(uint32_t i, ReplicaPhase phase, core::FleetEventKind kind);
+  void switch_off_if_empty(uint32_t i);
+  void after_departure(uint32_t i) {
+    if (phases_[i] == ReplicaPhase::kDraining) sim_.schedule_after(core::Duration(), &drain_check_, i);
+  }
 
   struct PendingTransfer {
     uint32_t from = 0, to = 0;
@@ -315,6 +341,16 @@ class Cluster final : public EventHandler,
   std::vector<std::optional<core::Time>> repair_at_;  // per replica while down: when it comes back
   std::deque<RequestId> parked_;
   bool park_timer_pending_ = false;
+  std::unique_ptr<Autoscaler> autoscaler_;
+  AutoscalePlan scale_;
+  ScaleTimer scale_timer_;
+  DrainCheck drain_check_;
+  std::vector<ReplicaPhase> phases_;          // per replica
+  std::vector<uint32_t> phase_generation_;    // per replica: provisions so far (stale readiness events)
+  std::deque<std::pair<core::Time, uint32_t>> wanted_;  // evaluations within the stabilisation window
+  std::optional<core::Time> last_scaling_;
+  uint64_t evaluations_ = 0;
+  uint32_t provisioned_ = 0;                  // starting + up + draining
   std::vector<RequestId> lost_;              // scratch: requests lost with failing replicas ...
   std::vector<uint32_t> lost_from_;          // ... and the replica each was lost with
   std::vector<size_t> order_;                // scratch

@@ -21,6 +21,10 @@ std::string_view fleet_event_name(FleetEventKind kind) {
     case FleetEventKind::kReplicaSpeed: return "replica_speed";
     case FleetEventKind::kRequestRerouted: return "request_rerouted";
     case FleetEventKind::kRequestRetried: return "request_retried";
+    case FleetEventKind::kReplicaProvision: return "replica_provision";
+    case FleetEventKind::kReplicaReady: return "replica_ready";
+    case FleetEventKind::kReplicaDrain: return "replica_drain";
+    case FleetEventKind::kReplicaOff: return "replica_off";
   }
   return "unknown";
 }

@@ -97,7 +97,8 @@ struct KvTransfer {
 };
 
 // Fleet dynamics ([faults]): a replica went down or came back, started running slow, or a request
-// lost its KV with a failed replica and was routed again.
+// lost its KV with a failed replica and was routed again; [autoscaler]: a replica was provisioned,
+// became ready, started draining or went off.
 enum class FleetEventKind : uint8_t {
   kReplicaDown,      // value: requests it held (queued + running)
   kReplicaUp,        // repaired: it takes traffic again
@@ -105,6 +106,12 @@ enum class FleetEventKind : uint8_t {
   kRequestRerouted,  // request `request` left failed replica `replica` to be recomputed elsewhere
   kRequestRetried,   // request `request` is a client's retry (value: its attempt, 1 = the first retry) of
                      // an attempt that failed on replica `replica` ([retries])
+  // Autoscaling ([autoscaler]; value: the replicas provisioned after the event, starting + up +
+  // draining, i.e. those that cost GPU time):
+  kReplicaProvision,  // off -> starting: it costs from now on, takes traffic only once ready
+  kReplicaReady,      // starting -> up after its cold start (or draining -> up: the drain is called off)
+  kReplicaDrain,      // up -> draining: routers stop sending to it; what it holds finishes there
+  kReplicaOff,        // draining (now empty) or starting -> off: it stops costing
 };
 std::string_view fleet_event_name(FleetEventKind kind);  // "replica_down", ...
 struct FleetEvent {

@@ -89,8 +89,40 @@ void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
       break;
     case core::FleetEventKind::kRequestRetried:
       break;  // counted by the attempts' records (client_done)
+    case core::FleetEventKind::kReplicaProvision:
+    case core::FleetEventKind::kReplicaReady:
+    case core::FleetEventKind::kReplicaDrain:
+    case core::FleetEventKind::kReplicaOff:
+      if (!fleet_.elastic) {  // every replica built counts as provisioned from the start until it goes off
+        fleet_.elastic = true;
+        fleet_.on_since.assign(config_.replicas.size(), core::Time());
+        fleet_.on_spans.resize(config_.replicas.size());
+      }
+      if (e.kind == core::FleetEventKind::kReplicaProvision) {
+        ++fleet_.provisions;
+        fleet_.on_since[e.replica] = e.time;
+      } else if (e.kind == core::FleetEventKind::kReplicaDrain) {
+        ++fleet_.drains;
+      } else if (e.kind == core::FleetEventKind::kReplicaOff && fleet_.on_since[e.replica]) {
+        fleet_.on_spans[e.replica].emplace_back(fleet_.on_since[e.replica]->ns(), e.time.ns());
+        fleet_.on_since[e.replica].reset();
+      }
+      break;
   }
   for (ResultSink* sink : sinks_) sink->add_fleet_event(e);
+}
+
+std::vector<double> MetricsCollector::provisioned_seconds(core::Time until) const {
+  std::vector<double> out(fleet_.on_spans.size(), 0.0);
+  const int64_t u = until.ns();
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t ns = 0;
+    auto add = [&](int64_t from, int64_t to) { ns += std::max<int64_t>(0, std::min(to, u) - from); };
+    for (const auto& [from, to] : fleet_.on_spans[i]) add(from, to);
+    if (fleet_.on_since[i]) add(fleet_.on_since[i]->ns(), u);
+    out[i] = static_cast<double>(ns) * 1e-9;
+  }
+  return out;
 }
 
 void MetricsCollector::on_arrival(uint64_t /*id*/, core::Time t) {
@@ -349,6 +381,20 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   }
   s.gpu_hours = gpus * t / 3600.0;
   s.cost_usd = usd_per_hour * t / 3600.0;
+  // Autoscaled: the GPU time actually provisioned (starting, up or draining), replica by replica;
+  // the window's and the steady state's costs take the run's mean provisioned rate.
+  std::vector<double> provisioned;
+  if (fleet_.elastic) {
+    provisioned = provisioned_seconds(end);
+    double gpu_s = 0, usd_s = 0;
+    for (size_t i = 0; i < provisioned.size(); ++i) {
+      gpu_s += config_.replicas[i].gpus * provisioned[i];
+      usd_s += config_.replicas[i].usd_per_hour * provisioned[i];
+    }
+    s.gpu_hours = gpu_s / 3600.0;
+    s.cost_usd = usd_s / 3600.0;
+    usd_per_hour = t > 0 ? usd_s / t : 0;
+  }
   if (s.output_tokens > 0) s.cost_usd_per_mtok_output = s.cost_usd / static_cast<double>(s.output_tokens) * 1e6;
   if (end.ns() > 0)
     s.mean_requests_in_system = static_cast<double>(series_.integral_ns(end.ns()) / static_cast<long double>(end.ns()));
@@ -377,6 +423,29 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
                count("requests_rerouted", fleet_.rerouted),
                count("requests_failed", fleet_.failed),
                NamedValue{"replica_down_seconds", static_cast<double>(down_ns * 1e-9L), false}};
+    if (fleet_.elastic) {
+      // The most replicas provisioned at once: a sweep over the spans (an end before a start at the
+      // same time, so that the replicas off from the start never count).
+      std::vector<std::pair<int64_t, int>> steps;
+      for (size_t i = 0; i < fleet_.on_spans.size(); ++i) {
+        for (const auto& [from, to] : fleet_.on_spans[i]) {
+          steps.emplace_back(from, +1);
+          steps.emplace_back(to, -1);
+        }
+        if (fleet_.on_since[i]) steps.emplace_back(fleet_.on_since[i]->ns(), +1);
+      }
+      std::sort(steps.begin(), steps.end());
+      int peak = 0, now = 0;
+      for (const auto& st : steps) peak = std::max(peak, now += st.second);
+      double replica_s = 0;
+      for (double v : provisioned) replica_s += v;
+      s.fleet.push_back(count("replica_provisions", fleet_.provisions));
+      s.fleet.push_back(count("replica_drains", fleet_.drains));
+      s.fleet.push_back(count("replicas_peak", static_cast<uint64_t>(peak)));
+      s.fleet.push_back(NamedValue{"replicas_mean", t > 0 ? replica_s / t : 0, false});
+      s.fleet.push_back(NamedValue{"provisioned_replica_hours", replica_s / 3600.0, false});
+      s.fleet.push_back(NamedValue{"provisioned_gpu_hours", s.gpu_hours, false});
+    }
   }
   if (config_.retries) {
     auto count = [](const char* name, uint64_t v) { return NamedValue{name, static_cast<double>(v), true}; };

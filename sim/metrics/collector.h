@@ -88,6 +88,12 @@ class MetricsCollector final : public core::LifecycleObserver {
     uint64_t failures = 0, repairs = 0, speed_changes = 0, rerouted = 0, failed = 0;
     std::vector<std::optional<core::Time>> down_since;  // per replica
     long double down_ns = 0;  // replica-time spent down
+    // Autoscaling: when each replica was provisioned (from the start until its first replica_off),
+    // and the spans it was, per replica.
+    bool elastic = false;
+    uint64_t provisions = 0, drains = 0;
+    std::vector<std::optional<core::Time>> on_since;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> on_spans;  // [from, to) ns
   } fleet_;
   // With client retries: each client request (its attempts together), from its first send.
   struct Clients {
@@ -95,6 +101,8 @@ class MetricsCollector final : public core::LifecycleObserver {
     std::vector<double> ttft_ms, e2e_ms;  // completed, from the first send
   } clients_;
   void client_done(const core::RequestRecord& r);
+  // Autoscaling: the seconds each replica was provisioned within [0, until].
+  std::vector<double> provisioned_seconds(core::Time until) const;
   int64_t next_sample_ns_ = 0;
   // The requests in the system (queued + running, all replicas) and the completions over time: the
   // mean requests in the system and the steady-state analysis (steady_state.h); with a custom measurement window also one record per request, since the window is

@@ -227,6 +227,8 @@ void InvariantChecker::on_iteration(const core::IterationRecord& it) {
         [&] { return std::string(who() + " ends beyond the largest representable time"); });
   check(!rv.down, "fleet", it.start,
         [&] { return std::string(who() + ": the replica is down (failed, not repaired)"); });
+  check(rv.phase == ReplicaView::Phase::kUp || rv.phase == ReplicaView::Phase::kDraining, "fleet", it.start,
+        [&] { return std::string(who() + ": the replica is not in service (off, or still starting)"); });
   rv.iteration_end = core::Time::from_ns(end);
   rv.iterated = true;
   rv.last_decodes = it.decode_tokens;
@@ -358,6 +360,30 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
       });
       break;
     }
+    case core::FleetEventKind::kReplicaProvision:
+      check(rv.phase == ReplicaView::Phase::kOff, "fleet", e.time, [&] { return who() + ": it is not off"; });
+      rv.phase = ReplicaView::Phase::kStarting;
+      break;
+    case core::FleetEventKind::kReplicaReady:
+      check(rv.phase == ReplicaView::Phase::kStarting || rv.phase == ReplicaView::Phase::kDraining, "fleet", e.time,
+            [&] { return who() + ": it is neither starting nor draining"; });
+      rv.phase = ReplicaView::Phase::kUp;
+      break;
+    case core::FleetEventKind::kReplicaDrain:
+      check(rv.phase == ReplicaView::Phase::kUp, "fleet", e.time, [&] { return who() + ": it is not up"; });
+      rv.phase = ReplicaView::Phase::kDraining;
+      break;
+    case core::FleetEventKind::kReplicaOff:
+      // From draining (once empty), starting (called off), or up before anything ran (at the start).
+      check(rv.phase == ReplicaView::Phase::kDraining || rv.phase == ReplicaView::Phase::kStarting ||
+                (rv.phase == ReplicaView::Phase::kUp && !rv.iterated && e.time.ns() == 0),
+            "fleet", e.time, [&] { return who() + ": only a draining or starting replica goes off"; });
+      check(rv.state.queued == 0 && rv.state.running == 0 && rv.state.kv_blocks_used == 0, "fleet", e.time, [&] {
+        return who() + ": a replica going off must hold nothing, but it reports " + n(rv.state.queued) + " queued, " +
+               n(rv.state.running) + " running, " + n(rv.state.kv_blocks_used) + " KV blocks";
+      });
+      rv.phase = ReplicaView::Phase::kOff;
+      break;
   }
   if (next_) next_->on_fleet_event(e);
 }

@@ -118,6 +118,8 @@ class InvariantChecker final : public core::LifecycleObserver {
     int64_t last_decodes = 0;  // decode tokens of that iteration
     int64_t last_output = 0;   // and the tokens they emitted (accepted drafts included)
     bool down = false;         // failed ([faults]) and not repaired yet
+    // [autoscaler]: in service (up or draining) unless off or starting.
+    enum class Phase : uint8_t { kUp, kOff, kStarting, kDraining } phase = Phase::kUp;
   };
 
   [[noreturn]] void fail(const std::string& invariant, const std::string& what, core::Time t) const;

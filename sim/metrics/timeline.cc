@@ -86,6 +86,19 @@ void TimelineRecorder::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
   records_.push_back(rec);
 }
 
+void TimelineRecorder::on_fleet_event(const core::FleetEvent& e) {
+  replicas_seen_ = std::max(replicas_seen_, e.replica + 1);
+  if (!take(1)) return;
+  Record rec{};
+  rec.kind = Kind::kFleet;
+  rec.outcome = static_cast<uint8_t>(e.kind);
+  rec.replica = e.replica;
+  rec.t0_ns = e.time.ns();
+  rec.id = e.request;
+  rec.a = static_cast<int64_t>(e.value);
+  records_.push_back(rec);
+}
+
 void TimelineRecorder::on_iteration(const core::IterationRecord& it) {
   replicas_seen_ = std::max(replicas_seen_, it.replica + 1);
   if (!take(1)) return;
@@ -205,6 +218,12 @@ void TimelineRecorder::write(std::ostream& out, const RunInfo& info) const {
         event("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"preemption\",\"name\":\"preempt " + std::to_string(rec.id) +
               "\"," + pid + ",\"tid\":2,\"ts\":" + micros(rec.t0_ns) + ",\"args\":{\"request\":" +
               std::to_string(rec.id) + "}");
+        break;
+      case Kind::kFleet:
+        event("\"ph\":\"i\",\"s\":\"p\",\"cat\":\"fleet\",\"name\":\"" +
+              std::string(core::fleet_event_name(static_cast<core::FleetEventKind>(rec.outcome))) + "\"," + pid +
+              ",\"tid\":2,\"ts\":" + micros(rec.t0_ns) + ",\"args\":{\"request\":" + std::to_string(rec.id) +
+              ",\"value\":" + std::to_string(rec.a) + "}");
         break;
       case Kind::kKvTransfer:
         event("\"ph\":\"X\",\"cat\":\"kv_transfer\",\"name\":\"KV of request " + std::to_string(rec.id) +

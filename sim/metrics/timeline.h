@@ -4,7 +4,7 @@
 // and decode tokens and batch size), the requests (one async span per request from arrival to
 // finish, split into "queued+prefill" up to the first token and "decode" after it; a disaggregated
 // request's prefill span is on its prefill replica and its decode span on its decode replica),
-// preemptions and KV transfers. Open it at https://ui.perfetto.dev or chrome://tracing.
+// preemptions, KV transfers and fleet events (failures, repairs, autoscaling). Open it at https://ui.perfetto.dev or chrome://tracing.
 //
 // Bounded: the recorder keeps at most `max_events` trace events (a completed request is 6, or 4
 // when disaggregated, a rejected one 1, an iteration 1) in the order the simulation emits them and
@@ -36,6 +36,8 @@ class TimelineRecorder final : public core::LifecycleObserver {
   void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
   void on_iteration(const core::IterationRecord& it) override;
   void on_kv_transfer(const core::KvTransfer& transfer) override;
+  // Fleet events ([faults], [autoscaler]): an instant event on the replica's fleet track.
+  void on_fleet_event(const core::FleetEvent& event) override;
 
   uint64_t events_kept() const { return kept_; }
   uint64_t events_dropped() const { return dropped_; }
@@ -47,7 +49,7 @@ class TimelineRecorder final : public core::LifecycleObserver {
   void write(const std::string& path, const RunInfo& info) const;
 
  private:
-  enum class Kind : uint8_t { kIteration, kRequest, kRejected, kPreempt, kKvTransfer };
+  enum class Kind : uint8_t { kIteration, kRequest, kRejected, kPreempt, kKvTransfer, kFleet };
   struct Record {
     Kind kind;
     uint8_t outcome = 0;

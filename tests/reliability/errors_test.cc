@@ -488,6 +488,40 @@ std::vector<ErrorCase> cases() {
   add({"capacity_headroom_flag", "`--headroom gpus`",
        {{"run.toml", poisson_config("", "[slo]\nttft_ms = 500\n")}, {"exp.toml", "base = \"run.toml\"\n"}},
        {"capacity", "exp.toml", "-q", "--headroom", "gpus"}, 2, {"--headroom", "replica, node or none"}, "", true});
+  // Autoscaling (issue 17).
+  const std::string as = "[autoscaler]\nkind = \"schedule\"\nmax_replicas = 3\n";
+  add({"autoscaler_without_max", "an autoscaler without max_replicas",
+       {{"run.toml", poisson_config("", "[autoscaler]\nkind = \"slo\"\nmax_ttft_ms = 500\n")}}, run_azure, 2,
+       {"run.toml", "autoscaler.max_replicas"}});
+  add({"autoscaler_start_outside_range", "cluster.replicas outside [min_replicas, max_replicas] with an autoscaler",
+       {{"run.toml", poisson_config("", "[cluster]\nreplicas = 4\n" + as + "times_s = [1]\nreplicas = [2]\n")}},
+       run_azure, 2, {"run.toml", "cluster.replicas", "[1, 3]"}});
+  add({"autoscaler_min_above_max", "min_replicas above max_replicas",
+       {{"run.toml", poisson_config("", "[autoscaler]\nkind = \"target_utilisation\"\ntarget_requests = 8\n"
+                                        "max_replicas = 2\nmin_replicas = 3\n")}},
+       run_azure, 2, {"run.toml", "autoscaler.min_replicas", "above max_replicas"}});
+  add({"autoscaler_schedule_lengths", "a schedule with more counts than times",
+       {{"run.toml", poisson_config("", as + "times_s = [1, 2]\nreplicas = [2, 3, 1]\n")}}, run_azure, 2,
+       {"run.toml", "autoscaler.replicas", "one count per time"}});
+  add({"autoscaler_schedule_not_increasing", "schedule times that do not increase",
+       {{"run.toml", poisson_config("", as + "times_s = [5, 2]\nreplicas = [2, 3]\n")}}, run_azure, 2,
+       {"run.toml", "autoscaler.times_s", "must increase"}});
+  add({"autoscaler_schedule_fraction", "a schedule count that is not a whole replica",
+       {{"run.toml", poisson_config("", as + "times_s = [1]\nreplicas = [1.5]\n")}}, run_azure, 2,
+       {"run.toml", "autoscaler.replicas", "whole replicas"}});
+  add({"autoscaler_schedule_above_max", "a schedule count above max_replicas",
+       {{"run.toml", poisson_config("", as + "times_s = [1]\nreplicas = [5]\n")}}, run_azure, 2,
+       {"run.toml", "autoscaler.replicas", "outside [min_replicas, max_replicas]"}});
+  add({"autoscaler_unknown_source", "an unknown weights source",
+       {{"run.toml", poisson_config("", as + "times_s = [1]\nreplicas = [2]\nweights_source = \"s3\"\n")}},
+       run_azure, 2, {"run.toml", "autoscaler.weights_source", "nvme"}});
+  add({"autoscaler_with_faults", "an autoscaler together with [faults]",
+       {{"run.toml", poisson_config("", as + "times_s = [1]\nreplicas = [2]\n[faults]\nmtbf_s = 10\nmttr_s = 1\n")}},
+       run_azure, 2, {"run.toml", "autoscaler", "do not combine"}});
+  add({"autoscaler_disaggregated", "an autoscaler on a disaggregated cluster",
+       {{"run.toml", poisson_config("", "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + as +
+                                        "times_s = [1]\nreplicas = [2]\n")}},
+       run_azure, 2, {"run.toml", "autoscaler", "unified pool"}});
   add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
        {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});

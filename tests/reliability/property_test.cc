@@ -48,6 +48,7 @@ struct Draw {
   bool fair = false;                         // scheduler policy = "fair"
   bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
   bool rate_profile = false;                 // [workload.rate_profile]: a time-varying rate (issue 17)
+  bool autoscale = false;                    // [autoscaler] (issue 17)
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -403,6 +404,42 @@ Draw draw_config(uint64_t seed) {
     t += "[workload.rate_profile]\nkind = \"sinusoid\"\namplitude = " + num(amplitude) + "\nperiod_s = " + num(period) +
          "\nphase_s = " + num(phase) + "\n";
   }
+  // Autoscaling (issue 17) on a quarter of the unified draws without faults, from its own stream and
+  // last: a pool of the drawn size plus up to three replicas off, one of the three kinds, evaluated
+  // often enough (0.1 to 1 s) with short cold starts that replicas start, serve and drain within
+  // these short runs.
+  core::Rng scale_rng(seed, "property-autoscale");
+  if (!d.disaggregated && !d.faults && scale_rng.uniform_int(4) == 0) {
+    d.autoscale = true;
+    const int64_t n = std::stoll(t.substr(t.find("replicas = ") + 11));
+    const int64_t hi = n + 1 + static_cast<int64_t>(scale_rng.uniform_int(3));
+    const int64_t lo = 1 + static_cast<int64_t>(scale_rng.uniform_int(static_cast<uint64_t>(n)));
+    std::string a = "[autoscaler]\nmax_replicas = " + std::to_string(hi) + "\nmin_replicas = " + std::to_string(lo) +
+                    "\ninterval_s = " + num(pick(scale_rng, std::vector<double>{0.1, 0.3, 1})) +
+                    "\nstabilization_s = " + num(pick(scale_rng, std::vector<double>{0, 0.5, 2})) +
+                    "\ncooldown_s = " + num(pick(scale_rng, std::vector<double>{0, 0.4})) +
+                    "\nprovision_s = " + num(pick(scale_rng, std::vector<double>{0, 0.2, 1})) +
+                    "\nwarmup_s = " + num(pick(scale_rng, std::vector<double>{0, 0.1})) +
+                    "\nload_gb_s = " + num(pick(scale_rng, std::vector<double>{20, 200})) + "\n";
+    switch (scale_rng.uniform_int(3)) {
+      case 0:
+        a += "kind = \"target_utilisation\"\ntarget_requests = " + num(1 + scale_rng.uniform_int(20)) + "\n";
+        break;
+      case 1:
+        a += "kind = \"slo\"\nmax_ttft_ms = " + num(10 + std::round(scale_rng.uniform() * 1000)) + "\n";
+        break;
+      default: {
+        std::string times, counts;
+        for (int k = 0; k < 3; ++k) {
+          times += (k ? ", " : "") + num(0.5 + k + std::round(scale_rng.uniform() * 100) / 100);
+          counts += (k ? ", " : "") + std::to_string(lo + static_cast<int64_t>(scale_rng.uniform_int(
+                                                              static_cast<uint64_t>(hi - lo + 1))));
+        }
+        a += "kind = \"schedule\"\ntimes_s = [" + times + "]\nreplicas = [" + counts + "]\n";
+      }
+    }
+    t += a;
+  }
   d.toml = t;
   return d;
 }
@@ -507,6 +544,7 @@ struct Tally {
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
+  uint64_t autoscale_runs = 0, scale_events = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -551,7 +589,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(fleet("requests_failed"), t.failed);
       EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
       EXPECT_EQ(fleet("replica_failures"), t.replica_failures);
-      if (!d.faults && !d.retries) {
+      if (!d.faults && !d.retries && !d.autoscale) {
         EXPECT_TRUE(s.fleet.empty());
       }
       // Client retries: every attempt is a request; each client request ends answered or given up.
@@ -574,6 +612,14 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
         tally.retries += fleet("retry_attempts");
         for (const auto& rec : recorded.done)
           tally.retried_and_answered += rec.attempt > 0 && rec.outcome == core::RequestOutcome::kCompleted;
+      }
+      if (d.autoscale) {
+        // The GPU time provisioned never exceeds that of the whole pool for the whole run.
+        double gpus = 0;
+        for (const auto& pool : r.pools)  // an expert-parallel replica's GPUs are its EP degree
+          gpus += static_cast<double>(pool.replicas * (pool.expert_parallel > 1 ? pool.expert_parallel : pool.tensor_parallel));
+        EXPECT_LE(s.gpu_hours, gpus * s.sim_seconds / 3600.0 * (1 + 1e-12));
+        tally.scale_events += fleet("replica_provisions") + fleet("replica_drains");
       }
       EXPECT_EQ(s.requests_completed + s.requests_rejected + s.requests_timed_out + fleet("requests_failed"),
                 s.requests_total);
@@ -629,6 +675,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.retry_runs += d.retries;
       tally.rate_profile_runs += d.rate_profile;
       tally.node_failure_runs += d.node_failure;
+      tally.autoscale_runs += d.autoscale;
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
@@ -687,6 +734,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.shed, 100u);
   EXPECT_GT(tally.priority_runs, kSeeds / 20);
   EXPECT_GT(tally.fair_runs, kSeeds / 40);
+  // Issue 17: autoscaled pools that provisioned and drained replicas.
+  EXPECT_GT(tally.autoscale_runs, kSeeds / 10);
+  EXPECT_GT(tally.scale_events, kSeeds / 10);
   // Issue 17: failures that took requests with them, recomputed and failed.
   EXPECT_GT(tally.fault_runs, kSeeds / 8);
   EXPECT_GT(tally.replica_failures, kSeeds / 10);
@@ -716,7 +766,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
-            << " with a time-varying rate; decoding:";
+            << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
+            << tally.scale_events << " provisions and drains); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

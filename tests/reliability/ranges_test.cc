@@ -44,7 +44,7 @@ const std::map<std::string, std::string> kSectionOf = {
     {"workloads", "workload"}, {"models", "model"},      {"gpus", "gpu"},         {"cost_models", "cost_model"},
     {"routers", "router"},     {"schedulers", "scheduler"}, {"length_distributions", "workload.prompt"},
     {"arrivals", "workload.arrival"}, {"engines", "engine"},     {"decoding", "decoding"},
-    {"admission", "admission"}, {"rate_profiles", "workload.rate_profile"}};
+    {"admission", "admission"}, {"rate_profiles", "workload.rate_profile"}, {"autoscalers", "autoscaler"}};
 
 std::vector<NumericParam> numeric_params() {
   std::vector<NumericParam> out;
@@ -135,6 +135,11 @@ std::string config_choosing(const NumericParam& p) {
     if (p.kind == "draft_model") rest += "[decoding.model]\nkind = \"llama-3-8b\"\nnum_layers = 2\n";
   } else if (p.family == "admission") {
     rest = "[admission]\n" + choose + (p.kind == "queue_length" ? "max_queued = 4\n" : "max_ttft_ms = 100\n");
+  } else if (p.family == "autoscalers") {
+    rest = "[autoscaler]\n" + choose + "max_replicas = 2\n" +
+           (p.kind == "slo"                  ? "max_ttft_ms = 100\n"
+            : p.kind == "target_utilisation" ? "target_requests = 4\n"
+                                             : "times_s = [1]\nreplicas = [2]\n");
   } else if (!p.family.empty()) {
     rest = "[" + kSectionOf.at(p.family) + "]\n" + choose;
   } else if (p.key.rfind("cluster.prefill.", 0) == 0 || p.key.rfind("cluster.decode.", 0) == 0) {
