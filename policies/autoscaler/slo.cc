@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "policies/autoscaler/autoscaler.h"
+#include "policies/router/admission.h"
 #include "sim/core/error.h"
 
 namespace servesim::policies {
@@ -21,11 +22,7 @@ class SloAutoscaler final : public sim::Autoscaler {
       : max_ttft_ms_(max_ttft_ms), down_below_(scale_down_below), prompt_(prompt_tokens), chunk_(chunk_tokens) {}
   void bind(std::span<sim::Replica* const> replicas) override {
     // The pool's replicas are alike: one rate serves them all.
-    const double s = replicas.front()->prefill_seconds(chunk_);
-    if (!(s > 0) || !std::isfinite(s))
-      throw core::Error("internal: a prefill chunk of " + std::to_string(chunk_) + " tokens costs " +
-                        std::to_string(s) + " s");
-    ms_per_token_ = s * 1e3 / static_cast<double>(chunk_);
+    ms_per_token_ = prefill_ms_per_token(*replicas.front(), chunk_);
   }
   int64_t desired(const sim::FleetView& v) override {
     double waiting = 0;

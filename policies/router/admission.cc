@@ -11,6 +11,14 @@
 
 namespace servesim::policies {
 
+double prefill_ms_per_token(const sim::Replica& replica, int64_t chunk_tokens) {
+  const double s = replica.prefill_seconds(chunk_tokens);
+  if (!(s > 0) || !std::isfinite(s))
+    throw core::Error("internal: a prefill chunk of " + std::to_string(chunk_tokens) + " tokens costs " +
+                      std::to_string(s) + " s on replica " + std::to_string(replica.index()));
+  return s * 1e3 / static_cast<double>(chunk_tokens);
+}
+
 AdmissionRegistry& admission_registry() {
   static AdmissionRegistry registry("admission",
                                     "admission control at the router: whether a request may join the replica the "
@@ -64,13 +72,7 @@ class PredictedTtftAdmission final : public sim::Admission {
   void bind(std::span<sim::Replica* const> replicas, std::span<const core::RequestClass> classes) override {
     fractions_.bind(classes);
     ms_per_token_.clear();
-    for (const sim::Replica* r : replicas) {
-      const double s = r->prefill_seconds(chunk_);
-      if (!(s > 0) || !std::isfinite(s))
-        throw core::Error("internal: a prefill chunk of " + std::to_string(chunk_) + " tokens costs " +
-                          std::to_string(s) + " s on replica " + std::to_string(r->index()));
-      ms_per_token_.push_back(s * 1e3 / static_cast<double>(chunk_));
-    }
+    for (const sim::Replica* r : replicas) ms_per_token_.push_back(prefill_ms_per_token(*r, chunk_));
   }
   bool admit(const sim::Request& r, std::span<const sim::ReplicaLoad> replicas, uint32_t target) override {
     const double tokens = static_cast<double>(replicas[target].prefill_tokens_waiting + r.prompt_tokens);

@@ -15,4 +15,9 @@ namespace servesim::policies {
 using AdmissionRegistry = core::Registry<sim::Admission>;
 AdmissionRegistry& admission_registry();
 
+// The prefill rate predicted TTFT is costed at (admission predicted_ttft, autoscaler slo): the GPU
+// time of a chunk_tokens prefill alone on `replica`, per token, in ms. An internal error unless it
+// is a positive finite time.
+double prefill_ms_per_token(const sim::Replica& replica, int64_t chunk_tokens);
+
 }  // namespace servesim::policies
