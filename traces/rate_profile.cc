@@ -242,7 +242,7 @@ std::unique_ptr<RateProfile> load_table(const core::Params& p) {
     values.push_back(v);
     last_line = n;
   }
-  if (!header) throw core::InputError(path, 0, "", "empty file; expected the header 'time_s,factor' and rows");
+  if (!header) throw core::InputError(path, 1, "", "empty file; expected the header 'time_s,factor' and rows");
   if (times.empty()) throw core::InputError(path, lines.line_number(), "", "no rows after the header");
   if (repeat && times.size() < 2)
     throw core::InputError(path, last_line, "",
