@@ -243,6 +243,17 @@ const std::vector<core::ParamSpec>& run_schema() {
               ParamSpec::real("mttr_s", 0, "s", "mean time to repair of a drawn failure (exponential); needs mtbf_s")
                   .range(1e-3, 1e12)
                   .optional(),
+              ParamSpec::real("node_mtbf_s", 0, "s",
+                              "mean time between failures of each node (all the replicas with a GPU on it fail "
+                              "together): exponential times drawn from the run's seed (stream faults/node/<node>); "
+                              "unset = no drawn node failures")
+                  .range(1e-3, 1e12)
+                  .optional(),
+              ParamSpec::real("node_mttr_s", 0, "s",
+                              "mean time to repair of a drawn node failure (exponential); the node's next failure "
+                              "is drawn from its repair; needs node_mtbf_s")
+                  .range(1e-3, 1e12)
+                  .optional(),
               ParamSpec::table_list(
                   "events",
                   {
@@ -745,7 +756,7 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   sim::FaultPlan plan;
   if (!config.has("faults")) return plan;
   const core::Params& f = config.section("faults");
-  bool replica_faults = f.has("mtbf_s");
+  bool replica_faults = f.has("mtbf_s") || f.has("node_mtbf_s");
   if (f.has("events"))
     for (const core::Params& e : f.list("events")) replica_faults = replica_faults || e.get_string("kind") != "link";
   if (disaggregated && replica_faults)
@@ -759,6 +770,26 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   if (f.has("mtbf_s")) {
     plan.mtbf_s = f.get_float("mtbf_s");
     plan.mttr_s = f.get_float("mttr_s");
+  }
+  // The nodes the replicas fill (GPUs fill nodes in replica order) and the replicas with a GPU on each.
+  const int64_t nodes = placement.empty() || placement.back().empty() ? 1 : placement.back().back() / gpus_per_node + 1;
+  auto replicas_on = [&](int64_t node) {
+    std::vector<uint32_t> on;
+    for (size_t i = 0; i < placement.size(); ++i)
+      for (int64_t g : placement[i])
+        if (g / gpus_per_node == node) {
+          on.push_back(static_cast<uint32_t>(i));
+          break;
+        }
+    return on;
+  };
+  if (f.has("node_mtbf_s") != f.has("node_mttr_s"))
+    f.fail(f.has("node_mtbf_s") ? "node_mtbf_s" : "node_mttr_s",
+           "give node_mtbf_s and node_mttr_s together (drawn node failures need both)");
+  if (f.has("node_mtbf_s")) {
+    plan.node_mtbf_s = f.get_float("node_mtbf_s");
+    plan.node_mttr_s = f.get_float("node_mttr_s");
+    for (int64_t n = 0; n < nodes; ++n) plan.node_replicas.push_back(replicas_on(n));
   }
   if (f.has("events")) {
     for (const core::Params& e : f.list("events")) {
@@ -789,16 +820,7 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
       if (e.has("node")) {
         // Every replica with a GPU on the node (GPUs fill nodes in replica order).
         const int64_t node = e.get_int("node");
-        const int64_t nodes = placement.empty() || placement.back().empty()
-                                  ? 1
-                                  : placement.back().back() / gpus_per_node + 1;
-        std::vector<uint32_t> on;
-        for (size_t i = 0; i < placement.size(); ++i)
-          for (int64_t g : placement[i])
-            if (g / gpus_per_node == node) {
-              on.push_back(static_cast<uint32_t>(i));
-              break;
-            }
+        const std::vector<uint32_t> on = replicas_on(node);
         if (on.empty())
           e.fail("node", "node " + std::to_string(node) + " does not exist: the cluster's replicas fill " +
                              std::to_string(nodes) + (nodes == 1 ? " node (0)" : " nodes (0 to " +

@@ -95,10 +95,15 @@ struct FaultPlan {
   uint64_t seed = 0;             // the MTBF/MTTR draws' stream ("faults/<replica>")
   bool recompute = true;         // lost requests are routed again and recomputed; false: they fail
   uint32_t max_reroutes = 3;     // a request lost more often than this fails (bounds the work of a run)
-  bool any() const { return !events.empty() || mtbf_s > 0; }
+  // Drawn node failures: node n (its replicas node_replicas[n], every replica with a GPU on it) fails
+  // after exponential times of mean node_mtbf_s (stream faults/node/<n>) and is repaired after an
+  // exponential of mean node_mttr_s; its next failure is drawn from that repair.
+  double node_mtbf_s = 0, node_mttr_s = 0;
+  std::vector<std::vector<uint32_t>> node_replicas;
+  bool any() const { return !events.empty() || mtbf_s > 0 || node_mtbf_s > 0; }
   // Replica (or node) failures or stragglers: what needs a unified cluster. Link failures alone do not.
   bool replica_faults() const {
-    if (mtbf_s > 0) return true;
+    if (mtbf_s > 0 || node_mtbf_s > 0) return true;
     for (const FaultEvent& e : events)
       if (e.kind != FaultEvent::Kind::kLink) return true;
     return false;
@@ -257,6 +262,7 @@ class Cluster final : public EventHandler,
     std::optional<core::Duration> repair;  // kFail
     double speed = 1;                      // kSpeed
     std::vector<uint32_t> with;            // kFail: replicas that go down with it (a node)
+    int32_t node = -1;                     // kFail: a drawn node failure (FaultPlan::node_mtbf_s)
     uint32_t event = 0;                    // kLinkDown, kLinkUp: the link event (plan_.events)
   };
   // After a link change or a transfer: a flow cut off for good (no repair of a link pending) is an error.
@@ -350,6 +356,7 @@ class Cluster final : public EventHandler,
   ParkTimer park_timer_;
   std::vector<FaultAction> fault_actions_;
   std::vector<core::Rng> fault_rngs_;        // per replica (MTBF)
+  std::vector<core::Rng> node_fault_rngs_;   // per node (node MTBF)
   std::vector<uint64_t> epoch_;              // per replica: failures so far
   std::vector<std::optional<core::Time>> repair_at_;  // per replica while down: when it comes back
   std::deque<RequestId> parked_;

@@ -47,6 +47,20 @@ void Cluster::set_faults(const FaultPlan& plan) {
     }
     schedule_fault(e.at, a);
   }
+  if (plan_.node_mtbf_s > 0) {
+    for (uint32_t n = 0; n < plan_.node_replicas.size(); ++n) {
+      const std::vector<uint32_t>& on = plan_.node_replicas[n];
+      if (on.empty()) throw core::Error("internal: a node without replicas in the node MTBF plan");
+      for (uint32_t i : on)
+        if (i >= layout_.replicas) throw core::Error("internal: a node names a replica out of range");
+      node_fault_rngs_.emplace_back(plan_.seed, "faults/node/" + std::to_string(n));
+      FaultAction a;
+      a.replica = on.front();
+      a.with.assign(on.begin() + 1, on.end());
+      a.node = static_cast<int32_t>(n);
+      schedule_fault(sim_.now() + core::Duration::from_seconds(node_fault_rngs_[n].exponential(1.0 / plan_.node_mtbf_s)), a);
+    }
+  }
   if (plan_.mtbf_s > 0) {
     for (uint32_t i = 0; i < layout_.replicas; ++i) {
       fault_rngs_.emplace_back(plan_.seed, "faults/" + std::to_string(i));
@@ -74,10 +88,18 @@ void Cluster::fleet_event(core::FleetEventKind kind, uint32_t replica, uint64_t 
 }
 
 void Cluster::on_fault(uint64_t index) {
-  const FaultAction a = fault_actions_[index];
+  FaultAction a = fault_actions_[index];
   switch (a.kind) {
     case FaultAction::Kind::kFail: {
       lost_.clear();
+      if (a.node >= 0) {
+        // A drawn node failure: its repair time, then the next failure an exponential after it.
+        core::Rng& rng = node_fault_rngs_[static_cast<size_t>(a.node)];
+        a.repair = core::Duration::from_seconds(rng.exponential(1.0 / plan_.node_mttr_s));
+        const FaultAction next = fault_actions_[index];
+        schedule_fault(sim_.now() + *a.repair + core::Duration::from_seconds(rng.exponential(1.0 / plan_.node_mtbf_s)),
+                       next);
+      }
       if (replicas_[a.replica]->down()) {
         // Already down (an explicit failure overlapping the drawn ones): the MTBF clock restarts.
         if (a.drawn) {

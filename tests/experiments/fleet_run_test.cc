@@ -218,6 +218,35 @@ TEST(FleetRunTest, LinkFailureErrorsNameTheKey) {
             std::string::npos);
 }
 
+// Drawn node failures from the configuration: four TP-1 replicas on nodes of two GPUs; replicas 0-1
+// (node 0) and 2-3 (node 1) always go down and come back in pairs.
+TEST(FleetRunTest, DrawnNodeFailuresTakeNodesDownWhole) {
+  TempDir dir;
+  const std::string db = dir.file("nodes.db");
+  std::string text = std::string(kBase) + "[network]\ngpus_per_node = 2\n[faults]\nnode_mtbf_s = 4\nnode_mttr_s = 2\n";
+  text.replace(text.find("replicas = 3"), 12, "replicas = 4");
+  RunOutputs out{db, ""};
+  out.check = true;
+  const RunResult r = run_simulation(core::parse_config(text, "nodes.toml", run_schema()), out);
+  EXPECT_EQ(r.summary.requests_total, 400u);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  EXPECT_GT(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'replica_down'").getInt64(), 0);
+  // Every failure and repair instant holds both replicas of one node and nothing else.
+  SQLite::Statement st(d, "SELECT kind, time_ns, group_concat(replica) FROM (SELECT kind, time_ns, replica FROM "
+                          "fleet_events WHERE kind IN ('replica_down', 'replica_up') ORDER BY replica) GROUP BY kind, "
+                          "time_ns");
+  int groups = 0;
+  while (st.executeStep()) {
+    const std::string who = st.getColumn(2).getString();
+    EXPECT_TRUE(who == "0,1" || who == "2,3") << st.getColumn(0).getString() << " at " << st.getColumn(1).getInt64()
+                                              << " ns: replicas " << who;
+    ++groups;
+  }
+  EXPECT_GT(groups, 0);
+  EXPECT_NE(error_of("[faults]\nnode_mtbf_s = 10\n").find("give node_mtbf_s and node_mttr_s together"),
+            std::string::npos);
+}
+
 // A run without [faults] writes no fleet tables (its database keeps the layout it had).
 TEST(FleetRunTest, RunsWithoutFaultsWriteNoFleetTables) {
   TempDir dir;

@@ -522,6 +522,9 @@ std::vector<ErrorCase> cases() {
        {{"run.toml", poisson_config("", "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + as +
                                         "times_s = [1]\nreplicas = [2]\n")}},
        run_azure, 2, {"run.toml", "autoscaler", "unified pool"}});
+  add({"node_mtbf_without_mttr", "drawn node failures without a repair time",
+       {{"run.toml", poisson_config("", "[faults]\nnode_mtbf_s = 100\n")}}, run_azure, 2,
+       {"run.toml", "faults.node_mtbf_s", "give node_mtbf_s and node_mttr_s together"}});
   // Link failures (issue 17).
   const std::string pd_nodes = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n[network]\n"
                                "gpus_per_node = 1\n[faults]\n[[faults.events]]\nkind = \"link\"\nat_s = 0.5\n";

@@ -42,7 +42,8 @@ struct Draw {
   std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
-  bool link_faults = false;  // [faults] kind = "link" on a disaggregated cluster
+  bool link_faults = false;
+  bool node_mtbf = false;  // [faults] node_mtbf_s  // [faults] kind = "link" on a disaggregated cluster
   bool node_failure = false;  // one of them a node's
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
   bool priority = false;                     // scheduler policy = "priority"
@@ -295,6 +296,13 @@ Draw draw_config(uint64_t seed) {
       return std::stoll(t.substr(at + 11));
     }();
     t += "[faults]\non_failure = \"" + std::string(fault_rng.uniform_int(3) == 0 ? "fail" : "recompute") + "\"\n";
+    // Drawn node failures on a fifth of them, from their own stream (the other draws stay as they were).
+    core::Rng node_mtbf_rng(seed, "property-node-mtbf");
+    if (node_mtbf_rng.uniform_int(5) == 0) {
+      d.node_mtbf = true;
+      t += "node_mtbf_s = " + num(pick(node_mtbf_rng, std::vector<double>{0.5, 2, 10})) +
+           "\nnode_mttr_s = " + num(pick(node_mtbf_rng, std::vector<double>{0.1, 1})) + "\n";
+    }
     if (fault_rng.uniform_int(3) == 0)
       t += "mtbf_s = " + num(pick(fault_rng, std::vector<double>{0.5, 2, 10})) +
            "\nmttr_s = " + num(pick(fault_rng, std::vector<double>{0.1, 1})) + "\n";
@@ -556,7 +564,7 @@ struct Tally {
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
-  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0;
+  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
@@ -609,6 +617,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
         EXPECT_TRUE(s.fleet.empty());
       }
       tally.link_fault_runs += d.link_faults;
+      tally.node_mtbf_runs += d.node_mtbf;
       tally.link_failures += fleet("link_failures");
       EXPECT_LE(fleet("link_repairs"), fleet("link_failures"));
       // Client retries: every attempt is a request; each client request ends answered or given up.
@@ -764,6 +773,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.node_failure_runs, kSeeds / 40);
   // Issue 17: link failures under KV transfers of disaggregated clusters.
   EXPECT_GT(tally.link_fault_runs, kSeeds / 20);
+  EXPECT_GT(tally.node_mtbf_runs, kSeeds / 100);
   EXPECT_GT(tally.link_failures, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
@@ -783,7 +793,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.link_fault_runs << " with link failures ("
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.link_fault_runs << " with link failures ("
             << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "

@@ -238,5 +238,56 @@ TEST(FaultsTest, DrawnFailuresFollowTheSeededStream) {
   EXPECT_EQ(h.cluster->counters().completed + h.cluster->counters().failed, 400u);
 }
 
+// Drawn node failures: node n's replicas go down together after an exponential time of mean
+// node_mtbf_s drawn from stream "faults/node/<n>"; the repair is the stream's next draw (mean
+// node_mttr_s), no earlier than the end of the iteration lost; the next failure an exponential after
+// the drawn repair (the generator drawn here, in that order).
+TEST(FaultsTest, DrawnNodeFailuresTakeTheNodesReplicasDownTogether) {
+  ClusterSetup s;
+  s.replicas = 3;
+  std::vector<traces::RequestSpec> specs;
+  for (int i = 0; i < 600; ++i) specs.push_back(spec(0.01 * i, 8, 10));
+  Harness h(specs, s);
+  sim::FaultPlan plan;
+  plan.node_mtbf_s = 1.0;
+  plan.node_mttr_s = 0.5;
+  plan.node_replicas = {{0, 1}, {2}};
+  plan.seed = 7;
+  h.cluster->set_faults(plan);
+  h.run();
+  std::vector<std::vector<core::Time>> down(3), up(3);
+  for (const auto& e : h.obs.fleet) {
+    if (e.kind == core::FleetEventKind::kReplicaDown) down[e.replica].push_back(e.time);
+    if (e.kind == core::FleetEventKind::kReplicaUp) up[e.replica].push_back(e.time);
+  }
+  EXPECT_EQ(down[0], down[1]);  // node 0: together, every time
+  EXPECT_EQ(up[0], up[1]);
+  const core::Time last_arrival = core::Time() + core::Duration::from_seconds(5.99);
+  for (uint32_t n = 0; n < 2; ++n) {
+    const uint32_t replica = n == 0 ? 0 : 2;
+    core::Rng rng(7, "faults/node/" + std::to_string(n));
+    const double first = rng.exponential(1.0);
+    const double repair = rng.exponential(2.0);
+    const double gap = rng.exponential(1.0);
+    const core::Time fail_at = core::Time() + core::Duration::from_seconds(first);
+    if (fail_at >= last_arrival) continue;
+    ASSERT_FALSE(down[replica].empty()) << "node " << n;
+    EXPECT_EQ(down[replica][0], fail_at) << "node " << n;
+    const core::Time repaired = fail_at + core::Duration::from_seconds(repair);
+    if (repaired + core::Duration::from_ns(10'000'000) < last_arrival) {
+      ASSERT_FALSE(up[replica].empty()) << "node " << n;
+      EXPECT_GE(up[replica][0], repaired);
+      EXPECT_LE(up[replica][0], repaired + core::Duration::from_ns(10'000'000));  // one 10 ms iteration at most
+      const core::Time again = repaired + core::Duration::from_seconds(gap);
+      if (again < last_arrival && again > up[replica][0]) {
+        ASSERT_GE(down[replica].size(), 2u) << "node " << n;
+        EXPECT_EQ(down[replica][1], again) << "node " << n;
+      }
+    }
+  }
+  EXPECT_GT(down[0].size() + down[2].size(), 2u);  // six seconds at a mean of one failure per 1.5 s
+  EXPECT_EQ(h.cluster->counters().completed + h.cluster->counters().failed, 600u);
+}
+
 }  // namespace
 }  // namespace servesim::testing
