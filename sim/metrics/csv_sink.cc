@@ -82,8 +82,9 @@ std::vector<std::pair<int64_t, std::string>> read_runs(const fs::path& path, con
 }  // namespace
 
 const std::vector<std::string>& CsvSink::file_names() {
-  static const std::vector<std::string> names = {"runs.csv", "requests.csv", "replica_timeseries.csv",
-                                                 "replica_stats.csv"};
+  static const std::vector<std::string> names = {"runs.csv",          "requests.csv",      "replica_timeseries.csv",
+                                                 "replica_stats.csv", "fleet_events.csv",  "fleet_metrics.csv",
+                                                 "class_stats.csv"};
   return names;
 }
 
@@ -129,6 +130,14 @@ void CsvSink::begin_run(RunInfo& info) {
   open_table(replica_stats_, "replica_stats.csv", stats_header);
   runs_.name = "runs.csv";
   runs_.header = runs_header();
+  fleet_events_.name = "fleet_events.csv";
+  fleet_events_.header = "run_id,time_ns,kind,replica,request_id,value";
+  fleet_metrics_.name = "fleet_metrics.csv";
+  fleet_metrics_.header = "run_id,name,value";
+  class_stats_.name = "class_stats.csv";
+  class_stats_.header = "run_id,class,tenant";
+  for (const auto& v : flatten(ClassSummary{})) class_stats_.header += "," + v.name;
+  fleet_event_rows_.clear();
   open_ = true;
   staged_ = false;
 }
@@ -177,6 +186,42 @@ void CsvSink::add_request(const core::RequestRecord& r, const RequestMetrics& m)
 void CsvSink::add_sample(const ReplicaSample& s) {
   samples_.out << s.replica << ',' << s.time_ns << ',' << s.queued << ',' << s.running << ',' << s.kv_blocks_used
                << ',' << s.kv_blocks_total << '\n';
+}
+
+void CsvSink::add_fleet_event(const core::FleetEvent& e) {
+  // The database's columns: request_id only for a rerouted or retried request.
+  const bool request = e.kind == core::FleetEventKind::kRequestRerouted || e.kind == core::FleetEventKind::kRequestRetried;
+  fleet_event_rows_ += std::to_string(e.time.ns()) + ',' + std::string(core::fleet_event_name(e.kind)) + ',' +
+                       std::to_string(e.replica) + ',' + (request ? std::to_string(e.request) : std::string()) + ',' +
+                       core::format_double(e.value) + '\n';
+}
+
+void CsvSink::stage_optional(Table& t, const std::string& rows, const std::set<int64_t>& ids) {
+  const fs::path target = fs::path(dir_) / t.name;
+  std::error_code ec;
+  if (rows.empty() && !fs::exists(target, ec)) return;
+  const std::string header = t.header;
+  t.next = std::make_unique<core::AtomicFile>(target.string(), "a servesim " + t.name, [header](std::string_view head) {
+    return head.substr(0, std::min(head.size(), header.size())) == header.substr(0, head.size());
+  });
+  std::ostream& out = t.next->stream();
+  out << header << '\n';
+  std::ifstream old(target, std::ios::binary);
+  std::string line;
+  if (old && std::getline(old, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line != header)
+      throw core::Error(target.string() + ": has other columns than this version writes; use another --csv directory");
+    while (std::getline(old, line))
+      if (ids.count(leading_id(line))) out << line << '\n';
+  }
+  const std::string prefix = std::to_string(info_.run_id) + ",";
+  for (size_t at = 0; at < rows.size();) {
+    const size_t nl = rows.find('\n', at);
+    out << prefix << rows.substr(at, nl + 1 - at);
+    at = nl + 1;
+  }
+  t.next->finish();
 }
 
 void CsvSink::add_replica_stats(const ReplicaStats& r) {
@@ -247,6 +292,16 @@ void CsvSink::stage(const RunSummary& summary) {
     while (std::getline(staged, line)) out << prefix << line << new_pad << '\n';
     t->next->finish();
   }
+  std::string metrics, classes;
+  for (const auto& v : summary.fleet) metrics += csv_field(v.name) + ',' + number(v.value, v.integer) + '\n';
+  for (const ClassSummary& c : summary.classes) {
+    classes += csv_field(c.name) + ',' + csv_field(c.tenant);
+    for (const auto& v : flatten(c)) classes += ',' + number(v.value, v.integer);
+    classes += '\n';
+  }
+  stage_optional(fleet_events_, fleet_event_rows_, ids);
+  stage_optional(fleet_metrics_, metrics, ids);
+  stage_optional(class_stats_, classes, ids);
   std::ostringstream row;
   row << info_.run_id << ',' << info_.config_hash << ',' << info_.seed << ',' << csv_field(info_.version) << ','
       << csv_field(info_.config_toml);
@@ -264,7 +319,8 @@ void CsvSink::stage(const RunSummary& summary) {
 void CsvSink::end_run(const RunSummary& summary) {
   stage(summary);
   // The run becomes visible when runs.csv names it: its rows first.
-  for (Table* t : {&requests_, &samples_, &replica_stats_, &runs_}) {
+  for (Table* t : {&requests_, &samples_, &replica_stats_, &fleet_events_, &fleet_metrics_, &class_stats_, &runs_}) {
+    if (!t->next) continue;  // an optional table this run does not write
     core::crash_point("csv.before_rename");
     t->next->publish();
     core::crash_point("csv.renamed");

@@ -1,6 +1,9 @@
 #pragma once
 // Results as CSV files in a directory: runs.csv, requests.csv, replica_timeseries.csv and
-// replica_stats.csv, with the columns of the SQLite tables. Rows of earlier runs already in the files
+// replica_stats.csv, with the columns of the SQLite tables; and, like the database's tables of the
+// same names, fleet_events.csv and fleet_metrics.csv (created with the first run that has fleet
+// dynamics: faults, retries, autoscaling) and class_stats.csv (with the first run with request
+// classes). Rows of earlier runs already in the files
 // are kept; requests.csv holds a run's requests in request-id (arrival) order.
 //
 // Safe under concurrency and failure: a run's rows are staged in private files while it runs; at the
@@ -14,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "sim/core/output_file.h"
@@ -32,6 +36,7 @@ class CsvSink final : public ResultSink {
   void begin_run(RunInfo& info) override;
   void add_request(const core::RequestRecord& record, const RequestMetrics& metrics) override;
   void add_sample(const ReplicaSample& sample) override;
+  void add_fleet_event(const core::FleetEvent& event) override;
   void add_replica_stats(const ReplicaStats& stats) override;
   void stage(const RunSummary& summary) override;
   void end_run(const RunSummary& summary) override;
@@ -52,10 +57,15 @@ class CsvSink final : public ResultSink {
   };
   void open_table(Table& t, const std::string& name, const std::string& header);
   void write_request(const std::string& row);
+  // A table written only by runs that have its rows (fleet_events, fleet_metrics, class_stats): its
+  // next content when this run has rows or the file exists (earlier runs' rows kept), else nothing.
+  void stage_optional(Table& t, const std::string& rows, const std::set<int64_t>& ids);
 
   std::string dir_;
   RunInfo info_;
   Table requests_, samples_, replica_stats_, runs_;
+  Table fleet_events_, fleet_metrics_, class_stats_;
+  std::string fleet_event_rows_;  // this run's fleet events (few: failures, repairs, scaling, retries)
   // Requests finish out of order: each waits here until every earlier id has been written.
   std::map<uint64_t, std::string> pending_requests_;
   uint64_t next_request_ = 0;

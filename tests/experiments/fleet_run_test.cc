@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "sim/core/format.h"
+#include "sim/metrics/csv_sink.h"
 #include "traces/arrival_source.h"
 #include "tests/test_paths.h"
 
@@ -419,6 +422,72 @@ TEST(FleetRunTest, RetriesAfterTheBurstAddLoadAndAreCountedPerClientRequest) {
   const char* after = "SELECT COUNT(*) FROM requests WHERE arrival_ns >= 35000000000 AND arrival_ns < 60000000000";
   const int64_t own = p.execAndGet(after).getInt64(), sent = d.execAndGet(after).getInt64();
   EXPECT_GT(sent, own * 3 / 2) << own << " sent by the clients, " << sent << " attempts with retries";
+}
+
+}  // namespace
+}  // namespace servesim::experiments
+
+namespace servesim::experiments {
+namespace {
+
+using servesim::testing::TempDir;
+
+// The CSV output carries the fleet and class tables as the database does: three runs into one
+// database and one CSV directory (a plain run, a replica failure, a two-class burst with retries);
+// every row of fleet_events.csv, fleet_metrics.csv and class_stats.csv equals the database's row,
+// column by column, and the plain run has none.
+std::vector<std::string> db_rows(SQLite::Database& d, const std::string& table) {
+  std::vector<std::string> rows;
+  SQLite::Statement st(d, "SELECT * FROM " + table + " ORDER BY rowid");
+  while (st.executeStep()) {
+    std::string row;
+    for (int i = 0; i < st.getColumnCount(); ++i) {
+      const SQLite::Column c = st.getColumn(i);
+      row += i ? "," : "";
+      if (c.isNull()) continue;
+      if (c.isInteger()) row += std::to_string(c.getInt64());
+      else if (c.isFloat()) row += core::format_double(c.getDouble());
+      else row += metrics::csv_field(c.getString());
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<std::string> csv_rows(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  std::vector<std::string> rows;
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) rows.push_back(line);
+  return rows;
+}
+
+TEST(FleetRunTest, CsvOutputCarriesTheFleetAndClassTablesAsTheDatabaseDoes) {
+  TempDir dir;
+  const std::string db = dir.file("r.db"), csv = dir.file("csv");
+  RunOutputs out{db, csv};
+  out.check = true;
+  run_simulation(core::parse_config(kBase, "plain.toml", run_schema()), out);
+  EXPECT_FALSE(std::filesystem::exists(csv + "/fleet_events.csv"));  // no run with fleet dynamics yet
+  EXPECT_FALSE(std::filesystem::exists(csv + "/class_stats.csv"));
+  run_simulation(core::parse_config(std::string(kBase) + "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 5\n"
+                                                         "repair_s = 4\n",
+                                    "f.toml", run_schema()),
+                 out);
+  EXPECT_FALSE(std::filesystem::exists(csv + "/class_stats.csv"));
+  const std::string burst = servesim::testing::source_dir() + "/experiments/fleet/two_class_burst.toml";
+  run_simulation(load_run_config(burst, {"workload.client_timeout_s=15", "retries.max_attempts=3"}), out);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  for (const char* table : {"fleet_events", "fleet_metrics", "class_stats"}) {
+    const auto from_db = db_rows(d, table);
+    const auto from_csv = csv_rows(csv + "/" + table + ".csv");
+    EXPECT_GE(from_db.size(), 2u) << table;  // two classes; events and figures of two runs
+    EXPECT_EQ(from_csv, from_db) << table;
+  }
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_metrics WHERE run_id = 1").getInt64(), 0);
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(DISTINCT run_id) FROM fleet_events").getInt64(), 2);
 }
 
 }  // namespace
