@@ -1,11 +1,12 @@
 // The day-long diurnal example, a fixed fleet against an autoscaled one (issue 17;
 // experiments/fleet/diurnal_day.toml, docs/fleet.md "Example: a day of diurnal load"), run from the
 // command line into a database, and the per-hour query users are told to run on it
-// (scripts/report/attainment_by_hour.sql), each checked against what can be known without the
+// (scripts/report/attainment_by_hour.sql, replicas_by_hour.sql), each checked against what can be known without the
 // simulator: the fixed pools' GPU-hours are replicas x TP x the run's length; the cold start is the
 // hand computation from Qwen3-32B's weight bytes and the source's bandwidth; the hours' arrivals
 // follow the integral of the sinusoid over each hour (Poisson counts, a stated bound); the hours'
-// attainment, weighted by their requests, is the run's; the hours' replicas add up to the
+// attainment, weighted by their requests, is the run's (also on a single run's database, which has
+// no fleet_events and no points table); the hours' replicas add up to the
 // provisioned replica-hours the collector counts from the replicas' own spans.
 #include <gtest/gtest.h>
 
@@ -83,15 +84,20 @@ class DiurnalDayTest : public ::testing::Test {
                                                               "--db", db_, "--jobs", "2", "--quiet"});
     ASSERT_EQ(c.code, 0) << c.err;
     SQLite::Database d(db_, SQLite::OPEN_READONLY);
-    // The documented query, as shipped.
+    // The documented queries, as shipped.
     SQLite::Statement q(d, read_text(servesim::testing::source_dir() + "/scripts/report/attainment_by_hour.sql"));
     while (q.executeStep()) {
-      HourRow h;
+      HourRow& h = (*hours_)[q.getColumn("run").getInt()][q.getColumn("hour").getInt()];
       h.requests = q.getColumn("requests").getInt64();
       h.meeting = q.getColumn("meeting_slo").getInt64();
       h.attainment_pct = q.getColumn("attainment_pct").getDouble();
-      h.replicas = q.getColumn("replicas").getDouble();
-      (*hours_)[q.getColumn("run").getInt()][q.getColumn("hour").getInt()] = h;
+      h.replicas = -1;
+    }
+    SQLite::Statement r(d, read_text(servesim::testing::source_dir() + "/scripts/report/replicas_by_hour.sql"));
+    while (r.executeStep()) {
+      const int run = r.getColumn("run").getInt(), hour = r.getColumn("hour").getInt();
+      ASSERT_TRUE(hours_->count(run) && hours_->at(run).count(hour)) << run << " hour " << hour;
+      (*hours_)[run][hour].replicas = r.getColumn("replicas").getDouble();
     }
   }
   static void TearDownTestSuite() {
@@ -238,6 +244,27 @@ TEST_F(DiurnalDayTest, HourlyAttainmentAddsUpToTheRunsAttainment) {
   for (int hour = 0; hour < 8; ++hour) EXPECT_EQ(mean_pool.at(hour).meeting, mean_pool.at(hour).requests) << hour;
 }
 
+// The attainment query needs only the requests table: on a single run's database (no points, no
+// fleet_events) its hours add up to that run's figures too.
+TEST(DiurnalDayQueryTest, AttainmentByHourOnASingleRunsDatabase) {
+  TempDir dir;
+  const std::string db = dir.file("run.db");
+  const servesim::testing::Cli c = servesim::testing::cli(
+      {"run", servesim::testing::source_dir() + "/experiments/quickstart.toml", "--db", db});
+  ASSERT_EQ(c.code, 0) << c.err;
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  SQLite::Statement q(d, read_text(servesim::testing::source_dir() + "/scripts/report/attainment_by_hour.sql"));
+  int64_t requests = 0, meeting = 0;
+  while (q.executeStep()) {
+    EXPECT_EQ(q.getColumn("run").getInt(), 1);
+    requests += q.getColumn("requests").getInt64();
+    meeting += q.getColumn("meeting_slo").getInt64();
+  }
+  EXPECT_EQ(requests, d.execAndGet("SELECT requests_total FROM runs").getInt64());
+  EXPECT_DOUBLE_EQ(static_cast<double>(meeting) / static_cast<double>(requests),
+                   d.execAndGet("SELECT slo_attainment FROM runs").getDouble());
+}
+
 // The hours' replicas: a fixed pool's every replica in every hour; an autoscaled pool's hours (from
 // fleet_events) add up to the replica-hours the collector counts from each replica's provisioned
 // spans, less the part after the day's 24 hours (at most max_replicas x the run's tail), within the
@@ -247,6 +274,7 @@ TEST_F(DiurnalDayTest, HourlyReplicasAddUpToTheProvisionedReplicaHours) {
     const Point& p = kPoint[run - 1];
     double sum = 0;
     for (const auto& [hour, row] : hours_->at(run)) {
+      ASSERT_GE(row.replicas, 0) << run << " hour " << hour << ": no row in replicas_by_hour";
       EXPECT_GE(row.replicas, p.min - 0.005) << run << " hour " << hour;
       EXPECT_LE(row.replicas, p.max + 0.005) << run << " hour " << hour;
       if (p.min == p.max) {
