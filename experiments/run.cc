@@ -260,8 +260,14 @@ const std::vector<core::ParamSpec>& run_schema() {
                           .required(),
                       ParamSpec::string("kind", "fail",
                                         "fail: the replica goes down (its requests lose their KV); slow: it runs "
-                                        "at `speed` of its speed from at_s on (a straggler; speed = 1 heals it)")
-                          .one_of({"fail", "slow"}),
+                                        "at `speed` of its speed from at_s on (a straggler; speed = 1 heals it); "
+                                        "link: the network link `link` fails (flows take other paths)")
+                          .one_of({"fail", "slow", "link"}),
+                      ParamSpec::string("link", "",
+                                        "kind = \"link\": the link, both directions, by its name in the topology "
+                                        "(\"node 0 nic 0 - leaf\", \"leaf 0 - spine\", \"gpu 3 pcie\", "
+                                        "\"gpu 3 nvlink\")")
+                          .optional(),
                       ParamSpec::real("repair_s", 0, "s",
                                       "fail: down for this long, then back with an empty cache; unset = for good")
                           .range(0, 1e12)
@@ -734,13 +740,17 @@ sim::TopologyConfig topology_config(const core::Params& net, const hwmodels::Gpu
 
 // [faults]: fault injection, checked against the cluster it applies to.
 sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed,
-                      const std::vector<std::vector<int64_t>>& placement, int64_t gpus_per_node) {
+                      const std::vector<std::vector<int64_t>>& placement, int64_t gpus_per_node,
+                      const sim::Network* network) {
   sim::FaultPlan plan;
   if (!config.has("faults")) return plan;
   const core::Params& f = config.section("faults");
-  if (disaggregated)
-    f.fail("on_failure", "fault injection is modelled for unified clusters; this one has [cluster.prefill] and "
-                         "[cluster.decode]");
+  bool replica_faults = f.has("mtbf_s");
+  if (f.has("events"))
+    for (const core::Params& e : f.list("events")) replica_faults = replica_faults || e.get_string("kind") != "link";
+  if (disaggregated && replica_faults)
+    f.fail("on_failure", "replica and node failures are modelled for unified clusters; this one has [cluster.prefill] "
+                         "and [cluster.decode] (link failures, kind = \"link\", are modelled on both)");
   plan.recompute = f.get_string("on_failure") == "recompute";
   plan.max_reroutes = static_cast<uint32_t>(f.get_int("max_reroutes"));
   plan.seed = seed;
@@ -753,6 +763,26 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   if (f.has("events")) {
     for (const core::Params& e : f.list("events")) {
       sim::FaultEvent ev;
+      if (e.get_string("kind") == "link") {
+        if (!e.has("link")) e.fail("kind", "kind = \"link\" needs link, the name of the network link that fails");
+        for (const char* other : {"replica", "node", "speed"})
+          if (e.has(other)) e.fail(other, std::string(other) + " is not for kind = \"link\" (a link names its link)");
+        const std::string name = e.get_string("link");
+        if (!network)
+          e.fail("link", "this cluster has no network: links carry prefill -> decode KV transfers ([cluster.prefill] "
+                         "and [cluster.decode]) and the all-to-alls of expert-parallel replicas larger than a node");
+        ev.kind = sim::FaultEvent::Kind::kLink;
+        ev.links = network->topology().links_named(name);
+        if (ev.links.empty())
+          e.fail("link", "no network link is named " + core::in_quotes(name) + "; links are named like " +
+                             network->topology().link_name_examples());
+        ev.link_name = name;
+        ev.at = core::Time() + core::Duration::from_seconds(e.get_float("at_s"));
+        if (e.has("repair_s")) ev.repair = core::Duration::from_seconds(e.get_float("repair_s"));
+        plan.events.push_back(ev);
+        continue;
+      }
+      if (e.has("link")) e.fail("link", "link is for kind = \"link\"");
       if (e.has("replica") == e.has("node"))
         e.fail(e.has("node") ? "node" : "replica",
                "give the replica that fails or the node whose replicas fail (one of replica and node)");
@@ -1024,7 +1054,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     }
   }
 
-  const sim::FaultPlan fault_plan = faults(config, disaggregated, replicas, seed, placement, gpus_per_node);
+  const sim::FaultPlan fault_plan =
+      faults(config, disaggregated, replicas, seed, placement, gpus_per_node, network.get());
   const sim::RetryPolicy retry_policy = retries(config, *source, seed);
   collector_cfg.retries = retry_policy.any();
   std::unique_ptr<sim::Autoscaler> autoscaler;

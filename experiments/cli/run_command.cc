@@ -182,7 +182,12 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
         << grouped(static_cast<uint64_t>(get("replica_repairs"))) << " repaired, " << fixed(get("replica_down_seconds"), 1)
         << " replica-seconds down), " << grouped(static_cast<uint64_t>(get("requests_rerouted")))
         << " requests rerouted and recomputed, " << grouped(static_cast<uint64_t>(get("requests_failed")))
-        << " failed, " << grouped(static_cast<uint64_t>(get("replica_speed_changes"))) << " straggler events\n";
+        << " failed, " << grouped(static_cast<uint64_t>(get("replica_speed_changes"))) << " straggler events"
+        << (fleet_value("link_failures") ? ", " + grouped(static_cast<uint64_t>(get("link_failures"))) +
+                                               " link failures (" + grouped(static_cast<uint64_t>(get("link_repairs"))) +
+                                               " repaired)"
+                                         : std::string())
+        << "\n";
     if (elastic)
       out << "autoscaling  " << grouped(static_cast<uint64_t>(get("replica_provisions"))) << " replicas provisioned, "
           << grouped(static_cast<uint64_t>(get("replica_drains"))) << " drained; " << fixed(get("replicas_mean"), 2)

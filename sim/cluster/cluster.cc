@@ -354,6 +354,7 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
   if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
   transfers_[id.slot] = PendingTransfer{replica.index(), to, sim_.now(), bytes};
   network_->start_transfer(id.slot, pairs_, to_move, this);
+  if (links_down_ > 0) check_cut_off();
 }
 
 void Cluster::on_transfer_done(uint64_t tag) {

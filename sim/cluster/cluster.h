@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -77,12 +78,14 @@ struct ClientPath {
 // failure (mean mtbf_s) and repair (mean mttr_s), and stragglers. Every fault event is weak: a fault
 // after the last request has left never stretches the run.
 struct FaultEvent {
-  enum class Kind : uint8_t { kFail, kSlow };
+  enum class Kind : uint8_t { kFail, kSlow, kLink };
   Kind kind = Kind::kFail;
   uint32_t replica = 0;
   core::Time at;
   std::optional<core::Duration> repair;  // kFail: down for this long (unset: for good)
   std::vector<uint32_t> with;            // kFail: replicas that fail at the same instant (the rest of a node)
+  std::vector<uint32_t> links;           // kLink: the network links that fail (a cable: both directions)
+  std::string link_name;                 // kLink: as the configuration names it (for errors)
   double speed = 1;                      // kSlow: fraction of its speed from `at` on (1 = healthy again)
 };
 struct FaultPlan {
@@ -93,6 +96,13 @@ struct FaultPlan {
   bool recompute = true;         // lost requests are routed again and recomputed; false: they fail
   uint32_t max_reroutes = 3;     // a request lost more often than this fails (bounds the work of a run)
   bool any() const { return !events.empty() || mtbf_s > 0; }
+  // Replica (or node) failures or stragglers: what needs a unified cluster. Link failures alone do not.
+  bool replica_faults() const {
+    if (mtbf_s > 0) return true;
+    for (const FaultEvent& e : events)
+      if (e.kind != FaultEvent::Kind::kLink) return true;
+    return false;
+  }
 };
 
 // Client retries ([retries]): a client whose request failed sends it again, as a new request, after
@@ -240,14 +250,17 @@ class Cluster final : public EventHandler,
     void on_event(uint64_t) override { cluster->on_park_timer(); }
   };
   struct FaultAction {
-    enum class Kind : uint8_t { kFail, kRepair, kSpeed } kind = Kind::kFail;
+    enum class Kind : uint8_t { kFail, kRepair, kSpeed, kLinkDown, kLinkUp } kind = Kind::kFail;
     uint32_t replica = 0;
     bool drawn = false;                    // part of the replica's MTBF process
     uint64_t epoch = 0;                    // kRepair: the failure it ends
     std::optional<core::Duration> repair;  // kFail
     double speed = 1;                      // kSpeed
     std::vector<uint32_t> with;            // kFail: replicas that go down with it (a node)
+    uint32_t event = 0;                    // kLinkDown, kLinkUp: the link event (plan_.events)
   };
+  // After a link change or a transfer: a flow cut off for good (no repair of a link pending) is an error.
+  void check_cut_off();
   void schedule_fault(core::Time t, const FaultAction& a);
   void on_fault(uint64_t index);
   // Takes replica i down (its requests into lost_) and schedules its repair.
@@ -340,6 +353,13 @@ class Cluster final : public EventHandler,
   std::vector<uint64_t> epoch_;              // per replica: failures so far
   std::vector<std::optional<core::Time>> repair_at_;  // per replica while down: when it comes back
   std::deque<RequestId> parked_;
+  std::vector<int> link_repairs_pending_;    // per link event: repairs scheduled and not yet done
+  std::vector<core::Time> link_repair_at_;   // per link event: when its latest repair comes
+  struct KeepAlive final : EventHandler {    // a strong no-op: the run waits for a link repair
+    void on_event(uint64_t) override {}
+  };
+  KeepAlive keep_alive_;
+  int links_down_ = 0;                       // link events whose links are down now
   bool park_timer_pending_ = false;
   std::unique_ptr<Autoscaler> autoscaler_;
   AutoscalePlan scale_;

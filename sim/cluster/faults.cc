@@ -2,22 +2,36 @@
 // stragglers, and what becomes of the requests a failed replica held (routed again and recomputed,
 // or failed). Part of sim::Cluster (cluster.h); kept apart from the arrival path.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/cluster/cluster.h"
 #include "sim/core/error.h"
+#include "sim/core/format.h"
 
 namespace servesim::sim {
 
 void Cluster::set_faults(const FaultPlan& plan) {
   if (!plan.any()) return;
-  if (disaggregated())
-    throw core::Error("internal: fault injection is modelled for unified clusters only");
-  faults_ = true;
+  if (disaggregated() && plan.replica_faults())
+    throw core::Error("internal: replica failures are modelled for unified clusters only");
+  faults_ = plan.replica_faults();
   plan_ = plan;
+  link_repairs_pending_.assign(plan_.events.size(), 0);
+  link_repair_at_.assign(plan_.events.size(), core::Time());
   epoch_.assign(layout_.replicas, 0);
   repair_at_.assign(layout_.replicas, std::nullopt);
-  for (const FaultEvent& e : plan_.events) {
+  for (uint32_t k = 0; k < plan_.events.size(); ++k) {
+    const FaultEvent& e = plan_.events[k];
+    if (e.kind == FaultEvent::Kind::kLink) {
+      if (!network_ || e.links.empty()) throw core::Error("internal: a link failure without a network or links");
+      FaultAction a;
+      a.kind = FaultAction::Kind::kLinkDown;
+      a.repair = e.repair;
+      a.event = k;
+      schedule_fault(e.at, a);
+      continue;
+    }
     if (e.replica >= layout_.replicas) throw core::Error("internal: a fault names a replica out of range");
     for (uint32_t w : e.with)
       if (w >= layout_.replicas) throw core::Error("internal: a fault names a replica out of range");
@@ -90,7 +104,49 @@ void Cluster::on_fault(uint64_t index) {
       replicas_[a.replica]->set_speed(a.speed);
       fleet_event(core::FleetEventKind::kReplicaSpeed, a.replica, 0, a.speed);
       break;
+    case FaultAction::Kind::kLinkDown:
+    case FaultAction::Kind::kLinkUp: {
+      const FaultEvent& e = plan_.events[a.event];
+      const bool down = a.kind == FaultAction::Kind::kLinkDown;
+      if (down) {
+        ++links_down_;
+        if (a.repair) {
+          FaultAction up = a;
+          up.kind = FaultAction::Kind::kLinkUp;
+          ++link_repairs_pending_[a.event];
+          link_repair_at_[a.event] = sim_.now() + *a.repair;
+          schedule_fault(link_repair_at_[a.event], up);
+        }
+      } else {
+        --links_down_;
+        --link_repairs_pending_[a.event];
+      }
+      network_->set_links_down(e.links, down);
+      fleet_event(down ? core::FleetEventKind::kLinkDown : core::FleetEventKind::kLinkUp, 0, 0,
+                  static_cast<double>(e.links.front()));
+      check_cut_off();
+      break;
+    }
   }
+}
+
+void Cluster::check_cut_off() {
+  if (network_->stalled_flows() == 0) return;
+  // They wait for the first repair (a weak event: a strong one at its time keeps the run going).
+  std::optional<core::Time> first;
+  for (size_t k = 0; k < link_repairs_pending_.size(); ++k)
+    if (link_repairs_pending_[k] > 0 && (!first || link_repair_at_[k] < *first)) first = link_repair_at_[k];
+  if (first) {
+    sim_.schedule_at(*first, &keep_alive_);
+    return;
+  }
+  std::string names;
+  for (size_t k = 0; k < plan_.events.size(); ++k)
+    if (plan_.events[k].kind == FaultEvent::Kind::kLink && network_->topology().link_down(plan_.events[k].links.front()))
+      names += (names.empty() ? "'" : ", '") + plan_.events[k].link_name + "'";
+  throw core::Error("link " + names + " failed for good and a KV transfer at " + core::format_double(std::round(sim_.now().seconds() * 1000) / 1000) +
+                    " s has no other path (its GPUs' nodes are cut off from each other); give the failure a repair_s, "
+                    "or fail a link that has an alternative path");
 }
 
 void Cluster::take_down(uint32_t i, bool drawn, std::optional<core::Duration> repair) {

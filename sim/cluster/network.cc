@@ -21,6 +21,7 @@ struct Topology::Graph {
   using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, Edge>;
   G g;
   std::vector<size_t> gpu_vertex;
+  std::vector<G::edge_descriptor> edge_of;  // per link
 };
 
 Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_unique<Graph>()) {
@@ -39,7 +40,7 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
       e.link = static_cast<uint32_t>(link_bandwidth_.size());
       link_bandwidth_.push_back(bw);
       link_names_.push_back(name + (dir == 0 ? " (up)" : " (down)"));
-      if (dir == 0) boost::add_edge(a, b, e, g); else boost::add_edge(b, a, e, g);
+      graph_->edge_of.push_back(dir == 0 ? boost::add_edge(a, b, e, g).first : boost::add_edge(b, a, e, g).first);
     }
   };
   const size_t spine = leaves > 1 ? vertex() : 0;
@@ -72,6 +73,35 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
            "gpu " + std::to_string(gpu) + " pcie");
     }
   }
+  link_down_.assign(link_bandwidth_.size(), 0);
+}
+
+std::vector<uint32_t> Topology::links_named(const std::string& name) const {
+  std::vector<uint32_t> out;
+  for (uint32_t l = 0; l < link_names_.size(); ++l)
+    if (link_names_[l] == name + " (up)" || link_names_[l] == name + " (down)") out.push_back(l);
+  return out;
+}
+
+std::string Topology::link_name_examples() const {
+  std::string out;
+  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink"};
+  for (const char* k : kinds)
+    for (const std::string& n : link_names_)
+      if (n.find(k) != std::string::npos) {
+        out += (out.empty() ? "\"" : ", \"") + n.substr(0, n.rfind(" (")) + "\"";
+        break;
+      }
+  return out;
+}
+
+void Topology::set_link_down(uint32_t link, bool down) {
+  if (link >= link_down_.size()) throw core::Error("internal: link out of range");
+  if ((link_down_[link] != 0) == down) return;
+  link_down_[link] = down ? 1 : 0;
+  Graph::Edge& e = graph_->g[graph_->edge_of[link]];
+  e.weight = down ? std::numeric_limits<double>::infinity() : e.latency_s + 1e-12;
+  paths_.clear();  // the paths computed so far stay in path_store_ for the flows that use them
 }
 
 Topology::~Topology() = default;
@@ -82,7 +112,7 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
     throw core::Error("internal: path between GPUs outside the topology");
   const uint64_t key = (static_cast<uint64_t>(from_gpu) << 32) | static_cast<uint64_t>(to_gpu);
   auto it = paths_.find(key);
-  if (it != paths_.end()) return it->second;
+  if (it != paths_.end()) return *it->second;
 
   const auto& g = graph_->g;
   const size_t n = boost::num_vertices(g);
@@ -98,14 +128,23 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
           .weight_map(weight));
   Path p;
   p.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
+  if (src != dst && pred[dst] == dst) {
+    // Not reached (Dijkstra leaves an unreached vertex its own predecessor): every path crosses a
+    // link that is down, whose weight is infinite and never relaxes an edge (with all links up the
+    // topology is connected).
+    p.connected = false;
+    p.bottleneck_bytes_per_s = 0;
+    path_store_.push_back(std::move(p));
+    return *paths_.emplace(key, &path_store_.back()).first->second;
+  }
   for (size_t v = dst; v != src;) {
     const size_t u = pred[v];
     if (u == v) throw core::Error("internal: no path between GPU " + std::to_string(from_gpu) + " and " + std::to_string(to_gpu));
-    // The cheapest edge u -> v.
+    // The cheapest edge u -> v that is up.
     double best = std::numeric_limits<double>::infinity();
     uint32_t best_link = 0;
     for (auto [e, end] = boost::out_edges(u, g); e != end; ++e) {
-      if (boost::target(*e, g) != v) continue;
+      if (boost::target(*e, g) != v || link_down_[g[*e].link]) continue;
       if (g[*e].latency_s < best) {
         best = g[*e].latency_s;
         best_link = g[*e].link;
@@ -118,7 +157,8 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
   }
   std::reverse(p.links.begin(), p.links.end());
   if (p.links.empty()) p.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
-  return paths_.emplace(key, std::move(p)).first->second;
+  path_store_.push_back(std::move(p));
+  return *paths_.emplace(key, &path_store_.back()).first->second;
 }
 
 // ---- flows --------------------------------------------------------------------------------------
@@ -149,8 +189,9 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
   for (const auto& [from, to] : gpu_pairs) {
     const Topology::Path& p = topology_.path(from, to);
     tr.latency_s = std::max(tr.latency_s, p.latency_s);
-    if (p.links.empty() || share <= kDrainedBytes) continue;  // same GPU: nothing to move
-    flows_.push_back(Flow{t, &p, share});
+    if ((p.connected && p.links.empty()) || share <= kDrainedBytes) continue;  // same GPU: nothing to move
+    const Flow f{t, &p, share, 0, static_cast<int32_t>(from), static_cast<int32_t>(to)};
+    (p.connected ? flows_ : stalled_).push_back(f);  // cut off: it waits for a link to come back
     ++tr.flows_left;
   }
   if (tr.flows_left == 0) {
@@ -178,10 +219,15 @@ double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& g
   tr = Transfer{0, nullptr, 0, 0, 0};
   for (const auto& [from, to] : gpu_pairs) {
     const Topology::Path& p = topology_.path(from, to);
+    if (!p.connected)
+      throw core::Error("an expert-parallel all-to-all from GPU " + std::to_string(from) + " to GPU " +
+                        std::to_string(to) + " has no path while the failed links are down ([faults] kind = \"link\"); "
+                        "a step cannot wait for a repair in this model: fail a link with an alternative path, or "
+                        "none that the exchange crosses");
     if (p.links.empty()) continue;
     tr.latency_s = std::max(tr.latency_s, p.latency_s);
     tr.bytes += bytes_per_pair;
-    flows_.push_back(Flow{t, &p, bytes_per_pair});
+    flows_.push_back(Flow{t, &p, bytes_per_pair, 0, static_cast<int32_t>(from), static_cast<int32_t>(to)});
     ++tr.flows_left;
   }
   if (tr.flows_left == 0) {
@@ -210,6 +256,29 @@ double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& g
     if (!mine_left) return elapsed;
     fill_rates(what_if_);
   }
+}
+
+size_t Network::set_links_down(const std::vector<uint32_t>& links, bool down) {
+  advance();
+  for (uint32_t l : links) topology_.set_link_down(l, down);
+  // Every flow takes the best path over the links up now (a repair may give a detoured flow its
+  // direct path back), in the order they were: active ones first, then the ones that waited.
+  std::vector<Flow> all;
+  all.reserve(flows_.size() + stalled_.size());
+  all.insert(all.end(), flows_.begin(), flows_.end());
+  all.insert(all.end(), stalled_.begin(), stalled_.end());
+  flows_.clear();
+  stalled_.clear();
+  for (Flow& f : all) {
+    f.path = &topology_.path(f.from, f.to);
+    f.rate = 0;
+    // Its last byte crosses the path it ends on: the transfer completes the longest latency of the
+    // paths its flows took after draining.
+    if (f.path->connected) transfers_[f.transfer].latency_s = std::max(transfers_[f.transfer].latency_s, f.path->latency_s);
+    (f.path->connected ? flows_ : stalled_).push_back(f);
+  }
+  reschedule();
+  return stalled_.size();
 }
 
 std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() const {

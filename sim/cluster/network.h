@@ -12,6 +12,7 @@
 // other down. A flow's data drains at its rate; it completes one path latency after draining.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -52,9 +53,20 @@ class Topology {
     std::vector<uint32_t> links;
     double latency_s = 0;
     double bottleneck_bytes_per_s = 0;
+    bool connected = true;  // false: every path crosses a link that is down
   };
-  // The lowest-latency path from one GPU to another (cached).
+  // The lowest-latency path from one GPU to another over the links that are up (cached until a
+  // link changes; a returned reference stays valid for the topology's life).
   const Path& path(int64_t from_gpu, int64_t to_gpu) const;
+
+  // Link failures ([faults] kind = "link"): a cable or port is both directions of a named link
+  // ("node 1 nic 0 - leaf", "leaf 0 - spine", "gpu 3 pcie", "gpu 3 nvlink"; link_name without its
+  // " (up)" / " (down)"). links_named: its two directed links, empty when no link has that name.
+  std::vector<uint32_t> links_named(const std::string& name) const;
+  // An example of the names, for errors.
+  std::string link_name_examples() const;
+  void set_link_down(uint32_t link, bool down);
+  bool link_down(uint32_t link) const { return link_down_[link] != 0; }
 
  private:
   struct Graph;
@@ -62,7 +74,9 @@ class Topology {
   std::unique_ptr<Graph> graph_;
   std::vector<double> link_bandwidth_;
   std::vector<std::string> link_names_;
-  mutable std::unordered_map<uint64_t, Path> paths_;
+  std::vector<char> link_down_;
+  mutable std::unordered_map<uint64_t, const Path*> paths_;
+  mutable std::deque<Path> path_store_;  // stable: flows keep pointers to paths computed before a change
 };
 
 // Told when a transfer has fully arrived.
@@ -94,6 +108,11 @@ class Network final : public EventHandler {
   // The active flows' links and current rates, in flow order (for tests).
   std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates() const;
   double bytes_delivered() const { return bytes_delivered_; }
+  // Takes `links` down (or back up) now: every active flow is routed again over the links that are
+  // up, keeping the bytes it has left; a flow with no path left waits (rate 0) until a change gives
+  // it one. Returns the flows that have no path now.
+  size_t set_links_down(const std::vector<uint32_t>& links, bool down);
+  size_t stalled_flows() const { return stalled_.size(); }
 
   void on_event(uint64_t payload) override;
 
@@ -103,6 +122,7 @@ class Network final : public EventHandler {
     const Topology::Path* path;
     double remaining;
     double rate = 0;
+    int32_t from = 0, to = 0;  // GPUs, to route it again when a link changes
   };
   struct Transfer {
     uint64_t tag;
@@ -120,6 +140,7 @@ class Network final : public EventHandler {
   Simulation& sim_;
   Topology topology_;
   std::vector<Flow> flows_;
+  std::vector<Flow> stalled_;  // no path while links are down
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   core::Time last_update_;

@@ -25,6 +25,8 @@ std::string_view fleet_event_name(FleetEventKind kind) {
     case FleetEventKind::kReplicaReady: return "replica_ready";
     case FleetEventKind::kReplicaDrain: return "replica_drain";
     case FleetEventKind::kReplicaOff: return "replica_off";
+    case FleetEventKind::kLinkDown: return "link_down";
+    case FleetEventKind::kLinkUp: return "link_up";
   }
   return "unknown";
 }

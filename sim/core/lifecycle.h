@@ -97,8 +97,8 @@ struct KvTransfer {
 };
 
 // Fleet dynamics ([faults]): a replica went down or came back, started running slow, or a request
-// lost its KV with a failed replica and was routed again; [autoscaler]: a replica was provisioned,
-// became ready, started draining or went off.
+// lost its KV with a failed replica and was routed again, or a network link failed or came back;
+// [autoscaler]: a replica was provisioned, became ready, started draining or went off.
 enum class FleetEventKind : uint8_t {
   kReplicaDown,      // value: requests it held (queued + running)
   kReplicaUp,        // repaired: it takes traffic again
@@ -112,6 +112,9 @@ enum class FleetEventKind : uint8_t {
   kReplicaReady,      // starting -> up after its cold start (or draining -> up: the drain is called off)
   kReplicaDrain,      // up -> draining: routers stop sending to it; what it holds finishes there
   kReplicaOff,        // draining (now empty) or starting -> off: it stops costing
+  // Link failures ([faults] kind = "link"; value: the link's number in the Topology, replica 0):
+  kLinkDown,  // a network link failed: flows over it are re-routed or wait for its repair
+  kLinkUp,    // it is back
 };
 std::string_view fleet_event_name(FleetEventKind kind);  // "replica_down", ...
 struct FleetEvent {

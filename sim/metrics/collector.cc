@@ -108,6 +108,12 @@ void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
         fleet_.on_since[e.replica].reset();
       }
       break;
+    case core::FleetEventKind::kLinkDown:
+      ++fleet_.link_failures;
+      break;
+    case core::FleetEventKind::kLinkUp:
+      ++fleet_.link_repairs;
+      break;
   }
   for (ResultSink* sink : sinks_) sink->add_fleet_event(e);
 }
@@ -445,6 +451,10 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
       s.fleet.push_back(NamedValue{"replicas_mean", t > 0 ? replica_s / t : 0, false});
       s.fleet.push_back(NamedValue{"provisioned_replica_hours", replica_s / 3600.0, false});
       s.fleet.push_back(NamedValue{"provisioned_gpu_hours", s.gpu_hours, false});
+    }
+    if (fleet_.link_failures > 0) {
+      s.fleet.push_back(count("link_failures", fleet_.link_failures));
+      s.fleet.push_back(count("link_repairs", fleet_.link_repairs));
     }
   }
   if (config_.retries) {

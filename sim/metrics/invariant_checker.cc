@@ -352,6 +352,9 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
       check(rv.down, "fleet", e.time, [&] { return who() + ": request " + n(e.request) + " left a replica that is up"; });
       ++totals_.reroutes;
       break;
+    case core::FleetEventKind::kLinkDown:
+    case core::FleetEventKind::kLinkUp:
+      break;  // the network's: nothing a replica or request signals depends on it
     case core::FleetEventKind::kRequestRetried: {
       const Pending& p = pending(e.request, "fleet (retried)", e.time);
       check(p.arrival == e.time && e.value >= 1, "fleet", e.time, [&] {

@@ -137,6 +137,87 @@ TEST(FleetRunTest, ANodeFailureTakesTheReplicasOnItDown) {
   EXPECT_NE(error_of("[faults]\n[[faults.events]]\nat_s = 1\n").find("faults.events[0].replica"), std::string::npos);
 }
 
+// Link failures ([faults] kind = "link") on a disaggregated cluster: 2 prefill replicas on node 0
+// and 2 decode replicas on node 1 (nodes of two GPUs), every KV transfer crossing node 0's NIC.
+std::string pd_on_two_nodes(int nics_per_node, const std::string& faults) {
+  std::string text = std::string(kBase);
+  text.replace(text.find("[cluster]\nreplicas = 3\n"), 22,
+               "[cluster.prefill]\nreplicas = 2\n[cluster.decode]\nreplicas = 2\n[decode_router]\nkind = "
+               "\"least_outstanding\"\n");
+  return text + "[network]\ngpus_per_node = 2\nnics_per_node = " + std::to_string(nics_per_node) + "\n" + faults;
+}
+
+// One NIC per node, down from 5 s to 7 s: nothing leaves node 0 meanwhile, so no request whose
+// prefill ended in [5 s, 7 s) has its second token before 7 s, and every request still completes.
+TEST(FleetRunTest, ALinkFailureHoldsKvTransfersUntilItsRepair) {
+  TempDir dir;
+  const std::string db = dir.file("link.db");
+  RunOutputs out{db, ""};
+  out.check = true;
+  const RunResult r = run_simulation(
+      core::parse_config(pd_on_two_nodes(1, "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"node 0 nic 0 - "
+                                            "leaf\"\nat_s = 5\nrepair_s = 2\n"),
+                         "link.toml", run_schema()),
+      out);
+  EXPECT_EQ(r.summary.requests_completed, 400u);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("SELECT time_ns FROM fleet_events WHERE kind = 'link_down'").getInt64(), 5'000'000'000);
+  EXPECT_EQ(d.execAndGet("SELECT time_ns FROM fleet_events WHERE kind = 'link_up'").getInt64(), 7'000'000'000);
+  EXPECT_EQ(d.execAndGet("SELECT value FROM fleet_metrics WHERE name = 'link_failures'").getDouble(), 1);
+  EXPECT_EQ(d.execAndGet("SELECT value FROM fleet_metrics WHERE name = 'link_repairs'").getDouble(), 1);
+  const int64_t held = d.execAndGet("SELECT COUNT(*) FROM requests WHERE output_tokens > 1 AND engine_first_token_ns "
+                                    ">= 5000000000 AND engine_first_token_ns < 7000000000").getInt64();
+  EXPECT_GT(held, 20);  // 30 req/s: about 60 prefills end in the outage
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE output_tokens > 1 AND engine_first_token_ns >= "
+                         "5000000000 AND engine_first_token_ns < 7000000000 AND finish_ns < 7000000000").getInt64(), 0);
+  // Without the repair nothing could leave node 0 again: an error that names the link, not a hang.
+  try {
+    run_simulation(core::parse_config(pd_on_two_nodes(1, "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = "
+                                                         "\"node 0 nic 0 - leaf\"\nat_s = 5\n"),
+                                      "link.toml", run_schema()),
+                   RunOutputs{});
+    ADD_FAILURE() << "a transfer cut off for good was accepted";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("link 'node 0 nic 0 - leaf' failed for good"), std::string::npos) << e.what();
+  }
+}
+
+// Two NICs per node: GPU 0's transfers detour over NVLink to GPU 1 and its NIC while NIC 0 is down
+// (for good); nothing waits for a repair and every request completes under the checker.
+TEST(FleetRunTest, ALinkFailureWithADetourLosesNothing) {
+  RunOutputs out;
+  out.check = true;
+  const std::string fault = "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"node 0 nic 0 - leaf\"\nat_s = 5\n";
+  const RunResult r = run_simulation(core::parse_config(pd_on_two_nodes(2, fault), "link.toml", run_schema()), out);
+  EXPECT_EQ(r.summary.requests_completed, 400u);
+  const RunResult healthy = run_simulation(core::parse_config(pd_on_two_nodes(2, ""), "h.toml", run_schema()), out);
+  EXPECT_EQ(healthy.summary.requests_completed, 400u);
+}
+
+TEST(FleetRunTest, LinkFailureErrorsNameTheKey) {
+  auto pd_error = [](const std::string& faults) {
+    try {
+      run_simulation(core::parse_config(pd_on_two_nodes(1, faults), "f.toml", run_schema()), RunOutputs{});
+    } catch (const core::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(pd_error("[faults]\n[[faults.events]]\nkind = \"link\"\nat_s = 1\n").find("needs link"), std::string::npos);
+  const std::string unknown = pd_error("[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"nic 0\"\nat_s = 1\n");
+  EXPECT_NE(unknown.find("faults.events[0].link"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("no network link is named"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("\"node 0 nic 0 - leaf\""), std::string::npos) << unknown;  // an example of the names
+  EXPECT_NE(pd_error("[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"gpu 0 pcie\"\nreplica = 0\nat_s = 1\n")
+                .find("faults.events[0].replica"),
+            std::string::npos);
+  // Replica failures stay for unified clusters; a unified cluster of single-GPU replicas has no network.
+  EXPECT_NE(pd_error("[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n").find("unified clusters"), std::string::npos);
+  EXPECT_NE(error_of("[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"gpu 0 pcie\"\nat_s = 1\n")
+                .find("this cluster has no network"),
+            std::string::npos);
+}
+
 // A run without [faults] writes no fleet tables (its database keeps the layout it had).
 TEST(FleetRunTest, RunsWithoutFaultsWriteNoFleetTables) {
   TempDir dir;

@@ -522,6 +522,18 @@ std::vector<ErrorCase> cases() {
        {{"run.toml", poisson_config("", "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + as +
                                         "times_s = [1]\nreplicas = [2]\n")}},
        run_azure, 2, {"run.toml", "autoscaler", "unified pool"}});
+  // Link failures (issue 17).
+  const std::string pd_nodes = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n[network]\n"
+                               "gpus_per_node = 1\n[faults]\n[[faults.events]]\nkind = \"link\"\nat_s = 0.5\n";
+  add({"link_unknown", "a link failure naming a link the topology does not have",
+       {{"run.toml", poisson_config("", pd_nodes + "link = \"nic 0\"\n")}}, run_azure, 2,
+       {"run.toml", "faults.events[0].link", "no network link is named 'nic 0'", "node 0 nic 0 - leaf"}});
+  add({"link_without_network", "a link failure on a cluster with no network (unified, one GPU per replica)",
+       {{"run.toml", poisson_config("", "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"gpu 0 pcie\"\nat_s = 1\n")}},
+       run_azure, 2, {"run.toml", "faults.events[0].link", "this cluster has no network"}});
+  add({"link_cut_off_for_good", "a link failure for good that leaves a KV transfer no path (one NIC per node)",
+       {{"run.toml", poisson_config("", pd_nodes + "link = \"node 0 nic 0 - leaf\"\n")}}, run_azure, 1,
+       {"link 'node 0 nic 0 - leaf' failed for good", "repair_s"}});
   add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
        {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});

@@ -42,6 +42,7 @@ struct Draw {
   std::string router, scheduler, workload, model, arrival, decoding = "none";
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
+  bool link_faults = false;  // [faults] kind = "link" on a disaggregated cluster
   bool node_failure = false;  // one of them a node's
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
   bool priority = false;                     // scheduler policy = "priority"
@@ -315,6 +316,21 @@ Draw draw_config(uint64_t seed) {
     t += "[[faults.events]]\nnode = 0\nat_s = " + num(std::round(node_rng.uniform() * 400) / 100) + "\n";
     if (node_rng.uniform_int(2)) t += "repair_s = " + num(std::round(node_rng.uniform() * 300) / 100) + "\n";
   }
+  // Link failures (issue 17) on half of the disaggregated draws, from their own stream: one node per
+  // replica (unless expert parallelism placed them already) so that KV transfers cross NICs, and a
+  // NIC or PCIe link down for a while (always repaired: a transfer cut off for good is an error).
+  core::Rng link_rng(seed, "property-links");
+  if (d.disaggregated && link_rng.uniform_int(2) == 0) {
+    d.link_faults = true;
+    if (!d.expert_parallel) t += "[network]\ngpus_per_node = " + std::to_string(tp) + "\n";
+    t += "[faults]\n";
+    const uint64_t events = 1 + link_rng.uniform_int(2);
+    for (uint64_t e = 0; e < events; ++e)
+      t += "[[faults.events]]\nkind = \"link\"\nlink = \"" +
+           pick(link_rng, std::vector<std::string>{"node 0 nic 0 - leaf", "gpu 0 pcie"}) + "\"\nat_s = " +
+           num(std::round(link_rng.uniform() * 300) / 100) + "\nrepair_s = " +
+           num(std::round(link_rng.uniform() * 200) / 100) + "\n";
+  }
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
   t += "[output]\nsample_interval_ms = " + num(pick(rng, std::vector<double>{0, 50, 1000})) + "\n";
@@ -540,7 +556,7 @@ struct Tally {
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
-  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0;
+  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
@@ -589,9 +605,12 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(fleet("requests_failed"), t.failed);
       EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
       EXPECT_EQ(fleet("replica_failures"), t.replica_failures);
-      if (!d.faults && !d.retries && !d.autoscale) {
+      if (!d.faults && !d.retries && !d.autoscale && !d.link_faults) {
         EXPECT_TRUE(s.fleet.empty());
       }
+      tally.link_fault_runs += d.link_faults;
+      tally.link_failures += fleet("link_failures");
+      EXPECT_LE(fleet("link_repairs"), fleet("link_failures"));
       // Client retries: every attempt is a request; each client request ends answered or given up.
       EXPECT_EQ(fleet("client_requests") > 0, d.retries);
       if (d.retries) {
@@ -743,6 +762,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.rerouted, 100u);
   EXPECT_GT(tally.failed, 10u);
   EXPECT_GT(tally.node_failure_runs, kSeeds / 40);
+  // Issue 17: link failures under KV transfers of disaggregated clusters.
+  EXPECT_GT(tally.link_fault_runs, kSeeds / 20);
+  EXPECT_GT(tally.link_failures, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
   EXPECT_GT(tally.retries, 100u);
@@ -761,7 +783,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.replica_failures
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.link_fault_runs << " with link failures ("
+            << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries

@@ -230,5 +230,138 @@ TEST(NetworkTest, FastRatesEqualTheTextbookFillingBitForBit) {
   }
 }
 
+// ---- link failures ([faults] kind = "link") ------------------------------------------------------
+
+// Takes the named link (both directions) down or up at a time.
+struct LinkChange : EventHandler {
+  Network* net = nullptr;
+  std::vector<uint32_t> links;
+  bool down = true;
+  size_t stalled = 0;  // flows without a path right after the change
+  void on_event(uint64_t) override { stalled = net->set_links_down(links, down); }
+};
+
+TEST(NetworkTest, LinksAreNamedAsTheTopologyNamesThem) {
+  Topology t(two_nodes_nic_per_gpu());
+  const auto nic = t.links_named("node 0 nic 0 - leaf");
+  ASSERT_EQ(nic.size(), 2u);  // a cable: both directions
+  EXPECT_EQ(t.link_name(nic[0]), "node 0 nic 0 - leaf (up)");
+  EXPECT_EQ(t.link_name(nic[1]), "node 0 nic 0 - leaf (down)");
+  EXPECT_EQ(t.links_named("gpu 3 pcie").size(), 2u);
+  EXPECT_TRUE(t.links_named("node 0 nic 0").empty());
+  EXPECT_TRUE(t.links_named("node 9 nic 0 - leaf").empty());
+}
+
+TEST(NetworkTest, APathAvoidsALinkThatIsDownAndComesBackWithIt) {
+  Topology t(two_nodes_nic_per_gpu());
+  const std::vector<uint32_t> direct = t.path(0, 2).links;
+  ASSERT_EQ(direct.size(), 4u);  // GPU 0 -> NIC 0 -> leaf -> node 1 NIC 0 -> GPU 2
+  for (uint32_t l : t.links_named("node 0 nic 0 - leaf")) t.set_link_down(l, true);
+  // The detour by hand: NVLink to GPU 1 (GPU 0 -> NVSwitch -> GPU 1), GPU 1's PCIe to NIC 1, the leaf,
+  // node 1's NIC 0, GPU 2: 1 + 1 + 1 + 2 + 2 + 1 us.
+  const Topology::Path& detour = t.path(0, 2);
+  ASSERT_TRUE(detour.connected);
+  std::vector<std::string> names;
+  for (uint32_t l : detour.links) names.push_back(t.link_name(l));
+  EXPECT_EQ(names, (std::vector<std::string>{"gpu 0 nvlink (up)", "gpu 1 nvlink (down)", "gpu 1 pcie (up)",
+                                             "node 0 nic 1 - leaf (up)", "node 1 nic 0 - leaf (down)",
+                                             "gpu 2 pcie (down)"}));
+  EXPECT_NEAR(detour.latency_s, 8e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(detour.bottleneck_bytes_per_s, 25e9);
+  for (uint32_t l : t.links_named("node 0 nic 0 - leaf")) t.set_link_down(l, false);
+  EXPECT_EQ(t.path(0, 2).links, direct);
+  // One NIC per node: nothing leaves node 0 without it.
+  Topology one(two_nodes());
+  for (uint32_t l : one.links_named("node 0 nic 0 - leaf")) one.set_link_down(l, true);
+  EXPECT_FALSE(one.path(0, 2).connected);
+  EXPECT_TRUE(one.path(0, 1).connected);  // NVLink inside the node is untouched
+  EXPECT_FALSE(one.path(3, 1).connected);
+}
+
+TEST(NetworkTest, AFlowReroutedAroundAFailedNicSharesTheDetourMaxMinFair) {
+  // GPU 0 -> 2 and GPU 1 -> 3, 1 GB each, each over its own NIC at 25 GB/s. At 10 ms (0.75 GB
+  // left each) node 0's NIC 0 fails: flow 0 -> 2 detours over NVLink to GPU 1 and NIC 1, which it now
+  // shares with 1 -> 3 at 12.5 GB/s each. 0.75 GB / 12.5 GB/s = 60 ms more: both drain at 70 ms.
+  // Each completes one latency after: the detour's 8 us for 0 -> 2 (its last byte took it), 6 us
+  // for 1 -> 3.
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  LinkChange fail;
+  fail.net = &net;
+  fail.links = net.topology().links_named("node 0 nic 0 - leaf");
+  net.start_transfer(1, {{0, 2}}, 1e9, &done);
+  net.start_transfer(2, {{1, 3}}, 1e9, &done);
+  sim.schedule_at(core::Time() + core::Duration::from_ns(10'000'000), &fail);
+  sim.run();
+  EXPECT_EQ(fail.stalled, 0u);
+  ASSERT_EQ(done.at.size(), 2u);
+  std::sort(done.at.begin(), done.at.end());
+  EXPECT_NEAR(static_cast<double>(done.at[0].second), 70e6 + 8000, 2.0);
+  EXPECT_NEAR(static_cast<double>(done.at[1].second), 70e6 + 6000, 2.0);
+  EXPECT_DOUBLE_EQ(net.bytes_delivered(), 2e9);
+}
+
+TEST(NetworkTest, ARepairGivesTheDetouredFlowItsPathBack) {
+  // As above, and the NIC is repaired at 20 ms: each flow has 0.75 - 0.125 = 0.625 GB left and gets
+  // its own NIC back at 25 GB/s: 25 ms more, both drain at 45 ms. 0 -> 2 keeps the 8 us of the
+  // longest path it took.
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes_nic_per_gpu()));
+  LinkChange fail, repair;
+  fail.net = repair.net = &net;
+  fail.links = repair.links = net.topology().links_named("node 0 nic 0 - leaf");
+  repair.down = false;
+  net.start_transfer(1, {{0, 2}}, 1e9, &done);
+  net.start_transfer(2, {{1, 3}}, 1e9, &done);
+  sim.schedule_at(core::Time() + core::Duration::from_ns(10'000'000), &fail);
+  sim.schedule_at(core::Time() + core::Duration::from_ns(20'000'000), &repair);
+  sim.run();
+  ASSERT_EQ(done.at.size(), 2u);
+  std::sort(done.at.begin(), done.at.end());
+  EXPECT_NEAR(static_cast<double>(done.at[0].second), 45e6 + 8000, 2.0);
+  EXPECT_NEAR(static_cast<double>(done.at[1].second), 45e6 + 6000, 2.0);
+}
+
+TEST(NetworkTest, AFlowCutOffWaitsForTheRepairKeepingItsBytes) {
+  // One NIC per node: at 10 ms the 1 GB flow 0 -> 2 has 0.75 GB left and no path; it waits until the
+  // repair at 30 ms, then moves the rest at 25 GB/s (30 ms): drained at 60 ms, done 6 us later.
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes()));
+  LinkChange fail, repair;
+  fail.net = repair.net = &net;
+  fail.links = repair.links = net.topology().links_named("node 0 nic 0 - leaf");
+  repair.down = false;
+  net.start_transfer(1, {{0, 2}}, 1e9, &done);
+  sim.schedule_at(core::Time() + core::Duration::from_ns(10'000'000), &fail);
+  sim.schedule_at(core::Time() + core::Duration::from_ns(30'000'000), &repair);
+  sim.run();
+  EXPECT_EQ(fail.stalled, 1u);
+  EXPECT_EQ(repair.stalled, 0u);
+  ASSERT_EQ(done.at.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(done.at[0].second), 60e6 + 6000, 2.0);
+  // A transfer started while the link is down waits from its start.
+  Simulation sim2;
+  Done done2;
+  done2.sim = &sim2;
+  Network net2(sim2, Topology(two_nodes()));
+  net2.set_links_down(net2.topology().links_named("node 0 nic 0 - leaf"), true);
+  LinkChange repair2;
+  repair2.net = &net2;
+  repair2.links = net2.topology().links_named("node 0 nic 0 - leaf");
+  repair2.down = false;
+  net2.start_transfer(1, {{1, 3}}, 1e9, &done2);
+  EXPECT_EQ(net2.stalled_flows(), 1u);
+  sim2.schedule_at(core::Time() + core::Duration::from_ns(5'000'000), &repair2);
+  sim2.run();
+  ASSERT_EQ(done2.at.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(done2.at[0].second), 5e6 + 40e6 + 6000, 2.0);
+}
+
 }  // namespace
 }  // namespace servesim::sim
