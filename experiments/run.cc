@@ -890,9 +890,6 @@ std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const P
   const core::Params& a = config.section("autoscaler");
   if (disaggregated)
     a.fail("kind", "autoscaling is modelled for a unified pool; this cluster has [cluster.prefill] and [cluster.decode]");
-  if (config.has("faults"))
-    a.fail("kind", "autoscaling and [faults] do not combine yet (a repair would bring back a replica that is off); "
-                   "remove one of them");
   const core::Params& cluster_cfg = config.section("cluster");
   const int64_t initial = cluster_cfg.get_int("replicas");
   const int64_t lo = a.get_int("min_replicas"), hi = a.get_int("max_replicas");

@@ -14,7 +14,6 @@ namespace servesim::sim {
 void Cluster::set_autoscaler(std::unique_ptr<Autoscaler> policy, const AutoscalePlan& plan) {
   if (!policy) return;
   if (disaggregated()) throw core::Error("internal: autoscaling is modelled for unified clusters only");
-  if (faults_) throw core::Error("internal: autoscaling and fault injection do not combine");
   if (plan.max_replicas != layout_.replicas || plan.min_replicas < 1 || plan.min_replicas > plan.max_replicas ||
       plan.initial < plan.min_replicas || plan.initial > plan.max_replicas || plan.interval.ns() <= 0 ||
       plan.cold_start.ns() < 0 || plan.stabilization.ns() < 0 || plan.cooldown.ns() < 0)
@@ -29,6 +28,7 @@ void Cluster::start_autoscaling() {
   autoscaler_->bind(all);
   phases_.assign(replicas_.size(), ReplicaPhase::kUp);
   phase_generation_.assign(replicas_.size(), 0);
+  ready_at_.assign(replicas_.size(), core::Time());
   provisioned_ = static_cast<uint32_t>(replicas_.size());
   for (uint32_t i = scale_.initial; i < replicas_.size(); ++i) set_phase(i, ReplicaPhase::kOff, core::FleetEventKind::kReplicaOff);
   // The initial count was wanted from the start: no scale-down before a whole window has passed.
@@ -61,7 +61,22 @@ void Cluster::on_scale_timer(uint64_t payload) {
   // Stale: the start was called off (and perhaps the replica provisioned again since).
   if (phases_[i] != ReplicaPhase::kStarting || phase_generation_[i] != generation) return;
   set_phase(i, ReplicaPhase::kUp, core::FleetEventKind::kReplicaReady);
-  // A replica that is up may take requests parked for lack of one (none are, as one is always up).
+  // Requests parked while failures left no replica up go to it.
+  if (!parked_.empty()) unpark();
+}
+
+std::optional<core::Time> Cluster::next_scale_up() const {
+  std::optional<core::Time> first;
+  bool provisionable = false;
+  for (uint32_t i = 0; i < replicas_.size(); ++i) {
+    if (phases_[i] == ReplicaPhase::kStarting && (!first || ready_at_[i] < *first)) first = ready_at_[i];
+    provisionable = provisionable || (phases_[i] == ReplicaPhase::kOff && !replicas_[i]->down());
+  }
+  if (first || !provisionable) return first;
+  // The next evaluation (whole multiples of the interval from the start) can provision it.
+  int64_t next = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(evaluations_ + 1), scale_.interval.ns(), &next)) return std::nullopt;
+  return core::Time::from_ns(next);
 }
 
 void Cluster::evaluate_autoscaler() {
@@ -108,14 +123,17 @@ void Cluster::scale_to(uint32_t target) {
       if (phases_[i] == ReplicaPhase::kDraining) pick = i;
     if (pick < n) {
       set_phase(pick, ReplicaPhase::kUp, core::FleetEventKind::kReplicaReady);
+      if (!parked_.empty()) unpark();
     } else {
+      // A failed replica ([faults]) cannot be provisioned until its repair.
       for (uint32_t i = 0; i < n && pick == n; ++i)
-        if (phases_[i] == ReplicaPhase::kOff) pick = i;
-      if (pick == n) return;  // every replica is in service
+        if (phases_[i] == ReplicaPhase::kOff && !replicas_[i]->down()) pick = i;
+      if (pick == n) return;  // every replica is in service or down
       ++phase_generation_[pick];
       set_phase(pick, ReplicaPhase::kStarting, core::FleetEventKind::kReplicaProvision);
       const uint64_t payload = (uint64_t{phase_generation_[pick]} << 32) | (pick + 1u);
-      sim_.schedule_weak_at(sim_.now() + scale_.cold_start, &scale_timer_, payload);
+      ready_at_[pick] = sim_.now() + scale_.cold_start;
+      sim_.schedule_weak_at(ready_at_[pick], &scale_timer_, payload);
     }
     ++current;
   }

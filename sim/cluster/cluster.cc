@@ -151,7 +151,11 @@ void Cluster::on_event(uint64_t payload) {
       requests_.erase(id);
       return;
     }
-    if (replicas_[requests_[id].routed_replica]->down()) {  // its replica failed while it was on the way
+    // Its replica failed while it was on the way, or (autoscaled, sent while none was up) is not in
+    // service: routed again now.
+    const uint32_t to = requests_[id].routed_replica;
+    if (replicas_[to]->down() ||
+        (autoscaler_ && (phases_[to] == ReplicaPhase::kOff || phases_[to] == ReplicaPhase::kStarting))) {
       Request& r = requests_[id];
       replicas_[r.routed_replica]->incoming(r, -1);  // no longer coming there
       r.state = RequestState::kWaiting;

@@ -374,6 +374,10 @@ class Cluster final : public EventHandler,
   DrainCheck drain_check_;
   std::vector<ReplicaPhase> phases_;          // per replica
   std::vector<uint32_t> phase_generation_;    // per replica: provisions so far (stale readiness events)
+  std::vector<core::Time> ready_at_;          // per replica while starting: when its cold start ends
+  // With [faults]: when the next replica can be up without a repair (a start under way, or an off
+  // replica the next evaluation can provision); unset when none can.
+  std::optional<core::Time> next_scale_up() const;
   std::deque<std::pair<core::Time, uint32_t>> wanted_;  // evaluations within the stabilisation window
   std::optional<core::Time> last_scaling_;
   uint64_t evaluations_ = 0;

@@ -100,8 +100,12 @@ void Cluster::on_fault(uint64_t index) {
         schedule_fault(sim_.now() + *a.repair + core::Duration::from_seconds(rng.exponential(1.0 / plan_.node_mtbf_s)),
                        next);
       }
-      if (replicas_[a.replica]->down()) {
-        // Already down (an explicit failure overlapping the drawn ones): the MTBF clock restarts.
+      // Under an autoscaler a replica that is off runs nothing that could fail.
+      auto out_of_service = [&](uint32_t i) {
+        return replicas_[i]->down() || (autoscaler_ && phases_[i] == ReplicaPhase::kOff);
+      };
+      if (out_of_service(a.replica)) {
+        // Already down (an explicit failure overlapping the drawn ones), or off: the MTBF clock restarts.
         if (a.drawn) {
           FaultAction next = a;
           schedule_fault(sim_.now() + core::Duration::from_seconds(
@@ -114,7 +118,7 @@ void Cluster::on_fault(uint64_t index) {
       // A node: every replica on it goes down before any lost request is routed again, so that
       // none is sent to a replica about to fail with it.
       for (uint32_t w : a.with)
-        if (!replicas_[w]->down()) take_down(w, false, a.repair);
+        if (!out_of_service(w)) take_down(w, false, a.repair);
       handle_lost();
       break;
     }
@@ -179,6 +183,12 @@ void Cluster::take_down(uint32_t i, bool drawn, std::optional<core::Duration> re
   replica.fail(lost_);  // appends
   lost_from_.resize(lost_.size(), i);
   fleet_event(core::FleetEventKind::kReplicaDown, i, 0, static_cast<double>(held));
+  if (autoscaler_) {
+    // It leaves the pool: it stops costing, a start under way is called off, and the autoscaler's
+    // next evaluation sees one replica fewer and provisions a replacement (with its cold start).
+    ++phase_generation_[i];
+    set_phase(i, ReplicaPhase::kOff, core::FleetEventKind::kReplicaOff);
+  }
   if (drawn) repair = core::Duration::from_seconds(fault_rngs_[i].exponential(1.0 / plan_.mttr_s));
   if (repair) {
     // Back no earlier than the end of the iteration it lost (whose time the GPU has spent).
@@ -222,6 +232,8 @@ void Cluster::repair_replica(uint32_t i) {
   replicas_[i]->repair();
   repair_at_[i].reset();
   fleet_event(core::FleetEventKind::kReplicaUp, i);
+  // Under an autoscaler the repaired machine is off: the autoscaler may provision it again.
+  if (autoscaler_) loads_[i].up = phases_[i] == ReplicaPhase::kUp;
   if (plan_.mtbf_s > 0) {
     FaultAction a;
     a.replica = i;
@@ -253,8 +265,9 @@ void Cluster::route_again(RequestId id) {
     replicas_[to]->enqueue(id);
     return;
   }
-  // No replica is up: wait for the first repair, or fail when none will come.
-  bool repair_pending = false;
+  // No replica is up: wait for the first repair (or, autoscaled, a replica provisioned), or fail when
+  // none will come.
+  bool repair_pending = autoscaler_ && next_scale_up().has_value();
   for (const auto& at : repair_at_) repair_pending = repair_pending || at.has_value();
   if (repair_pending) {
     park(id);
@@ -267,8 +280,9 @@ void Cluster::park(RequestId id) {
   requests_[id].state = RequestState::kParked;
   parked_.push_back(id);
   if (park_timer_pending_) return;
-  // Repairs are weak events: a strong one at the first repair keeps the run going for the parked.
-  std::optional<core::Time> first;
+  // Repairs (and autoscaling's evaluations and starts) are weak events: a strong one at the first
+  // keeps the run going for the parked.
+  std::optional<core::Time> first = autoscaler_ ? next_scale_up() : std::nullopt;
   for (const auto& at : repair_at_)
     if (at && (!first || *at < *first)) first = *at;
   park_timer_pending_ = true;
@@ -286,7 +300,16 @@ void Cluster::on_park_timer() {
   // again until the next repair, or fail when none is coming.
   std::deque<RequestId> parked;
   parked.swap(parked_);
-  for (RequestId id : parked) route_again(id);
+  for (RequestId id : parked) {
+    // Autoscaled, the replica it waited for did not come (its start failed, or the evaluation did not
+    // provision): more than max_reroutes such waits fail it, so that failures faster than a cold
+    // start cannot keep it waiting for ever.
+    if (autoscaler_ && ++requests_[id].waits > plan_.max_reroutes) {
+      fail_request(id);
+      continue;
+    }
+    route_again(id);
+  }
 }
 
 void Cluster::unpark() {

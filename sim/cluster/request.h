@@ -62,6 +62,7 @@ struct Request {
   int64_t drafts = 0;
   double repetition = -1;
   uint32_t failovers = 0;       // times a replica failure sent it elsewhere to be recomputed
+  uint32_t waits = 0;           // autoscaled: times the replica it was parked for did not come
   RequestState state = RequestState::kWaiting;
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage

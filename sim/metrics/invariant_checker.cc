@@ -364,7 +364,8 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
       break;
     }
     case core::FleetEventKind::kReplicaProvision:
-      check(rv.phase == ReplicaView::Phase::kOff, "fleet", e.time, [&] { return who() + ": it is not off"; });
+      check(rv.phase == ReplicaView::Phase::kOff && !rv.down, "fleet", e.time,
+            [&] { return who() + ": it is not off, or is down (failed and not repaired)"; });
       rv.phase = ReplicaView::Phase::kStarting;
       break;
     case core::FleetEventKind::kReplicaReady:
@@ -377,9 +378,11 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
       rv.phase = ReplicaView::Phase::kDraining;
       break;
     case core::FleetEventKind::kReplicaOff:
-      // From draining (once empty), starting (called off), or up before anything ran (at the start).
+      // From draining (once empty), starting (called off), up before anything ran (at the start), or
+      // any phase in service when it has just failed ([faults]: it leaves the pool).
       check(rv.phase == ReplicaView::Phase::kDraining || rv.phase == ReplicaView::Phase::kStarting ||
-                (rv.phase == ReplicaView::Phase::kUp && !rv.iterated && e.time.ns() == 0),
+                (rv.phase == ReplicaView::Phase::kUp && !rv.iterated && e.time.ns() == 0) ||
+                (rv.down && rv.phase != ReplicaView::Phase::kOff),
             "fleet", e.time, [&] { return who() + ": only a draining or starting replica goes off"; });
       check(rv.state.queued == 0 && rv.state.running == 0 && rv.state.kv_blocks_used == 0, "fleet", e.time, [&] {
         return who() + ": a replica going off must hold nothing, but it reports " + n(rv.state.queued) + " queued, " +

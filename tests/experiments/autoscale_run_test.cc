@@ -387,3 +387,105 @@ TEST(AutoscaleRunTest, AFixedAutoscalerMatchesAFixedPool) {
 
 }  // namespace
 }  // namespace servesim::experiments
+
+namespace servesim::experiments {
+namespace {
+
+// Failures under an autoscaler ([faults] with [autoscaler]): a failed replica leaves the pool (it
+// stops costing) and the autoscaler's next evaluation provisions a replacement with the cold start.
+// The schedule wants 2 replicas all along (of 3); replica 1 fails for good at 15 s; the evaluation at
+// 20 s sees 1 and provisions replica 2, ready after 4 s + 16.06 GB at 1,000 GB/s + 1 s.
+// GPU-hours by hand: replica 0 the whole run T, replica 1 [0, 15 s], replica 2 [20 s, T].
+std::string failing_pool(const std::string& replicas, const std::string& schedule, const std::string& fault) {
+  return std::string(R"(
+seed = 4
+[workload]
+kind = "poisson"
+rate = 10.0
+max_requests = 600
+[workload.prompt]
+kind = "uniform"
+min = 50
+max = 300
+[workload.output]
+kind = "uniform"
+min = 5
+max = 60
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = )") + replicas + R"(
+[router]
+kind = "least_outstanding"
+[autoscaler]
+kind = "schedule"
+max_replicas = 3
+times_s = [0]
+replicas = [)" + schedule + R"(]
+interval_s = 10
+stabilization_s = 0
+provision_s = 4
+warmup_s = 1
+load_gb_s = 1000
+[faults]
+[[faults.events]]
+)" + fault;
+}
+
+constexpr double kLlama3_8bGb = 16.06;  // its weights in bf16 (docs/fleet.md, "Cold start")
+
+TEST(AutoscaleRunTest, AFailedReplicaIsReplacedAtTheNextEvaluation) {
+  Recorder rec;
+  const RunResult r = run(failing_pool("2", "2", "replica = 1\nat_s = 15\n"), &rec);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);  // recomputed, none lost
+  const auto down = rec.of(core::FleetEventKind::kReplicaDown);
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].time.ns(), 15'000'000'000);
+  const auto off = rec.of(core::FleetEventKind::kReplicaOff);
+  ASSERT_EQ(off.size(), 2u);  // replica 2 at the start, replica 1 at its failure
+  EXPECT_EQ(off[1].replica, 1u);
+  EXPECT_EQ(off[1].time.ns(), 15'000'000'000);
+  const auto provision = rec.of(core::FleetEventKind::kReplicaProvision);
+  ASSERT_EQ(provision.size(), 1u);
+  EXPECT_EQ(provision[0].replica, 2u);  // not the failed one
+  EXPECT_EQ(provision[0].time.ns(), 20'000'000'000);
+  const auto ready = rec.of(core::FleetEventKind::kReplicaReady);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_NEAR(ready[0].time.seconds(), 20 + 4 + kLlama3_8bGb / 1000 + 1, 0.01);
+  const double t = r.summary.sim_seconds;
+  ASSERT_GT(t, 30);
+  EXPECT_NEAR(r.summary.gpu_hours, (t + 15 + (t - 20)) / 3600.0, 1e-9);
+}
+
+// One replica wanted, and it fails for good at 15 s: nothing is up; requests wait (parked) until the
+// evaluation at 20 s provisions replica 1 and its cold start ends, then all complete there.
+TEST(AutoscaleRunTest, RequestsWaitForTheReplacementWhenNoReplicaIsUp) {
+  Recorder rec;
+  const RunResult r = run(failing_pool("1", "1", "replica = 0\nat_s = 15\n"), &rec);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+  const auto ready = rec.of(core::FleetEventKind::kReplicaReady);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].replica, 1u);
+  const double ready_s = 20 + 4 + kLlama3_8bGb / 1000 + 1;
+  EXPECT_NEAR(ready[0].time.seconds(), ready_s, 0.01);
+  ASSERT_FALSE(rec.iterations[1].empty());
+  EXPECT_GE(rec.iterations[1].front(), ready[0].time);
+  // Nothing ran between the failure and the replacement.
+  for (const auto& [replica, starts] : rec.iterations)
+    for (core::Time s : starts) EXPECT_FALSE(s.seconds() > 15.0 && s < ready[0].time) << "replica " << replica;
+  // A repaired replica comes back off (the pool's size is the autoscaler's), and may be provisioned again.
+  Recorder rec2;
+  const RunResult r2 = run(failing_pool("1", "1", "replica = 0\nat_s = 15\nrepair_s = 2\n"), &rec2);
+  EXPECT_EQ(r2.summary.requests_completed, r2.summary.requests_total);
+  ASSERT_EQ(rec2.of(core::FleetEventKind::kReplicaUp).size(), 1u);
+  EXPECT_EQ(rec2.of(core::FleetEventKind::kReplicaUp)[0].time.ns(), 17'000'000'000);
+  const auto provision2 = rec2.of(core::FleetEventKind::kReplicaProvision);
+  ASSERT_EQ(provision2.size(), 1u);
+  EXPECT_EQ(provision2[0].replica, 0u);  // repaired by the evaluation at 20 s: the lowest-numbered off replica
+  EXPECT_EQ(provision2[0].time.ns(), 20'000'000'000);
+}
+
+}  // namespace
+}  // namespace servesim::experiments

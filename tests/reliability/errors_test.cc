@@ -515,9 +515,6 @@ std::vector<ErrorCase> cases() {
   add({"autoscaler_unknown_source", "an unknown weights source",
        {{"run.toml", poisson_config("", as + "times_s = [1]\nreplicas = [2]\nweights_source = \"s3\"\n")}},
        run_azure, 2, {"run.toml", "autoscaler.weights_source", "nvme"}});
-  add({"autoscaler_with_faults", "an autoscaler together with [faults]",
-       {{"run.toml", poisson_config("", as + "times_s = [1]\nreplicas = [2]\n[faults]\nmtbf_s = 10\nmttr_s = 1\n")}},
-       run_azure, 2, {"run.toml", "autoscaler", "do not combine"}});
   add({"autoscaler_disaggregated", "an autoscaler on a disaggregated cluster",
        {{"run.toml", poisson_config("", "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + as +
                                         "times_s = [1]\nreplicas = [2]\n")}},

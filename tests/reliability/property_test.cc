@@ -428,12 +428,12 @@ Draw draw_config(uint64_t seed) {
     t += "[workload.rate_profile]\nkind = \"sinusoid\"\namplitude = " + num(amplitude) + "\nperiod_s = " + num(period) +
          "\nphase_s = " + num(phase) + "\n";
   }
-  // Autoscaling (issue 17) on a quarter of the unified draws without faults, from its own stream and
+  // Autoscaling (issue 17) on a quarter of the unified draws (with their faults, if any), from its own stream and
   // last: a pool of the drawn size plus up to three replicas off, one of the three kinds, evaluated
   // often enough (0.1 to 1 s) with short cold starts that replicas start, serve and drain within
   // these short runs.
   core::Rng scale_rng(seed, "property-autoscale");
-  if (!d.disaggregated && !d.faults && scale_rng.uniform_int(4) == 0) {
+  if (!d.disaggregated && scale_rng.uniform_int(4) == 0) {
     d.autoscale = true;
     const int64_t n = std::stoll(t.substr(t.find("replicas = ") + 11));
     const int64_t hi = n + 1 + static_cast<int64_t>(scale_rng.uniform_int(3));
@@ -564,7 +564,8 @@ struct Tally {
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
-  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0;
+  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0,
+           autoscaled_fault_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
@@ -618,6 +619,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       }
       tally.link_fault_runs += d.link_faults;
       tally.node_mtbf_runs += d.node_mtbf;
+      tally.autoscaled_fault_runs += d.autoscale && d.faults;
       tally.link_failures += fleet("link_failures");
       EXPECT_LE(fleet("link_repairs"), fleet("link_failures"));
       // Client retries: every attempt is a request; each client request ends answered or given up.
@@ -774,6 +776,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   // Issue 17: link failures under KV transfers of disaggregated clusters.
   EXPECT_GT(tally.link_fault_runs, kSeeds / 20);
   EXPECT_GT(tally.node_mtbf_runs, kSeeds / 100);
+  EXPECT_GT(tally.autoscaled_fault_runs, kSeeds / 100);  // failures in autoscaled pools
   EXPECT_GT(tally.link_failures, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
@@ -793,7 +796,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.link_fault_runs << " with link failures ("
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.link_fault_runs << " with link failures ("
             << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
