@@ -315,7 +315,7 @@ ModelSpec parse_hf_config(std::string_view json_text, const std::string& source_
   const std::string supported = core::join(types);
   if (type.empty()) r.fail("model_type", "missing; supported: " + supported);
   if (std::find(types.begin(), types.end(), type) == types.end())
-    r.fail("model_type", "model_type '" + type + "' is not supported; supported: " + supported +
+    r.fail("model_type", "model_type " + core::in_quotes(type) + " is not supported; supported: " + supported +
                              " (a Llama-like model can be described with a preset and overrides instead)");
   r.set_model_type(type);
 
