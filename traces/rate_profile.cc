@@ -102,7 +102,7 @@ class Table final : public RateProfile {
     else if (t >= period()) return v_.back();
     const size_t k = segment(t);
     const double u = t - t_[k];
-    return linear_ ? v_[k] + (v_[k + 1] - v_[k]) * u / (t_[k + 1] - t_[k]) : v_[k];
+    return linear_ ? v_[k] + (v_[k + 1] - v_[k]) * (u / (t_[k + 1] - t_[k])) : v_[k];
   }
 
   double integral(double t) const override {
@@ -138,11 +138,12 @@ class Table final : public RateProfile {
     const size_t k = static_cast<size_t>(it - t_.begin());
     return std::min(k == 0 ? 0 : k - 1, t_.size() - 2);
   }
-  // The integral over [t_k, t_k + u] of segment k.
+  // The integral over [t_k, t_k + u] of segment k. Linear: in the fraction x = u / len of the
+  // segment, so rows a denormal time apart give no infinite slope (and no NaN from inf * 0).
   double segment_integral(size_t k, double u) const {
     if (!linear_) return v_[k] * u;
-    const double slope = (v_[k + 1] - v_[k]) / (t_[k + 1] - t_[k]);
-    return v_[k] * u + 0.5 * slope * u * u;
+    const double x = u / (t_[k + 1] - t_[k]);
+    return u * (v_[k] + 0.5 * (v_[k + 1] - v_[k]) * x);
   }
   double within(double t) const {
     if (t >= period()) return total();
@@ -165,9 +166,11 @@ class Table final : public RateProfile {
     if (a == b) {
       u = d / a;
     } else {
-      // a u + c u^2 = d with c = (b - a) / (2 len); the root in the stable form.
-      const double c = (b - a) / (2 * len);
-      u = 2 * d / (a + std::sqrt(std::max(0.0, a * a + 4 * c * d)));
+      // In the fraction x = u / len: a x + c x^2 = e with c = (b - a) / 2 and e = d / len (<= max(a, b),
+      // as d is at most the segment's integral); the root in the stable form.
+      const double c = 0.5 * (b - a);
+      const double e = d / len;
+      u = len * (2 * e / (a + std::sqrt(std::max(0.0, a * a + 4 * c * e))));
     }
     return t_[k] + std::clamp(u, 0.0, len);
   }
