@@ -115,6 +115,39 @@ kind = "round_robin"
 [output]
 sample_interval_ms = 0
 )"},
+      {"S6",
+       "100,000,000 Poisson requests on 1,000 replicas of Llama-3-8B on H100 at about 80% load (S4 ten "
+       "times longer): past 10 M completed requests the percentiles go into sketches ([output] percentiles = "
+       "\"auto\"), so memory stays bounded (--requests scales it)",
+       "",
+       R"(seed = 1
+[workload]
+kind = "poisson"
+rate = 8000.0
+max_requests = 100000000
+[workload.prompt]
+kind = "lognormal"
+mean = 600
+sd = 400
+min = 16
+max = 4000
+[workload.output]
+kind = "lognormal"
+mean = 150
+sd = 120
+min = 1
+max = 800
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 1000
+[router]
+kind = "round_robin"
+[output]
+sample_interval_ms = 0
+)"},
   };
   return scenarios;
 }
@@ -169,6 +202,7 @@ BenchSample run_bench_scenario(const BenchScenario& s, const std::string& traces
   b.iterations = r.summary.iterations;
   b.events = r.summary.events;
   b.sim_seconds = r.summary.sim_seconds;
+  b.percentiles = r.summary.percentiles;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   b.peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux

@@ -26,6 +26,7 @@ struct BenchSample {
   uint64_t events = 0;
   double sim_seconds = 0;
   double peak_rss_mib = 0;   // of the process that ran it
+  std::string percentiles = "exact";  // how the run kept its latency percentiles (RunSummary::percentiles)
 };
 
 // The sweep scenario S5: `servesim sweep` of experiments/sweeps/bench64.toml (64 points) with

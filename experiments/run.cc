@@ -324,6 +324,19 @@ const std::vector<core::ParamSpec>& run_schema() {
               ParamSpec::real("sample_interval_ms", 1000, "ms",
                               "period of replica_timeseries samples (queue, batch, KV use); 0 = none")
                   .range(0, 1e12),
+              ParamSpec::string("percentiles", "auto",
+                                "how latency percentiles are computed: \"exact\" keeps every completed request's "
+                                "TTFT, TPOT and E2E (24 bytes per request); \"sketch\" keeps a log-bucket sketch "
+                                "(each percentile within 1/512 = 0.2% of the exact one, means exact, bounded "
+                                "memory); \"auto\" (the default) is exact up to exact_percentiles_max completed "
+                                "requests and then switches to the sketch")
+                  .one_of({"auto", "exact", "sketch"})
+                  .optional(),
+              ParamSpec::integer("exact_percentiles_max", 10000000, "requests",
+                                 "percentiles = \"auto\": past this many completed requests the exact values go "
+                                 "into the sketch and are freed")
+                  .range(1, static_cast<double>(INT64_MAX))
+                  .optional(),
           },
           "what the run records besides per-request rows"),
       ParamSpec::table(
@@ -1048,6 +1061,15 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                                   "must be 0 (no time series) or at least 1 ms; got " + core::format_double(interval_ms));
   collector_cfg.sample_interval_ns = std::llround(interval_ms * 1e6);
   collector_cfg.measurement = measurement_config(config.section("measurement"));
+  if (config.section("output").has("percentiles")) {
+    const std::string& mode = config.section("output").get_string("percentiles");
+    collector_cfg.percentiles = mode == "exact"    ? metrics::PercentileMode::kExact
+                                : mode == "sketch" ? metrics::PercentileMode::kSketch
+                                                   : metrics::PercentileMode::kAuto;
+  }
+  if (config.section("output").has("exact_percentiles_max"))
+    collector_cfg.exact_percentiles_max =
+        static_cast<uint64_t>(config.section("output").get_int("exact_percentiles_max"));
   // A generator knows how long its arrivals span: a time series too long to write is refused now.
   if (interval_ms > 0 && source->expected_span_s() > 0) {
     const double rows = source->expected_span_s() * 1e3 / interval_ms * static_cast<double>(replicas);

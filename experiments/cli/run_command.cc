@@ -134,6 +134,11 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   lat("TPOT", s.tpot_ms);
   lat("ITL", s.itl_ms);
   lat("E2E", s.e2e_ms);
+  if (s.percentiles == "sketch")
+    out << "percentiles  sketch: each TTFT, TPOT and E2E percentile within " << fixed(s.percentile_relative_error * 100, 2)
+        << "% of the exact one (means exact; [output] percentiles)\n";
+  else
+    out << "percentiles  exact (ITL from a log histogram, within 0.1%)\n";
   int64_t gpus = 0;
   for (const auto& p : r.pools)
     gpus += p.replicas * (p.expert_parallel > 1 ? p.expert_parallel : p.tensor_parallel);
@@ -238,6 +243,8 @@ nlohmann::ordered_json summary_json(const RunResult& r, const std::string& db) {
                      {"calibration_default", p.calibration_default}});
   j["pools"] = pools;
   j["decoding"] = r.decoding_kind;
+  j["percentiles"] = s.percentiles;
+  j["percentile_relative_error"] = s.percentile_relative_error;
   const std::pair<std::string, const metrics::LatencyStats*> latencies[] = {
       {"ttft_ms", &s.ttft_ms},          {"tpot_ms", &s.tpot_ms},          {"itl_ms", &s.itl_ms},
       {"e2e_ms", &s.e2e_ms},            {"ttft_ms_window", &s.steady.ttft_ms}, {"tpot_ms_window", &s.steady.tpot_ms},

@@ -46,6 +46,19 @@ MetricsCollector::MetricsCollector(CollectorConfig config, std::vector<ResultSin
     c.s.tpot_slo_ms = c.slo.tpot_ms ? *c.slo.tpot_ms : std::numeric_limits<double>::quiet_NaN();
     classes_.push_back(std::move(c));
   }
+  if (config_.percentiles == PercentileMode::kSketch) to_sketch();
+  auto_sketch_ = config_.percentiles == PercentileMode::kAuto;
+}
+
+void MetricsCollector::to_sketch() {
+  sketched_ = true;
+  auto_sketch_ = false;
+  for (LatencyStore* store : {&ttft_ms_, &tpot_ms_, &e2e_ms_, &transfer_ms_, &clients_.ttft_ms, &clients_.e2e_ms})
+    store->to_sketch();
+  for (ClassAcc& c : classes_)
+    for (LatencyStore* store : {&c.ttft_ms, &c.tpot_ms, &c.e2e_ms}) store->to_sketch();
+  for (bool m : meets_) meets_sums_.add(m ? 1.0 : 0.0);
+  std::vector<bool>().swap(meets_);
 }
 
 void MetricsCollector::on_prefix_lookup(const core::PrefixLookup& l) {
@@ -65,7 +78,7 @@ void MetricsCollector::on_prefix_lookup(const core::PrefixLookup& l) {
 void MetricsCollector::on_kv_transfer(const core::KvTransfer& t) {
   ++s_.kv_transfers;
   s_.kv_transfer_gb += t.bytes * 1e-9;
-  transfer_ms_.push_back((t.end - t.start).ms());
+  transfer_ms_.add((t.end - t.start).ms());
 }
 
 void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
@@ -144,9 +157,9 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
   switch (r.outcome) {
     case core::RequestOutcome::kCompleted:
       ++s_.requests_completed;
-      ttft_ms_.push_back(m.ttft_ms);
-      e2e_ms_.push_back(m.e2e_ms);
-      if (m.tpot_ms) tpot_ms_.push_back(*m.tpot_ms);
+      ttft_ms_.add(m.ttft_ms);
+      e2e_ms_.add(m.e2e_ms);
+      if (m.tpot_ms) tpot_ms_.add(*m.tpot_ms);
       s_.prompt_tokens += r.prompt_tokens;
       s_.output_tokens += r.output_tokens;
       if (m.meets_slo) ++s_.requests_meeting_slo;
@@ -181,12 +194,20 @@ void MetricsCollector::on_request_done(const core::RequestRecord& r) {
   // when the engine lets go of it: its finish in every case, now.
   const core::Time left = r.finish;
   series_.done(left.ns(), m.meets_slo, completed ? r.output_tokens : 0);
-  if (!config_.measurement.custom())
-    meets_.push_back(m.meets_slo);
-  else
+  if (!config_.measurement.custom()) {
+    if (!sketched_) [[likely]]
+      meets_.push_back(m.meets_slo);
+    else
+      meets_sums_.add(m.meets_slo ? 1.0 : 0.0);
+  } else {
     samples_.push_back({r.id, r.arrival.ns(), left.ns(), m.ttft_ms,
                         m.tpot_ms ? *m.tpot_ms : std::numeric_limits<double>::quiet_NaN(), m.e2e_ms,
                         r.output_tokens, completed, m.meets_slo});
+  }
+  // Past auto's size every exact value goes into the sketches (after this request's, so that the
+  // stores switch together).
+  if (auto_sketch_ && s_.requests_completed > config_.exact_percentiles_max) [[unlikely]]
+    to_sketch();
   for (ResultSink* sink : sinks_) sink->add_request(r, m);
 }
 
@@ -203,8 +224,8 @@ void MetricsCollector::client_done(const core::RequestRecord& r) {
   const RequestMetrics m = request_metrics(seen, config_.slo);
   ++clients_.completed;
   if (m.meets_slo) ++clients_.meeting_slo;
-  clients_.ttft_ms.push_back(m.ttft_ms);
-  clients_.e2e_ms.push_back(m.e2e_ms);
+  clients_.ttft_ms.add(m.ttft_ms);
+  clients_.e2e_ms.add(m.e2e_ms);
 }
 
 void MetricsCollector::class_done(const core::RequestRecord& r) {
@@ -217,9 +238,9 @@ void MetricsCollector::class_done(const core::RequestRecord& r) {
   switch (r.outcome) {
     case core::RequestOutcome::kCompleted:
       ++c.s.completed;
-      c.ttft_ms.push_back(m.ttft_ms);
-      c.e2e_ms.push_back(m.e2e_ms);
-      if (m.tpot_ms) c.tpot_ms.push_back(*m.tpot_ms);
+      c.ttft_ms.add(m.ttft_ms);
+      c.e2e_ms.add(m.e2e_ms);
+      if (m.tpot_ms) c.tpot_ms.add(*m.tpot_ms);
       c.s.output_tokens += r.output_tokens;
       if (m.meets_slo) ++c.s.meeting_slo;
       break;
@@ -340,17 +361,26 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   // default measurement window holds every request.
   const size_t batches = static_cast<size_t>(config_.measurement.batches);
   if (!config_.measurement.custom()) {
-    s.steady.ttft_ms_mean_ci95 = batch_half_width(ttft_ms_, batches);
-    s.steady.tpot_ms_mean_ci95 = batch_half_width(tpot_ms_, batches);
-    s.steady.e2e_ms_mean_ci95 = batch_half_width(e2e_ms_, batches);
-    std::vector<double> meets(meets_.begin(), meets_.end());
-    s.steady.slo_attainment_ci95 = batch_half_width(meets, batches);
+    auto half_width = [&](const LatencyStore& v) { return t_interval(v.batch_means(batches)).half_width; };
+    s.steady.ttft_ms_mean_ci95 = half_width(ttft_ms_);
+    s.steady.tpot_ms_mean_ci95 = half_width(tpot_ms_);
+    s.steady.e2e_ms_mean_ci95 = half_width(e2e_ms_);
+    if (!sketched_) {
+      std::vector<double> meets(meets_.begin(), meets_.end());
+      s.steady.slo_attainment_ci95 = batch_half_width(meets, batches);
+    } else {
+      s.steady.slo_attainment_ci95 = t_interval(meets_sums_.batch_means(batches)).half_width;
+    }
   }
-  s.ttft_ms = summarize(ttft_ms_);
-  s.tpot_ms = summarize(tpot_ms_);
-  s.e2e_ms = summarize(e2e_ms_);
+  s.ttft_ms = ttft_ms_.summarize();
+  s.tpot_ms = tpot_ms_.summarize();
+  s.e2e_ms = e2e_ms_.summarize();
   s.itl_ms = itl_ns_.summarize(1e6);
-  s.kv_transfer_ms = summarize(transfer_ms_);
+  s.kv_transfer_ms = transfer_ms_.summarize();
+  if (sketched_) {
+    s.percentiles = "sketch";
+    s.percentile_relative_error = kSketchRelativeError;
+  }
   if (s.spec_draft_tokens > 0)
     s.spec_acceptance_rate = static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens);
   if (s.spec_verify_steps > 0)
@@ -370,9 +400,9 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   if (s.requests_total > 0)
     s.slo_attainment = static_cast<double>(s.requests_meeting_slo) / static_cast<double>(s.requests_total);
   for (ClassAcc& c : classes_) {
-    c.s.ttft_ms = summarize(c.ttft_ms);
-    c.s.tpot_ms = summarize(c.tpot_ms);
-    c.s.e2e_ms = summarize(c.e2e_ms);
+    c.s.ttft_ms = c.ttft_ms.summarize();
+    c.s.tpot_ms = c.tpot_ms.summarize();
+    c.s.e2e_ms = c.e2e_ms.summarize();
     if (t > 0) {
       c.s.throughput_req_s = static_cast<double>(c.s.completed) / t;
       c.s.goodput_req_s = static_cast<double>(c.s.meeting_slo) / t;
@@ -461,8 +491,8 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
     auto count = [](const char* name, uint64_t v) { return NamedValue{name, static_cast<double>(v), true}; };
     auto real = [](const char* name, double v) { return NamedValue{name, v, false}; };
     const double n = static_cast<double>(clients_.requests);
-    const LatencyStats ttft = summarize(clients_.ttft_ms);
-    const LatencyStats e2e = summarize(clients_.e2e_ms);
+    const LatencyStats ttft = clients_.ttft_ms.summarize();
+    const LatencyStats e2e = clients_.e2e_ms.summarize();
     // Unknown (NULL) when no client request completed.
     auto latency = [&](const char* name, double v) {
       return clients_.completed > 0 ? NamedValue{name, v, false}

@@ -32,6 +32,11 @@ struct CollectorConfig {
   MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
   core::RequestClasses classes;    // the workload's request classes; empty: no per-class figures
   bool retries = false;            // clients retry ([retries]): report the clients' view too
+  // How latency percentiles are kept ([output] percentiles, stats.h): auto keeps every value up to
+  // exact_percentiles_max completed requests, then moves them into sketches (relative error
+  // kSketchRelativeError) and frees them.
+  PercentileMode percentiles = PercentileMode::kAuto;
+  uint64_t exact_percentiles_max = kExactPercentilesMax;
 };
 
 // The most replica time-series rows one run makes.
@@ -62,7 +67,11 @@ class MetricsCollector final : public core::LifecycleObserver {
 
   CollectorConfig config_;
   std::vector<ResultSink*> sinks_;
-  std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_, transfer_ms_;
+  // Latencies of the completed requests (in the order they left: batch means) and of KV transfers.
+  LatencyStore ttft_ms_{true}, tpot_ms_{true}, e2e_ms_{true}, transfer_ms_;
+  bool sketched_ = false;     // every store above, per class and per client, is sketched
+  bool auto_sketch_ = false;  // auto mode, not switched yet: the switch is due past exact_percentiles_max
+  void to_sketch();
   std::vector<ReplicaStats> replica_stats_;
   struct Busy {
     double seconds = 0, gpu_seconds = 0, peak_flop_seconds = 0, peak_bytes = 0, bytes = 0;
@@ -99,7 +108,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   // With client retries: each client request (its attempts together), from its first send.
   struct Clients {
     uint64_t requests = 0, retries = 0, completed = 0, gave_up = 0, meeting_slo = 0;
-    std::vector<double> ttft_ms, e2e_ms;  // completed, from the first send
+    LatencyStore ttft_ms, e2e_ms;  // completed, from the first send
   } clients_;
   void client_done(const core::RequestRecord& r);
   // Autoscaling: the seconds each replica was provisioned within [0, until].
@@ -118,11 +127,12 @@ class MetricsCollector final : public core::LifecycleObserver {
   };
   std::vector<RequestSample> samples_;  // in the order requests left
   std::vector<bool> meets_;              // default window: whether each request met the SLO, in that order
+  BatchSums meets_sums_;                 // the same once sketched (meets_ then freed)
   // Per request class (only with classes: a run without pays one emptiness test per request).
   struct ClassAcc {
     ClassSummary s;
     Slo slo;  // the class's limits, the run's where it has none
-    std::vector<double> ttft_ms, tpot_ms, e2e_ms;
+    LatencyStore ttft_ms, tpot_ms, e2e_ms;
   };
   std::vector<ClassAcc> classes_;
   void class_done(const core::RequestRecord& r);

@@ -150,6 +150,12 @@ struct RunSummary {
   // Shed by admission control ([admission]); counted in requests_rejected, kept out of the `runs`
   // columns (class_stats has it per class) so that runs without admission control keep their layout.
   uint64_t rejected_admission = 0;
+  // How the latency percentiles above (and per class, per client) were computed: "exact" (every
+  // value kept and sorted) or "sketch" (QuantileSketch, stats.h: each percentile within
+  // percentile_relative_error of the exact one; means exact). ITL always comes from a log histogram.
+  // Not a `runs` column, so that the results of exact runs keep their layout.
+  std::string percentiles = "exact";
+  double percentile_relative_error = 0;
   // Per request class ([[workload.classes]]), in the order the configuration defines them; empty
   // without classes.
   std::vector<ClassSummary> classes;
