@@ -1,4 +1,5 @@
 #include "experiments/run.h"
+#include "experiments/network_presets.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
@@ -130,6 +131,11 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::table(
           "network",
           {
+              ParamSpec::string("preset", "",
+                                "a node and fabric layout users run (docs/policies.md, \"Topology presets\"): its values for the fields "
+                                "below, which the configuration can still override; unset: the defaults below")
+                  .one_of({"dgx-a100", "dgx-h100", "dgx-h200", "gb200-nvl72"})
+                  .optional(),
               ParamSpec::integer("gpus_per_node", 8, "GPUs", "GPUs per node, joined by NVLink through an NVSwitch")
                   .range(1, 1024),
               ParamSpec::real("nvlink_gb_s", 0, "GB/s", "NVLink bandwidth per GPU, one direction; unset = the GPU's nvlink_gb_s")
@@ -140,6 +146,11 @@ const std::vector<core::ParamSpec>& run_schema() {
                               "GPU - NIC and GPU - host bandwidth, one direction (PCIe Gen5 x16: 64 theoretical)")
                   .range(0.1, 1e4),
               ParamSpec::real("pcie_latency_us", 1, "us", "latency of a PCIe hop").range(0, 1e6),
+              ParamSpec::integer("gpus_per_pcie_switch", 1, "GPUs",
+                                 "GPUs (and their NICs) behind one PCIe switch, each by its own PCIe link; 1 = each "
+                                 "GPU's PCIe link goes straight to its NIC (unset: 1, or the preset's)")
+                  .range(1, 1024)
+                  .optional(),
               ParamSpec::integer("nics_per_node", 8, "NICs", "NICs per node; GPU i uses NIC i mod nics_per_node")
                   .range(1, 1024),
               ParamSpec::real("nic_gb_s", 50, "GB/s",
@@ -149,6 +160,11 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .range(0, 1e6),
               ParamSpec::integer("nodes_per_switch", 32, "nodes", "nodes per leaf switch; leaf switches join through a spine")
                   .range(1, 1 << 20),
+              ParamSpec::boolean("rails", false,
+                                 "rail-optimised fabric: each group of nodes_per_switch nodes has one leaf per NIC "
+                                 "index (NIC k of every node on leaf k); false: one leaf per group (unset: false, "
+                                 "or the preset's)")
+                  .optional(),
               ParamSpec::real("spine_gb_s", 0, "GB/s",
                               "leaf - spine uplink bandwidth, one direction; unset = non-blocking (sum of the leaf's NICs)")
                   .range(0.1, 1e6)
@@ -663,19 +679,21 @@ hwmodels::ExpertParallelism expert_parallelism(const core::Params& pool_cfg, con
     ep.dispatch_scales = fp8;
     ep.routing_noise = moe->get_bool("routing_noise");
   }
-  const core::Params& net = config.section("network");
-  ep.gpus_per_node = net.get_int("gpus_per_node");
-  ep.nvlink_bytes_per_s = net.has("nvlink_gb_s") ? net.get_float("nvlink_gb_s") * 1e9 : gpu.interconnect_bandwidth;
-  // GPU -> NVSwitch -> GPU; GPU -> PCIe -> NIC -> leaf (-> spine -> leaf) -> NIC -> PCIe -> GPU, as the
-  // topology builds them (sim/cluster/network.cc).
-  ep.nvlink_latency_s = 2.0 * net.get_float("nvlink_latency_us") * 1e-6;
-  const bool across_leaves = ep.nodes() > net.get_int("nodes_per_switch");
-  ep.scaleout_latency_s = 2.0 * (net.get_float("pcie_latency_us") + net.get_float("nic_latency_us") +
-                                 (across_leaves ? net.get_float("switch_latency_us") : 0.0)) * 1e-6;
+  const NetworkFields net = resolve_network(
+      config.section("network"), (pool_cfg.has("gpu") ? pool_cfg.section("gpu") : config.section("gpu")).kind());
+  ep.gpus_per_node = net.gpus_per_node;
+  ep.nvlink_bytes_per_s = net.nvlink_bytes_per_s(gpu);
+  // GPU -> NVSwitch -> GPU; GPU -> PCIe (-> PCIe switch -> PCIe) -> NIC -> leaf (-> spine -> leaf) -> NIC
+  // -> PCIe (-> PCIe switch -> PCIe) -> GPU, as the topology builds them (sim/cluster/network.cc). An
+  // exchange goes to the same local rank of the next node: the same rail.
+  ep.nvlink_latency_s = 2.0 * net.nvlink_latency_us * 1e-6;
+  const bool across_leaves = ep.nodes() > net.nodes_per_switch;
+  const double pcie_us = net.gpus_per_pcie_switch > 1 ? 2.0 * net.pcie_latency_us : net.pcie_latency_us;
+  ep.scaleout_latency_s = 2.0 * (pcie_us + net.nic_latency_us + (across_leaves ? net.switch_latency_us : 0.0)) * 1e-6;
   // Every GPU of a node sends at once: its NIC's share (GPUs share NICs when there are fewer).
-  const double nic_share = std::min(1.0, static_cast<double>(net.get_int("nics_per_node")) /
-                                             static_cast<double>(ep.gpus_per_node));
-  ep.scaleout_bytes_per_s = std::min(net.get_float("pcie_gb_s"), net.get_float("nic_gb_s") * nic_share) * 1e9;
+  const double nic_share =
+      std::min(1.0, static_cast<double>(net.nics_per_node) / static_cast<double>(ep.gpus_per_node));
+  ep.scaleout_bytes_per_s = std::min(net.pcie_gb_s, net.nic_gb_s * nic_share) * 1e9;
   if (const std::string why = hwmodels::ep_problem(model, tp, ep); !why.empty()) {
     const size_t colon = why.find(": ");
     const std::string key = why.substr(0, colon), message = why.substr(colon + 2);
@@ -745,21 +763,8 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
   return p;
 }
 
-sim::TopologyConfig topology_config(const core::Params& net, const hwmodels::GpuSpec& gpu, int64_t num_gpus) {
-  sim::TopologyConfig t;
-  t.num_gpus = num_gpus;
-  t.gpus_per_node = net.get_int("gpus_per_node");
-  t.nvlink_bytes_per_s = net.has("nvlink_gb_s") ? net.get_float("nvlink_gb_s") * 1e9 : gpu.interconnect_bandwidth;
-  t.nvlink_latency_s = net.get_float("nvlink_latency_us") * 1e-6;
-  t.pcie_bytes_per_s = net.get_float("pcie_gb_s") * 1e9;
-  t.pcie_latency_s = net.get_float("pcie_latency_us") * 1e-6;
-  t.nics_per_node = net.get_int("nics_per_node");
-  t.nic_bytes_per_s = net.get_float("nic_gb_s") * 1e9;
-  t.nic_latency_s = net.get_float("nic_latency_us") * 1e-6;
-  t.nodes_per_switch = net.get_int("nodes_per_switch");
-  t.spine_bytes_per_s = net.has("spine_gb_s") ? net.get_float("spine_gb_s") * 1e9 : 0;
-  t.switch_latency_s = net.get_float("switch_latency_us") * 1e-6;
-  return t;
+NetworkFields network_fields(const core::Params& config, const Pool& pool) {
+  return resolve_network(config.section("network"), pool.gpu_kind);
 }
 
 // [faults]: fault injection, checked against the cluster it applies to.
@@ -912,7 +917,7 @@ std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const P
     cluster_cfg.fail("replicas", "with [autoscaler] cluster.replicas is the count in service at the start, which must "
                                  "lie in [min_replicas, max_replicas] = [" + std::to_string(lo) + ", " +
                                  std::to_string(hi) + "]; got " + std::to_string(initial));
-  const core::Params& net = config.section("network");
+  const NetworkFields net = network_fields(config, pool);
   sim::ColdStart cold;
   cold.provision_s = a.get_float("provision_s");
   cold.warmup_s = a.get_float("warmup_s");
@@ -921,8 +926,7 @@ std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const P
     cold.weight_bytes_per_gpu += policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), pool.tp);
   cold.load_bytes_per_s = (a.has("load_gb_s") ? a.get_float("load_gb_s")
                                               : policies::default_load_gb_s(a.get_string("weights_source"),
-                                                                            net.get_float("pcie_gb_s"),
-                                                                            net.get_float("nic_gb_s"))) *
+                                                                            net.pcie_gb_s, net.nic_gb_s)) *
                           1e9;
   const double cold_s = cold.seconds();
   if (!(cold_s < 1e9))
@@ -986,7 +990,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   // GPUs in order, pool after pool; a TP group never spans two nodes; an expert-parallel replica
   // larger than a node takes whole nodes (ep_problem saw that it is a multiple of one).
-  const int64_t gpus_per_node = net_cfg.get_int("gpus_per_node");
+  const NetworkFields net = network_fields(config, pools[0]);
+  for (size_t i = 1; i < pools.size(); ++i) network_fields(config, pools[i]);  // a preset fits every pool's GPU
+  const int64_t gpus_per_node = net.gpus_per_node;
   std::vector<std::vector<int64_t>> placement;
   int64_t next_gpu = 0;
   bool multi_node_replicas = false;
@@ -1011,7 +1017,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   sim::Simulation simulation;
   if (disaggregated || multi_node_replicas)
     network = std::make_unique<sim::Network>(simulation,
-                                             sim::Topology(topology_config(net_cfg, *pools[0].gpu, next_gpu)));
+                                             sim::Topology(net.topology(*pools[0].gpu, next_gpu)));
 
   policies::SchedulerContext sched_ctx;
   sched_ctx.max_context = model->max_context;
@@ -1154,7 +1160,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   sim::Cluster cluster(simulation, *source, std::move(router), outputs.observers.empty() ? observer : fanout, layout,
                        std::move(decode_router), network.get());
 
-  const double host_link = net_cfg.get_float("pcie_gb_s") * 1e9;
+  const double host_link = net.pcie_gb_s * 1e9;
   size_t r = 0;
   for (const auto& p : pools) {
     sim::ReplicaConfig rc;

@@ -25,11 +25,15 @@ struct Topology::Graph {
 };
 
 Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_unique<Graph>()) {
-  if (c.num_gpus <= 0 || c.gpus_per_node <= 0 || c.nics_per_node <= 0 || c.nodes_per_switch <= 0)
+  if (c.num_gpus <= 0 || c.gpus_per_node <= 0 || c.nics_per_node <= 0 || c.nodes_per_switch <= 0 ||
+      c.gpus_per_pcie_switch <= 0)
     throw core::Error("internal: topology needs positive GPU, node, NIC and switch counts");
   auto& g = graph_->g;
   const int64_t nodes = (c.num_gpus + c.gpus_per_node - 1) / c.gpus_per_node;
-  const int64_t leaves = (nodes + c.nodes_per_switch - 1) / c.nodes_per_switch;
+  const int64_t groups = (nodes + c.nodes_per_switch - 1) / c.nodes_per_switch;
+  // Rails: a leaf per NIC index in each group of nodes; otherwise one leaf per group.
+  const int64_t leaves_per_group = c.rails ? c.nics_per_node : 1;
+  const int64_t leaves = groups * leaves_per_group;
   auto vertex = [&]() { return boost::add_vertex(g); };
   auto link = [&](size_t a, size_t b, double bw, double lat, const std::string& name) {
     // Full duplex: one directed link each way, each with the full one-direction bandwidth.
@@ -48,29 +52,45 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
   for (int64_t l = 0; l < leaves; ++l) {
     leaf[static_cast<size_t>(l)] = vertex();
     if (leaves > 1) {
-      const int64_t nodes_here = std::min(c.nodes_per_switch, nodes - l * c.nodes_per_switch);
-      const double uplink = c.spine_bytes_per_s > 0
-                                ? c.spine_bytes_per_s
-                                : static_cast<double>(nodes_here * c.nics_per_node) * c.nic_bytes_per_s;
+      const int64_t group = l / leaves_per_group;
+      const int64_t nodes_here = std::min(c.nodes_per_switch, nodes - group * c.nodes_per_switch);
+      const int64_t nics_here = nodes_here * (c.rails ? 1 : c.nics_per_node);
+      const double uplink =
+          c.spine_bytes_per_s > 0 ? c.spine_bytes_per_s : static_cast<double>(nics_here) * c.nic_bytes_per_s;
       link(leaf[static_cast<size_t>(l)], spine, uplink, c.switch_latency_s, "leaf " + std::to_string(l) + " - spine");
     }
   }
   graph_->gpu_vertex.resize(static_cast<size_t>(c.num_gpus));
   for (int64_t n = 0; n < nodes; ++n) {
     const size_t nvswitch = vertex();
+    const std::string node = "node " + std::to_string(n);
     std::vector<size_t> nics(static_cast<size_t>(c.nics_per_node));
     for (int64_t k = 0; k < c.nics_per_node; ++k) {
       nics[static_cast<size_t>(k)] = vertex();
-      link(nics[static_cast<size_t>(k)], leaf[static_cast<size_t>(n / c.nodes_per_switch)], c.nic_bytes_per_s,
-           c.nic_latency_s, "node " + std::to_string(n) + " nic " + std::to_string(k) + " - leaf");
+      const int64_t l = (n / c.nodes_per_switch) * leaves_per_group + (c.rails ? k : 0);
+      link(nics[static_cast<size_t>(k)], leaf[static_cast<size_t>(l)], c.nic_bytes_per_s, c.nic_latency_s,
+           node + " nic " + std::to_string(k) + " - leaf");
+    }
+    // PCIe switches shared by gpus_per_pcie_switch GPUs: NIC k hangs off the switch of GPU k's group
+    // (spread evenly when a node has fewer NICs than GPUs), each by its own PCIe link.
+    std::vector<size_t> pcie_switch;
+    if (c.gpus_per_pcie_switch > 1) {
+      const int64_t switches = (c.gpus_per_node + c.gpus_per_pcie_switch - 1) / c.gpus_per_pcie_switch;
+      for (int64_t s = 0; s < switches; ++s) pcie_switch.push_back(vertex());
+      for (int64_t k = 0; k < c.nics_per_node; ++k) {
+        const int64_t s = std::min(switches - 1, k * c.gpus_per_node / c.nics_per_node / c.gpus_per_pcie_switch);
+        link(nics[static_cast<size_t>(k)], pcie_switch[static_cast<size_t>(s)], c.pcie_bytes_per_s, c.pcie_latency_s,
+             node + " nic " + std::to_string(k) + " pcie");
+      }
     }
     for (int64_t i = 0; i < c.gpus_per_node && n * c.gpus_per_node + i < c.num_gpus; ++i) {
       const int64_t gpu = n * c.gpus_per_node + i;
       const size_t v = vertex();
       graph_->gpu_vertex[static_cast<size_t>(gpu)] = v;
       link(v, nvswitch, c.nvlink_bytes_per_s, c.nvlink_latency_s, "gpu " + std::to_string(gpu) + " nvlink");
-      link(v, nics[static_cast<size_t>(i % c.nics_per_node)], c.pcie_bytes_per_s, c.pcie_latency_s,
-           "gpu " + std::to_string(gpu) + " pcie");
+      const size_t up = pcie_switch.empty() ? nics[static_cast<size_t>(i % c.nics_per_node)]
+                                            : pcie_switch[static_cast<size_t>(i / c.gpus_per_pcie_switch)];
+      link(v, up, c.pcie_bytes_per_s, c.pcie_latency_s, "gpu " + std::to_string(gpu) + " pcie");
     }
   }
   link_down_.assign(link_bandwidth_.size(), 0);

@@ -2,8 +2,10 @@
 // The cluster network and the KV-cache transfers over it.
 //
 // Topology (a Boost.Graph of directed links, each with a bandwidth and a latency): GPUs in nodes of
-// `gpus_per_node`, each GPU linked to its node's NVSwitch by NVLink and to a NIC by PCIe; NICs
-// link to leaf switches (`nodes_per_switch` nodes each); leaf switches link to one spine. A transfer
+// `gpus_per_node`, each GPU linked to its node's NVSwitch by NVLink and to a NIC by PCIe (directly,
+// or through a PCIe switch shared by `gpus_per_pcie_switch` GPUs and their NICs); NICs link to leaf
+// switches (`nodes_per_switch` nodes each; with `rails`, one leaf per NIC index: NIC k of every node
+// of the group on leaf k, a rail-optimised fabric); leaf switches link to one spine. A transfer
 // between two GPUs takes the lowest-latency path (NVLink through the NVSwitch inside a node;
 // PCIe -> NIC -> switches -> NIC -> PCIe across nodes).
 //
@@ -29,10 +31,12 @@ struct TopologyConfig {
   double nvlink_latency_s = 1e-6;
   double pcie_bytes_per_s = 50e9;      // GPU <-> NIC (and host), one direction
   double pcie_latency_s = 1e-6;
+  int64_t gpus_per_pcie_switch = 1;    // > 1: GPUs and NICs of a node share PCIe switches (DGX)
   int64_t nics_per_node = 8;           // GPU i of a node uses NIC i mod nics_per_node
   double nic_bytes_per_s = 50e9;       // NIC <-> leaf switch, one direction (400 Gb/s)
   double nic_latency_s = 2e-6;         // per NIC-switch hop
   int64_t nodes_per_switch = 32;
+  bool rails = false;                  // rail-optimised: NIC k of each node on the group's leaf k
   double spine_bytes_per_s = 0;        // leaf <-> spine uplink; 0 = non-blocking (sum of the leaf's NICs)
   double switch_latency_s = 1e-6;      // per leaf-spine hop
 };
