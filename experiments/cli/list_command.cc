@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "experiments/cli/command.h"
+#include "experiments/network_presets.h"
 #include "experiments/run.h"
 #include "sim/core/format.h"
 #include "sim/core/params.h"
@@ -70,11 +71,24 @@ int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostre
     }
     return 0;
   }
+  if (args[0] == "networks" || args[0] == "network") {
+    // Not a kind family: [network] preset values (experiments/network_presets.cc).
+    out << "networks: [network] preset values (docs/policies.md, \"Topology presets\"); fields the "
+           "configuration writes override them\n";
+    for (const NetworkPreset& p : network_presets()) {
+      out << "\n" << p.name << " (gpu.kind = " << p.gpu << ")\n  " << p.description << "\n";
+      for (const auto& [field, value] : p.fields) {
+        std::string v = field == std::string_view("rails") ? (value != 0 ? "true" : "false") : core::format_double(value);
+        out << "  " << std::left << std::setw(22) << field << v << "\n";
+      }
+    }
+    return 0;
+  }
   const core::KindFamily* family = family_named(args[0]);
   if (!family) {
     std::string valid;
     for (const auto* f : core::all_families()) valid += (valid.empty() ? "" : ", ") + f->name();
-    throw UsageError("unknown kind family '" + args[0] + "'; valid: " + valid);
+    throw UsageError("unknown kind family '" + args[0] + "'; valid: " + valid + ", networks (the [network] presets)");
   }
   out << family->name() << ": " << family->description() << "\n";
   for (const auto* kind : family->kinds()) {
@@ -86,7 +100,7 @@ int cmd_list(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 
 const bool kRegistered = register_command(
-    {"list", "[routers|schedulers|decoding|workloads|arrivals|models|gpus|cost_models|engines|length_distributions]",
+    {"list", "[routers|schedulers|decoding|workloads|arrivals|models|gpus|cost_models|engines|length_distributions|networks]",
      "registered kinds and every parameter: type, default, unit, range, description", cmd_list});
 
 }  // namespace

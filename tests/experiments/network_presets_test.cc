@@ -14,6 +14,7 @@
 #include "sim/core/config.h"
 #include "sim/core/error.h"
 #include "sim/engine/simulation.h"
+#include "tests/cli_driver.h"
 
 namespace servesim::experiments {
 namespace {
@@ -169,6 +170,16 @@ TEST(NetworkPresetTest, AKvTransferOnThePresetTakesTheHandComputedTime) {
   ASSERT_EQ(r.summary.kv_transfers, 1u);
   EXPECT_NEAR(r.summary.kv_transfer_gb, 0.131072, 1e-12);
   EXPECT_NEAR(r.summary.kv_transfer_ms.mean, 1000.0 * 131072 / 50e9 * 1e3 + 6e-3, 2e-6);
+}
+
+// `servesim list networks` shows every preset with its GPU and values.
+TEST(NetworkPresetTest, ListNetworksShowsEveryPreset) {
+  const servesim::testing::Cli r = servesim::testing::cli({"list", "networks"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"dgx-a100 (gpu.kind = a100-80gb-sxm)", "dgx-h100 (gpu.kind = h100-sxm)",
+                           "dgx-h200 (gpu.kind = h200)", "gb200-nvl72 (gpu.kind = b200)"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  EXPECT_NE(r.out.find("gpus_per_pcie_switch  2"), std::string::npos) << r.out;
 }
 
 }  // namespace
