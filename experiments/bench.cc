@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "experiments/capacity.h"
 #include "experiments/run.h"
 #include "experiments/sweep.h"
 #include "sim/core/rng.h"
@@ -175,6 +176,25 @@ BenchSample run_bench_sweep(const std::string& experiments_dir, int jobs) {
   for (const auto& [index, figures] : stats.results) b.requests += figures.requests_total;
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  b.peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  return b;
+}
+
+BenchSample run_bench_capacity(const std::string& experiments_dir) {
+  const std::string path = experiments_dir + "/sweeps/bench_capacity.toml";
+  if (!std::filesystem::exists(path))
+    throw core::Error("scenario S7 needs " + path + " (run from the project root, or point --experiments at it)");
+  Experiment experiment = Experiment::load(path);
+  CapacityOptions options;
+  options.jobs = 1;  // one core: the figure is the search's own speed
+  const auto start = std::chrono::steady_clock::now();
+  const CapacityResult result = run_capacity(experiment, options);
+  BenchSample b;
+  b.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  b.runs = static_cast<uint64_t>(result.runs);
+  b.configurations = result.configurations.size();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   b.peak_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;

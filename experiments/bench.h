@@ -27,11 +27,17 @@ struct BenchSample {
   double sim_seconds = 0;
   double peak_rss_mib = 0;   // of the process that ran it
   std::string percentiles = "exact";  // how the run kept its latency percentiles (RunSummary::percentiles)
+  uint64_t runs = 0;            // S7: simulations the capacity search ran
+  uint64_t configurations = 0;  // S7: configurations searched
 };
 
 // The sweep scenario S5: `servesim sweep` of experiments/sweeps/bench64.toml (64 points) with
 // `jobs` threads, into a fresh database in a temporary directory. `experiments_dir` holds sweeps/.
 BenchSample run_bench_sweep(const std::string& experiments_dir, int jobs);
+
+// The capacity scenario S7: `servesim capacity` of experiments/sweeps/bench_capacity.toml (8
+// configurations of the Azure conv trace) on one thread, keeping no runs.
+BenchSample run_bench_capacity(const std::string& experiments_dir);
 
 // Runs one scenario in this process. `requests` > 0 overrides the scenario's request count (for
 // scaling curves). Throws core::Error when its trace is missing.

@@ -23,7 +23,7 @@ namespace {
 nlohmann::json sample_json(const BenchSample& b) {
   return {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
           {"events", b.events},             {"sim_seconds", b.sim_seconds}, {"peak_rss_mib", b.peak_rss_mib},
-          {"percentiles", b.percentiles}};
+          {"percentiles", b.percentiles}, {"runs", b.runs},             {"configurations", b.configurations}};
 }
 
 // One repetition in a child process: its stdout is one JSON object; what it says on stderr (a
@@ -48,6 +48,8 @@ BenchSample run_child(const std::string& scenario, const std::string& traces, in
   b.sim_seconds = j["sim_seconds"];
   b.peak_rss_mib = j["peak_rss_mib"];
   if (j.contains("percentiles")) b.percentiles = j["percentiles"];
+  if (j.contains("runs")) b.runs = j["runs"];
+  if (j.contains("configurations")) b.configurations = j["configurations"];
   return b;
 }
 
@@ -61,13 +63,13 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
   int jobs = 0;
   opts.add_options()("help,h", "this help")(
       "scenario", po::value<std::vector<std::string>>(&scenarios)->composing(),
-      "S1, S2, S3, S4, S5 or S6 (repeatable; default all but S6)")("repeat", po::value<int>(&repeat)->default_value(3),
+      "S1 ... S7 (repeatable; default all but S6)")("repeat", po::value<int>(&repeat)->default_value(3),
                                                      "runs per scenario; the median wall time is reported")(
       "requests", po::value<int64_t>(&requests), "override the scenario's request count (S1, S4, S6)")(
       "traces", po::value<std::string>(&traces)->default_value("../shared/traces"),
       "directory holding azure-2023/ and mooncake-fast25/")(
       "experiments", po::value<std::string>(&experiments)->default_value("experiments"),
-      "directory holding sweeps/bench64.toml (S5)")(
+      "directory holding sweeps/bench64.toml (S5) and sweeps/bench_capacity.toml (S7)")(
       "jobs", po::value<int>(&jobs), "internal: S5's thread count in --child")("json", "one JSON object per scenario")(
       "child", "internal: run one repetition in this process");
   const po::variables_map vm = parse_options(args, opts);
@@ -76,6 +78,8 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
         << opts << "\nscenarios:\n";
     for (const auto& s : bench_scenarios()) out << "  " << s.name << "  " << s.description << "\n";
     out << "  S5  a 64-point sweep (experiments/sweeps/bench64.toml) with --jobs 1 and --jobs 2: the speed-up\n";
+    out << "  S7  a capacity search over 8 configurations of the Azure conv trace "
+           "(experiments/sweeps/bench_capacity.toml), one thread\n";
     return 0;
   }
   require_option("--repeat", repeat, 1, 1000, "repetitions of each scenario");
@@ -86,15 +90,17 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
     for (const auto& s : bench_scenarios())
       if (s.name != "S6") scenarios.push_back(s.name);
     scenarios.push_back("S5");
+    scenarios.push_back("S7");
   }
   for (const auto& name : scenarios)
-    if (name != "S5" && !find_bench_scenario(name))
-      throw UsageError("unknown scenario '" + name + "'; scenarios: S1, S2, S3, S4, S5, S6");
+    if (name != "S5" && name != "S7" && !find_bench_scenario(name))
+      throw UsageError("unknown scenario '" + name + "'; scenarios: S1, S2, S3, S4, S5, S6, S7");
 
   if (vm.count("child")) {
     if (scenarios.size() != 1) throw UsageError("--child runs exactly one scenario");
-    const BenchSample b = scenarios[0] == "S5" ? run_bench_sweep(experiments, std::max(1, jobs))
-                                               : run_bench_scenario(*find_bench_scenario(scenarios[0]), traces, requests);
+    const BenchSample b = scenarios[0] == "S5"   ? run_bench_sweep(experiments, std::max(1, jobs))
+                          : scenarios[0] == "S7" ? run_bench_capacity(experiments)
+                                                 : run_bench_scenario(*find_bench_scenario(scenarios[0]), traces, requests);
     out << sample_json(b).dump() << "\n";
     return 0;
   }
@@ -141,6 +147,28 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
       }
       continue;
     }
+    if (name == "S7") {
+      std::vector<BenchSample> samples;
+      try {
+        for (int i = 0; i < repeat; ++i) samples.push_back(run_child(name, traces, 0, experiments, err));
+      } catch (const core::Error& e) {
+        err << "servesim bench: S7: " << e.what() << "\n";
+        if (!json) out << "S7         skipped (see stderr)\n";
+        ++failures;
+        continue;
+      }
+      const BenchSample m = median(samples);
+      if (json) {
+        nlohmann::json j = sample_json(m);
+        j["scenario"] = "S7";
+        j["repeat"] = repeat;
+        out << j.dump() << "\n";
+      } else {
+        out << "S7         capacity search, " << m.configurations << " configurations, " << m.runs
+            << " simulations: " << fixed(m.wall_seconds, 3) << " s, peak RSS " << fixed(m.peak_rss_mib, 1) << " MiB\n";
+      }
+      continue;
+    }
     std::vector<BenchSample> samples;
     try {
       for (int i = 0; i < repeat; ++i) samples.push_back(run_child(name, traces, requests, experiments, err));
@@ -174,7 +202,7 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
 }
 
 const bool kRegistered = register_command(
-    {"bench", "[--scenario S1|S2|S3|S4|S5|S6 ...] [--repeat N] [--requests N] [--traces DIR] [--json]",
+    {"bench", "[--scenario S1|S2|S3|S4|S5|S6|S7 ...] [--repeat N] [--requests N] [--traces DIR] [--json]",
      "the fixed speed scenarios, each run --repeat times in a fresh process: median wall time, simulated\n"
      "requests and iterations per second, peak RSS",
      cmd_bench});
