@@ -21,6 +21,7 @@
 #include "hwmodels/uncertainty.h"
 #include "policies/autoscaler/autoscaler.h"
 #include "policies/decoding/decoding_method.h"
+#include "policies/kvtier/kvtier.h"
 #include "policies/router/admission.h"
 #include "policies/router/router.h"
 #include "policies/scheduler/batch_scheduler.h"
@@ -128,6 +129,34 @@ const std::vector<core::ParamSpec>& run_schema() {
               pool_table("decode", "prefill/decode disaggregation: the decode pool (with [cluster.prefill])"),
           },
           "the replicas and their KV cache"),
+      ParamSpec::table(
+          "kv_tiers",
+          {
+              ParamSpec::table(
+                  "host",
+                  {
+                      ParamSpec::real("capacity_gb", 256, "GB",
+                                      "host memory per replica for prefix KV (1e9 bytes; whole replica, every GPU's "
+                                      "share), in blocks of cluster.block_size tokens")
+                          .range(1e-3, 1e6),
+                      ParamSpec::real("bandwidth_gb_s", 25, "GB/s",
+                                      "GPU <-> host copy bandwidth per GPU, one direction (PCIe Gen5 x16: 64 "
+                                      "theoretical, ~25-50 effective for KV copies); each GPU copies its share "
+                                      "in parallel")
+                          .range(0.01, 1e4),
+                      ParamSpec::real("latency_us", 10, "us", "fixed time of one load (setup, launch)").range(0, 1e7),
+                      ParamSpec::section("write", "kv_tier_writes", "on_eviction",
+                                         "when a prefix unit is written to host memory"),
+                      ParamSpec::section("eviction", "kv_tier_evictions", "lru", "what the full host tier evicts"),
+                      ParamSpec::section("load", "kv_tier_loads", "cost",
+                                         "whether a prefix hit in host memory is loaded or recomputed"),
+                  },
+                  "a host-DRAM KV tier per replica below HBM: prefix units HBM evicts (or all, write_through) "
+                  "are kept there and loaded back on a later prefix hit (needs cluster.prefix_caching; docs/kv-tiers.md)")
+                  .optional(),
+          },
+          "KV-cache tiers below GPU memory (issue 16: host DRAM per replica)")
+          .optional(),
       ParamSpec::table(
           "network",
           {
@@ -602,6 +631,50 @@ metrics::MeasurementConfig measurement_config(const core::Params& m) {
 
 namespace {
 
+// The host KV tier's per-run figures, summed over the replicas, as optional metrics (the
+// fleet_metrics table, like client retries'), so that runs without a tier keep their layout. With
+// --check, every replica's HBM cache and host tier are checked for conservation first.
+void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s, bool check) {
+  sim::KvTierStats t;
+  int64_t host_units = 0, host_blocks = 0;
+  for (const auto& r : cluster.replicas()) {
+    if (!r->host_tier()) continue;
+    if (check) {
+      r->kv_cache().check();
+      r->host_tier()->check();
+    }
+    t.add(r->host_tier()->stats());
+    host_units += static_cast<int64_t>(r->host_tier()->units());
+    host_blocks += r->host_tier()->used();
+  }
+  auto count = [](const char* name, double v) { return metrics::NamedValue{name, v, true}; };
+  auto real = [](const char* name, double v) { return metrics::NamedValue{name, v, false}; };
+  const auto hbm_hit = static_cast<double>(s.prefix_hit_tokens - s.prefix_host_hit_tokens);
+  const auto prompt = static_cast<double>(s.prefix_prompt_tokens);
+  for (const metrics::NamedValue& v : {
+           count("kv_hbm_hit_tokens", hbm_hit),
+           count("kv_host_hit_tokens", static_cast<double>(s.prefix_host_hit_tokens)),
+           real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0),
+           real("kv_host_token_hit_rate", prompt > 0 ? static_cast<double>(s.prefix_host_hit_tokens) / prompt : 0),
+           count("kv_host_loads", static_cast<double>(t.loads)),
+           count("kv_host_loaded_tokens", static_cast<double>(t.loaded_tokens)),
+           real("kv_host_load_gb", t.load_bytes * 1e-9),
+           real("kv_host_load_seconds", t.load_seconds),
+           real("kv_host_saved_prefill_seconds", t.saved_prefill_seconds),
+           real("kv_host_saved_tflop", t.saved_flops * 1e-12),
+           count("kv_host_declined", static_cast<double>(t.declined)),
+           count("kv_host_declined_tokens", static_cast<double>(t.declined_tokens)),
+           count("kv_host_stores", static_cast<double>(t.stores)),
+           real("kv_host_store_gb", t.store_bytes * 1e-9),
+           real("kv_host_store_seconds", t.store_seconds),
+           count("kv_host_evictions", static_cast<double>(t.evictions)),
+           count("kv_host_dropped", static_cast<double>(t.dropped)),
+           count("kv_host_units_at_end", static_cast<double>(host_units)),
+           count("kv_host_blocks_at_end", static_cast<double>(host_blocks)),
+       })
+    s.fleet.push_back(v);
+}
+
 // One pool of identical replicas: the unified pool, or the prefill or decode pool.
 struct Pool {
   std::string name;                  // "cluster", "cluster.prefill", "cluster.decode"
@@ -1050,6 +1123,38 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                          std::to_string(cluster_cfg.get_int("block_size")) +
                          " does not divide; make the hash block a multiple of the KV block");
 
+  std::shared_ptr<const sim::HostTierSpec> host_tier;
+  if (config.has("kv_tiers") && config.section("kv_tiers").has("host")) {
+    const core::Params& h = config.section("kv_tiers").section("host");
+    if (!prefix_caching)
+      h.fail("capacity_gb",
+             "a host KV tier keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
+             "prefix block hashes)");
+    if (disaggregated)
+      h.fail("capacity_gb",
+             "a host KV tier on a disaggregated cluster ([cluster.prefill] / [cluster.decode]) is not modelled yet; "
+             "use a unified cluster");
+    if (pools[0].ep.enabled())
+      h.fail("capacity_gb",
+             "a host KV tier with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
+    const sim::KvLayout layout = kv_layout(*model, pools[0].tp, decoding.get());
+    const double block_bytes = layout.block_bytes(cluster_cfg.get_int("block_size"));
+    const double replica_block_bytes = block_bytes * static_cast<double>(pools[0].tp);
+    auto spec = std::make_shared<sim::HostTierSpec>();
+    spec->capacity_blocks = static_cast<int64_t>(std::floor(h.get_float("capacity_gb") * 1e9 / replica_block_bytes));
+    if (spec->capacity_blocks < 1)
+      h.fail("capacity_gb", "holds no KV block (" + core::format_double(replica_block_bytes) +
+                                " bytes per block per replica); give at least that much");
+    spec->block_bytes_per_gpu = block_bytes;
+    spec->gpus = pools[0].tp;
+    spec->link_bytes_per_s = h.get_float("bandwidth_gb_s") * 1e9;
+    spec->latency_s = h.get_float("latency_us") * 1e-6;
+    spec->write = policies::kv_tier_write_registry().make(h.section("write"));
+    spec->eviction = policies::kv_tier_eviction_registry().make(h.section("eviction"));
+    spec->load = policies::kv_tier_load_registry().make(h.section("load"));
+    host_tier = std::move(spec);
+  }
+
   const core::Params& slo_cfg = config.section("slo");
   metrics::Slo slo;
   if (slo_cfg.has("ttft_ms")) slo.ttft_ms = slo_cfg.get_float("ttft_ms");
@@ -1179,6 +1284,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.engine = p.engine.get();
     rc.speculator = decoding.get();
     rc.seed = seed;
+    rc.host_tier = host_tier;
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
@@ -1201,6 +1307,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                              "changed while the run read it (its content digest, part of the run's identity, was "
                              "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
+  if (host_tier) append_kv_tier_metrics(cluster, result.summary, outputs.check);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
   // Every output is written where it is not yet visible, then committed: the database first, so

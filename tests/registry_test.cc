@@ -41,6 +41,9 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("cost_models", {"roofline"});
   expect_kinds("engines", {"vllm-v1", "none"});
   expect_kinds("decoding", {"none", "draft_model", "draft_head", "mtp", "ngram"});
+  expect_kinds("kv_tier_writes", {"on_eviction", "write_through"});
+  expect_kinds("kv_tier_evictions", {"lru", "fifo"});
+  expect_kinds("kv_tier_loads", {"cost", "always", "never"});
 }
 
 TEST(RegistryTest, LookupIgnoresCase) {

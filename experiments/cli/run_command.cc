@@ -178,6 +178,17 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
       if (v.name == name) return v.value;
     return std::nullopt;
   };
+  if (fleet_value("kv_host_loads")) {
+    auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
+    out << "kv tiers     HBM " << percent(get("kv_hbm_token_hit_rate")) << " + host "
+        << percent(get("kv_host_token_hit_rate")) << " of prompt tokens; "
+        << grouped(static_cast<uint64_t>(get("kv_host_loads"))) << " host loads (" << fixed(get("kv_host_load_gb"), 1)
+        << " GB, " << fixed(get("kv_host_load_seconds"), 2) << " s waiting, " << fixed(get("kv_host_saved_tflop"), 1)
+        << " TFLOP of prefill saved), " << grouped(static_cast<uint64_t>(get("kv_host_declined")))
+        << " host hits recomputed; " << grouped(static_cast<uint64_t>(get("kv_host_stores"))) << " stores ("
+        << fixed(get("kv_host_store_gb"), 1) << " GB), " << grouped(static_cast<uint64_t>(get("kv_host_evictions")))
+        << " host evictions\n";
+  }
   // An autoscaled run (no [faults] with it) has its own line below.
   const bool elastic = fleet_value("replica_provisions").has_value();
   if (fleet_value("replica_failures")) {

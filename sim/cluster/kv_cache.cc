@@ -112,6 +112,7 @@ uint32_t KvCache::insert(uint64_t key, int64_t blocks) {
   cached_ += blocks;
   index_[key] = u;
   if (listener_) listener_->on_unit_cached(replica_, key);
+  if (tier_) tier_->on_hbm_insert(key, blocks);
   return u;
 }
 
@@ -136,6 +137,7 @@ void KvCache::evict_until(int64_t free_blocks_needed) {
     free_slots_.push_back(u);
     ++evictions_;
     if (listener_) listener_->on_unit_evicted(replica_, unit.key);
+    if (tier_) tier_->on_hbm_evict(unit.key, unit.blocks);
   }
 }
 

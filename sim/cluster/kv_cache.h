@@ -45,6 +45,17 @@ class CacheListener {
   ~CacheListener() = default;
 };
 
+// Told when HBM registers or evicts a prefix unit, for a KV tier below it (sim/cluster/kv_tier.h).
+// Null when no tier is configured: the cache then calls nothing.
+class KvTierSink {
+ public:
+  virtual void on_hbm_insert(uint64_t key, int64_t blocks) = 0;
+  virtual void on_hbm_evict(uint64_t key, int64_t blocks) = 0;
+
+ protected:
+  ~KvTierSink() = default;
+};
+
 // The cache of one request on one GPU, by layer group (hwmodels::KvGroups, as plain numbers).
 struct KvLayout {
   double full_bytes_per_token = 0;    // full and sparse attention layers
@@ -124,6 +135,9 @@ class KvCache {
     replica_ = replica;
   }
 
+  // The tier below HBM (null = none).
+  void set_tier(KvTierSink* tier) { tier_ = tier; }
+
   // Throws core::Error when the counts disagree with the units (tests and --check).
   void check() const;
   // Evicts every cached prefix unit no request holds (a failed replica's memory is gone).
@@ -159,6 +173,7 @@ class KvCache {
   std::unordered_map<uint64_t, uint32_t> index_;
   uint32_t lru_head_ = kNone, lru_tail_ = kNone;
   CacheListener* listener_ = nullptr;
+  KvTierSink* tier_ = nullptr;
   uint32_t replica_ = 0;
 };
 

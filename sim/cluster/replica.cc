@@ -38,6 +38,13 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
   load_ = ReplicaLoad{};
   load_.kv_blocks_total = kv_.total();
   if (engine_) first_token_delay_ns_ = std::llround(engine_->first_token_s * 1e9);
+  load_done_.replica = this;
+  if (config.host_tier) {
+    if (!kv_.prefix_caching() || role_ != ReplicaRole::kUnified)
+      throw core::Error("internal: a host KV tier needs prefix caching on a unified replica");
+    host_ = std::make_unique<HostKvTier>(*config.host_tier);
+    kv_.set_tier(host_.get());
+  }
 }
 
 static size_t hashed_units(const Request& r, int64_t unit_tokens);
@@ -325,6 +332,7 @@ bool Replica::admit_front(int64_t kv_tokens) {
       rec.matched_units = hit.matched_units;
       rec.prompt_tokens = r.prompt_tokens;
       rec.hit_tokens = hit.usable_tokens;
+      rec.host_hit_tokens = std::min<int64_t>(r.host_hit_tokens, hit.usable_tokens);
       if (hit.usable_tokens > 0) {
         hwmodels::BatchShape skipped;
         hwmodels::add_prefill_chunk(skipped, plan_.limits, 0, hit.usable_tokens, false);
@@ -409,8 +417,12 @@ void Replica::abort(RequestId id) {
   if (r.state == RequestState::kWaiting) {
     // In the waiting queue, or (async scheduling) among the arrivals the scheduler has not seen yet.
     auto it = std::find(waiting_.begin(), waiting_.end(), id);
+    auto l = std::find_if(loading_.begin(), loading_.end(), [id](const Loading& e) { return e.id == id; });
     if (it != waiting_.end()) {
       waiting_.erase(it);
+    } else if (l != loading_.end()) {
+      loading_.erase(l);  // its load's completion finds nothing
+      release_kv(r);
     } else {
       auto a = std::find_if(arriving_.begin(), arriving_.end(), [id](const auto& e) { return e.first == id; });
       if (a == arriving_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
@@ -473,6 +485,8 @@ void Replica::fail(std::vector<RequestId>& lost) {
     r.kv_tokens = 0;
     r.decoding = false;
     r.swapped = false;
+    r.tier_checked = false;
+    r.host_hit_tokens = 0;
     if (r.timed_out) {
       leave_timed_out(id);
       return;
@@ -482,6 +496,8 @@ void Replica::fail(std::vector<RequestId>& lost) {
   for (RequestId id : running_) lose(id);
   for (RequestId id : waiting_) lose(id);
   for (const auto& a : arriving_) lose(a.first);
+  for (const Loading& l : loading_) lose(l.id);
+  loading_.clear();
   running_.clear();
   waiting_.clear();
   arriving_.clear();
@@ -489,7 +505,12 @@ void Replica::fail(std::vector<RequestId>& lost) {
             [this](RequestId a, RequestId b) { return requests_[a].id < requests_[b].id; });
   swap_used_bytes_ = 0;
   pending_swap_seconds_ = 0;
+  kv_.set_tier(nullptr);  // nothing is written down: the host memory is lost with the rest
   kv_.drop_unreferenced();
+  if (host_) {
+    host_->clear();
+    kv_.set_tier(host_.get());
+  }
   down_ = true;
   load_.up = false;
   publish_state();
@@ -525,6 +546,7 @@ void Replica::try_start_iteration() {
   const bool after_idle = !chained_;
   chained_ = false;
   if (!arriving_.empty()) admit_arrivals(!after_idle);
+  if (host_) [[unlikely]] start_loads();
   if (waiting_.empty() && running_.empty()) {
     publish_state();
     return;
@@ -534,7 +556,7 @@ void Replica::try_start_iteration() {
   if (plan_.empty()) {
     // With nothing running or in transfer, every waiting request fits alone (rejection() saw to
     // that), so a policy that schedules nothing would stall the replica forever: a bug.
-    if (running_.empty() && transferring_ == 0)
+    if (running_.empty() && transferring_ == 0 && loading_.empty())
       throw core::Error("internal: scheduler planned nothing on replica " + std::to_string(index_) +
                         " with " + std::to_string(waiting_.size()) + " requests waiting and none running");
     publish_state();
@@ -748,8 +770,115 @@ void Replica::on_event(uint64_t payload) {
   try_start_iteration();
 }
 
+// ---- host KV tier -------------------------------------------------------------------------------
+
+void Replica::start_loads() {
+  const int64_t reserved = scheduler_->reserved_blocks(kv_);
+  const int64_t u_tokens = kv_.unit_tokens();
+  while (!waiting_.empty()) {
+    const RequestId id = waiting_.front();
+    Request& r = requests_[id];
+    if (r.decoding || r.kv_tokens > 0 || r.tier_checked) return;
+    const Lookup hbm = lookup(r);
+    // Continue the chain past HBM's hit: full units before the last prompt token, each in HBM
+    // (a unit whose parent was evicted) or in the host tier.
+    const size_t n = hashed_units(r, u_tokens);
+    const int64_t limit = r.prefill_target() - 1;
+    uint64_t key = 0;
+    int64_t need = 0;  // blocks the units take from kv_.available()
+    for (int64_t j = 0; j < hbm.usable_units; ++j) {
+      key = KvCache::chain(key, r.block_hashes[static_cast<size_t>(j)]);
+      const uint32_t u = kv_.find(key);
+      if (!kv_.referenced(u)) need += kv_.unit_blocks(u);
+    }
+    int64_t end_tokens = hbm.usable_tokens, host_blocks = 0, host_tokens = 0;
+    size_t end_units = static_cast<size_t>(hbm.usable_units);
+    std::vector<uint64_t>& keys = unit_keys_;
+    keys.clear();
+    for (size_t j = end_units; j < n; ++j) {
+      const int64_t end = unit_end(r, j);
+      if (end - static_cast<int64_t>(j) * u_tokens != u_tokens || end > limit) break;
+      const uint64_t next = KvCache::chain(key, r.block_hashes[j]);
+      const uint32_t u = kv_.find(next);
+      if (u != KvCache::kNone) {
+        if (!kv_.referenced(u)) need += kv_.unit_blocks(u);
+      } else if (const int64_t b = host_->blocks_of(next); b > 0) {
+        need += b;
+        host_blocks += b;
+        host_tokens += u_tokens;
+      } else {
+        break;
+      }
+      key = next;
+      keys.push_back(next);
+      end_tokens = end;
+      end_units = j + 1;
+    }
+    if (host_tokens == 0) {
+      r.tier_checked = true;
+      return;
+    }
+    // Load or recompute: the copy's time against the prefill time the hit saves, the cost model's
+    // prefill of the rest of the prompt from HBM's hit less that from the end of the loaded units.
+    const double load_s = host_->copy_seconds(host_blocks);
+    hwmodels::BatchShape all, rest;
+    hwmodels::add_prefill_chunk(all, plan_.limits, hbm.usable_tokens, r.prefill_target() - hbm.usable_tokens, true);
+    hwmodels::add_prefill_chunk(rest, plan_.limits, end_tokens, r.prefill_target() - end_tokens, true);
+    const hwmodels::StepCost all_cost = cost_.step(all), rest_cost = cost_.step(rest);
+    const double recompute_s = all_cost.seconds - rest_cost.seconds;
+    KvTierStats& st = host_->stats();
+    if (!host_->should_load(load_s, recompute_s)) {
+      r.tier_checked = true;
+      ++st.declined;
+      st.declined_tokens += host_tokens;
+      return;
+    }
+    if (need > kv_.available() - reserved) return;  // tried again when blocks free up
+    r.tier_checked = true;
+    // Pin what HBM holds, then bring in the host units (inserting may evict other units).
+    uint64_t k = 0;
+    for (size_t j = 0; j < end_units; ++j) {
+      k = KvCache::chain(k, r.block_hashes[j]);
+      const uint32_t u = kv_.find(k);
+      if (u != KvCache::kNone) kv_.acquire(u);
+      r.units.push_back(u);
+    }
+    for (uint64_t hk : keys) host_->touch(hk);
+    k = 0;
+    for (size_t j = 0; j < end_units; ++j) {
+      k = KvCache::chain(k, r.block_hashes[j]);
+      if (r.units[j] == KvCache::kNone) r.units[j] = kv_.insert(k, kv_.unit_blocks_for(u_tokens));
+    }
+    r.last_unit_key = k;
+    r.shared_tokens = end_tokens;
+    r.host_hit_tokens = static_cast<uint32_t>(host_tokens);
+    ++st.loads;
+    st.loaded_units += host_tokens / u_tokens;
+    st.loaded_tokens += host_tokens;
+    st.load_bytes += host_->copy_bytes(host_blocks);
+    st.load_seconds += load_s;
+    st.saved_prefill_seconds += recompute_s;
+    st.saved_flops += all_cost.flops - rest_cost.flops;
+    waiting_.pop_front();
+    loading_.push_back({id, ++load_seq_});
+    sim_.schedule_after(
+        core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
+        load_seq_);
+  }
+}
+
+void Replica::finish_load(uint64_t seq) {
+  auto it = std::find_if(loading_.begin(), loading_.end(), [seq](const Loading& l) { return l.seq == seq; });
+  if (it == loading_.end()) return;  // its request timed out, or the replica failed
+  const RequestId id = it->id;
+  loading_.erase(it);
+  release_kv(requests_[id]);
+  waiting_.push_front(id);
+  if (!busy_) try_start_iteration(); else publish_state();
+}
+
 void Replica::publish_state() {
-  const auto engine_queue = static_cast<int64_t>(waiting_.size() + arriving_.size());
+  const auto engine_queue = static_cast<int64_t>(waiting_.size() + arriving_.size() + loading_.size());
   load_.queued = engine_queue + incoming_;
   load_.running = static_cast<int64_t>(running_.size());
   load_.kv_blocks_used = kv_.in_use();

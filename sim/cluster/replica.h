@@ -21,6 +21,7 @@
 #include "hwmodels/cost_model.h"
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
+#include "sim/cluster/kv_tier.h"
 #include "sim/cluster/request.h"
 #include "sim/cluster/speculator.h"
 #include "sim/core/lifecycle.h"
@@ -141,6 +142,8 @@ struct ReplicaConfig {
   // random draws (acceptances, n-gram matches).
   const Speculator* speculator = nullptr;
   uint64_t seed = 0;
+  // A host-DRAM KV tier below HBM (null = none; needs prefix caching, unified role).
+  std::shared_ptr<const HostTierSpec> host_tier;
 };
 
 class ReplicaListener {
@@ -217,9 +220,13 @@ class Replica final : public EventHandler {
     return kv_.hybrid() ? kv_.request_bytes(tokens) : static_cast<double>(tokens) * kv_bytes_per_token_per_gpu_;
   }
   bool idle() const {
-    return !busy_ && waiting_.empty() && arriving_.empty() && running_.empty() && transferring_ == 0;
+    return !busy_ && waiting_.empty() && arriving_.empty() && running_.empty() && transferring_ == 0 &&
+           loading_.empty();
   }
   KvCache& kv_cache() { return kv_; }
+  // The host KV tier (null = none) and the requests waiting for a load from it.
+  const HostKvTier* host_tier() const { return host_.get(); }
+  size_t loading() const { return loading_.size(); }
 
   // ---- scheduler side: the mechanism policies use ----
   const std::deque<RequestId>& waiting() const { return waiting_; }
@@ -327,6 +334,17 @@ class Replica final : public EventHandler {
   // (1 + accepted, never past its output).
   int64_t settle_decode(Request& r, size_t i);
   void publish_state();
+  // Host KV tier: while the request at the head of the waiting queue is a fresh prefill whose prefix
+  // chain continues past HBM's hit in the host tier and the load policy says load, takes HBM blocks
+  // for the units (the hit's pinned, the loaded ones inserted), and parks it until the copy ends.
+  void start_loads();
+  // The load numbered `seq` is over: its request goes back to the front of the waiting queue, its
+  // units left cached (unreferenced, most recently used) for its admission to hit in HBM.
+  void finish_load(uint64_t seq);
+  struct LoadDone final : EventHandler {
+    Replica* replica = nullptr;
+    void on_event(uint64_t payload) override { replica->finish_load(payload); }
+  };
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
   int64_t incoming_ = 0;  // routed here, still on the client path (see incoming())
@@ -357,6 +375,14 @@ class Replica final : public EventHandler {
   ReplicaLoad& load_;
   ReplicaListener* listener_;
   KvCache kv_;
+  std::unique_ptr<HostKvTier> host_;
+  struct Loading {
+    RequestId id;
+    uint64_t seq = 0;
+  };
+  std::vector<Loading> loading_;  // in the order the loads started
+  uint64_t load_seq_ = 0;
+  LoadDone load_done_;
 
   std::deque<RequestId> waiting_;
   // With async scheduling, the scheduler plans iteration k+1 when iteration k starts: requests that

@@ -64,6 +64,9 @@ struct Request {
   uint32_t failovers = 0;       // times a replica failure sent it elsewhere to be recomputed
   uint32_t waits = 0;           // autoscaled: times the replica it was parked for did not come
   RequestState state = RequestState::kWaiting;
+  // Host KV tier (both in the padding before `session`: sizeof(Request) is unchanged).
+  bool tier_checked = false;    // its host hit has been decided
+  uint32_t host_hit_tokens = 0; // prompt tokens loaded from host for it
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage
   bool timed_out = false;       // its client gave up: it leaves as soon as the engine can let go of it

@@ -68,6 +68,8 @@ std::vector<Example> examples() {
        false},
       // Expert parallelism across nodes (prefill EP32, decode EP72), under the invariant checker.
       {"deepseek_v3_wide_ep", {"run", "experiments/deepseek_v3_wide_ep.toml", "--check"}, false},
+      // Issue 16: the Mooncake trace with a host-DRAM KV tier per replica, under the checker.
+      {"kvtier_mooncake_host_tier", {"run", "experiments/kvtier/mooncake_host_tier.toml", "--check"}, true},
   };
 }
 

@@ -522,6 +522,13 @@ std::vector<ErrorCase> cases() {
   add({"node_mtbf_without_mttr", "drawn node failures without a repair time",
        {{"run.toml", poisson_config("", "[faults]\nnode_mtbf_s = 100\n")}}, run_azure, 2,
        {"run.toml", "faults.node_mtbf_s", "give node_mtbf_s and node_mttr_s together"}});
+  // A host KV tier (issue 16).
+  add({"kv_tier_without_prefix_caching", "a host KV tier without prefix caching",
+       {{"run.toml", poisson_config("", "[kv_tiers.host]\ncapacity_gb = 64\n")}}, run_azure, 2,
+       {"run.toml", "kv_tiers.host.capacity_gb", "prefix_caching"}});
+  add({"kv_tier_unknown_load_policy", "an unknown KV-tier load policy",
+       {{"run.toml", poisson_config("", "[kv_tiers.host.load]\nkind = \"sometimes\"\n")}}, run_azure, 2,
+       {"run.toml", "kv_tiers.host.load.kind", "cost"}});
   // Link failures (issue 17).
   const std::string pd_nodes = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n[network]\n"
                                "gpus_per_node = 1\n[faults]\n[[faults.events]]\nkind = \"link\"\nat_s = 0.5\n";

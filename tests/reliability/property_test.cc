@@ -51,6 +51,7 @@ struct Draw {
   bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
   bool rate_profile = false;                 // [workload.rate_profile]: a time-varying rate (issue 17)
   bool autoscale = false;                    // [autoscaler] (issue 17)
+  bool kv_tier = false;                      // [kv_tiers.host] (issue 16)
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -464,6 +465,19 @@ Draw draw_config(uint64_t seed) {
     }
     t += a;
   }
+  // A host KV tier (issue 16) on half of the unified prefix-caching draws without expert parallelism
+  // (what it models), from its own stream and last: small to roomy, slow to fast PCIe, every policy.
+  core::Rng tier_rng(seed, "property-kv-tier");
+  if (d.prefix_caching && !d.disaggregated && !d.expert_parallel && tier_rng.uniform_int(2) == 0) {
+    d.kv_tier = true;
+    t += "[kv_tiers.host]\ncapacity_gb = " + num(pick(tier_rng, std::vector<double>{0.5, 4, 64})) +
+         "\nbandwidth_gb_s = " + num(pick(tier_rng, std::vector<double>{0.5, 25, 200})) +
+         "\nlatency_us = " + num(pick(tier_rng, std::vector<double>{0, 10, 5000})) + "\n[kv_tiers.host.write]\nkind = \"" +
+         pick(tier_rng, std::vector<std::string>{"on_eviction", "write_through"}) +
+         "\"\n[kv_tiers.host.eviction]\nkind = \"" + pick(tier_rng, std::vector<std::string>{"lru", "fifo"}) +
+         "\"\n[kv_tiers.host.load]\nkind = \"" + pick(tier_rng, std::vector<std::string>{"cost", "always", "never"}) +
+         "\"\n";
+  }
   d.toml = t;
   return d;
 }
@@ -570,6 +584,7 @@ struct Tally {
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
+  uint64_t kv_tier_runs = 0, kv_host_loads = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -614,7 +629,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(fleet("requests_failed"), t.failed);
       EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
       EXPECT_EQ(fleet("replica_failures"), t.replica_failures);
-      if (!d.faults && !d.retries && !d.autoscale && !d.link_faults) {
+      if (!d.faults && !d.retries && !d.autoscale && !d.link_faults && !d.kv_tier) {
         EXPECT_TRUE(s.fleet.empty());
       }
       tally.link_fault_runs += d.link_faults;
@@ -706,6 +721,9 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.rate_profile_runs += d.rate_profile;
       tally.node_failure_runs += d.node_failure;
       tally.autoscale_runs += d.autoscale;
+      tally.kv_tier_runs += d.kv_tier;
+      for (const auto& v : s.fleet)
+        if (v.name == "kv_host_loads") tally.kv_host_loads += static_cast<uint64_t>(v.value);
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
@@ -743,6 +761,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.swap, kSeeds / 6);
   EXPECT_GT(tally.expert_parallel, kSeeds / 20);
   EXPECT_GT(tally.prefix_hit_tokens, 0u);
+  EXPECT_GT(tally.kv_tier_runs, kSeeds / 40);
+  EXPECT_GT(tally.kv_host_loads, 0u);
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.rejected_context, 10u);
   EXPECT_GT(tally.completed, kSeeds * 10);
@@ -803,7 +823,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
             << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
-            << tally.scale_events << " provisions and drains); decoding:";
+            << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a host KV tier ("
+            << tally.kv_host_loads << " host loads); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

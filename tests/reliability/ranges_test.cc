@@ -44,7 +44,9 @@ const std::map<std::string, std::string> kSectionOf = {
     {"workloads", "workload"}, {"models", "model"},      {"gpus", "gpu"},         {"cost_models", "cost_model"},
     {"routers", "router"},     {"schedulers", "scheduler"}, {"length_distributions", "workload.prompt"},
     {"arrivals", "workload.arrival"}, {"engines", "engine"},     {"decoding", "decoding"},
-    {"admission", "admission"}, {"rate_profiles", "workload.rate_profile"}, {"autoscalers", "autoscaler"}};
+    {"admission", "admission"}, {"rate_profiles", "workload.rate_profile"}, {"autoscalers", "autoscaler"},
+    {"kv_tier_writes", "kv_tiers.host.write"}, {"kv_tier_evictions", "kv_tiers.host.eviction"},
+    {"kv_tier_loads", "kv_tiers.host.load"}};
 
 std::vector<NumericParam> numeric_params() {
   std::vector<NumericParam> out;

@@ -50,6 +50,7 @@ struct ClusterSetup {
   int64_t sliding_window = 0;
   sim::ClientPath client;        // the engine's frontend delays (none by default)
   std::optional<core::Duration> client_timeout;  // of the vector workload
+  std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per replica (none by default)
 };
 
 struct Harness {
@@ -118,6 +119,7 @@ struct Harness {
     rc.engine = engine ? &*engine : nullptr;
     rc.speculator = decoding.get();
     rc.seed = s.seed;
+    rc.host_tier = s.host_tier;
     for (int i = 0; i < s.replicas; ++i)
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
   }
@@ -127,6 +129,10 @@ struct Harness {
     sim.run();
     cluster->check_drained();
     checker.check_drained();
+    for (const auto& r : cluster->replicas()) {
+      r->kv_cache().check();
+      if (r->host_tier()) r->host_tier()->check();
+    }
     for (const auto& st : obs.states) {
       ASSERT_GE(st.kv_blocks_used, 0);
       ASSERT_LE(st.kv_blocks_used, st.kv_blocks_total);

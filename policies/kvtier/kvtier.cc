@@ -1,0 +1,90 @@
+#include "policies/kvtier/kvtier.h"
+
+namespace servesim::policies {
+
+KvTierWriteRegistry& kv_tier_write_registry() {
+  static KvTierWriteRegistry registry("kv_tier_writes", "when a prefix unit is written to a host KV tier");
+  return registry;
+}
+
+KvTierEvictionRegistry& kv_tier_eviction_registry() {
+  static KvTierEvictionRegistry registry("kv_tier_evictions", "which unit a full host KV tier evicts");
+  return registry;
+}
+
+KvTierLoadRegistry& kv_tier_load_registry() {
+  static KvTierLoadRegistry registry("kv_tier_loads", "whether a prefix hit in a host KV tier is loaded or recomputed");
+  return registry;
+}
+
+namespace {
+
+class OnEviction final : public sim::KvTierWritePolicy {
+ public:
+  bool store_on_compute() const override { return false; }
+  bool store_on_eviction() const override { return true; }
+};
+
+class WriteThrough final : public sim::KvTierWritePolicy {
+ public:
+  bool store_on_compute() const override { return true; }
+  bool store_on_eviction() const override { return false; }
+};
+
+class Lru final : public sim::KvTierEvictionPolicy {
+ public:
+  bool refresh_on_access() const override { return true; }
+};
+
+class Fifo final : public sim::KvTierEvictionPolicy {
+ public:
+  bool refresh_on_access() const override { return false; }
+};
+
+class CostLoad final : public sim::KvTierLoadPolicy {
+ public:
+  bool load(double load_s, double recompute_s) const override { return load_s < recompute_s; }
+};
+
+class AlwaysLoad final : public sim::KvTierLoadPolicy {
+ public:
+  bool load(double, double) const override { return true; }
+};
+
+class NeverLoad final : public sim::KvTierLoadPolicy {
+ public:
+  bool load(double, double) const override { return false; }
+};
+
+const bool kWrites =
+    kv_tier_write_registry().add({"on_eviction",
+                                  "a unit is copied to host memory when HBM evicts it (vLLM's offloading "
+                                  "connector, SGLang HiCache's write_back); host keeps what HBM dropped",
+                                  {}},
+                                 [](const core::Params&) { return std::make_unique<OnEviction>(); }) &&
+    kv_tier_write_registry().add({"write_through",
+                                  "every unit is copied to host memory as soon as HBM registers it (LMCache's "
+                                  "store on compute, HiCache's write_through): more PCIe bytes, host holds HBM's "
+                                  "units too",
+                                  {}},
+                                 [](const core::Params&) { return std::make_unique<WriteThrough>(); });
+
+const bool kEvictions =
+    kv_tier_eviction_registry().add({"lru", "least recently stored or loaded first", {}},
+                                    [](const core::Params&) { return std::make_unique<Lru>(); }) &&
+    kv_tier_eviction_registry().add({"fifo", "first stored first, whatever was loaded since", {}},
+                                    [](const core::Params&) { return std::make_unique<Fifo>(); });
+
+const bool kLoads =
+    kv_tier_load_registry().add({"cost",
+                                 "load when the copy (bytes per GPU / bandwidth + latency) takes less than the "
+                                 "prefill time the hit saves, by the replica's cost model; recompute otherwise",
+                                 {}},
+                                [](const core::Params&) { return std::make_unique<CostLoad>(); }) &&
+    kv_tier_load_registry().add({"always", "load every host hit", {}},
+                                [](const core::Params&) { return std::make_unique<AlwaysLoad>(); }) &&
+    kv_tier_load_registry().add({"never", "recompute every host hit (the tier only counts what it could save)", {}},
+                                [](const core::Params&) { return std::make_unique<NeverLoad>(); });
+
+}  // namespace
+}  // namespace servesim::policies

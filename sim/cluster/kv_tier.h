@@ -1,0 +1,147 @@
+#pragma once
+// A replica's host-DRAM KV tier (issue 16, first slice): prefix units (KvCache's chain-keyed units)
+// kept in CPU memory below the GPU's HBM, as vLLM's KV offloading connector, LMCache's CPU backend
+// and SGLang's HiCache keep them.
+//
+// Mechanism here, decisions in policies/kvtier/: the write policy says when a unit goes down (when
+// HBM evicts it, or as soon as it is computed), the eviction policy orders the tier's own
+// evictions, the load policy says whether a prefix hit found here is loaded back or recomputed.
+//
+// Capacity is counted in HBM blocks (a unit takes here the blocks it takes in HBM). A copy moves
+// blocks x bytes per block per GPU x GPUs bytes; every GPU of the replica copies its share over its
+// own PCIe link in parallel, so a copy takes bytes per GPU / link bandwidth + latency. Loads are
+// on the critical path of the request that waits for them (Replica). Stores are asynchronous copies
+// off the critical path (as the offloading connectors issue them on a separate stream): their bytes
+// and link time are counted, but they delay nothing and do not share the link with loads.
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/cluster/kv_cache.h"
+
+namespace servesim::sim {
+
+// When units are written to the host tier.
+class KvTierWritePolicy {
+ public:
+  virtual ~KvTierWritePolicy() = default;
+  // A unit HBM has just registered (its tokens are scheduled for computation).
+  virtual bool store_on_compute() const = 0;
+  // A unit HBM evicts (no request held it).
+  virtual bool store_on_eviction() const = 0;
+};
+
+// The order in which the host tier evicts: entries sit in a queue, the head is evicted first; a
+// new entry joins at the tail.
+class KvTierEvictionPolicy {
+ public:
+  virtual ~KvTierEvictionPolicy() = default;
+  // Whether an entry that is read (loaded) or written again moves to the tail (LRU) or keeps its
+  // place (FIFO: the order units were first stored in).
+  virtual bool refresh_on_access() const = 0;
+};
+
+// Whether a prefix hit in the host tier is loaded or recomputed.
+class KvTierLoadPolicy {
+ public:
+  virtual ~KvTierLoadPolicy() = default;
+  // `load_s`: the copy's time; `recompute_s`: the prefill time loading would save (the replica's
+  // cost model; no knowledge of the future).
+  virtual bool load(double load_s, double recompute_s) const = 0;
+};
+
+struct HostTierSpec {
+  int64_t capacity_blocks = 0;     // per replica
+  double block_bytes_per_gpu = 0;  // KvLayout::block_bytes
+  int64_t gpus = 1;                // GPUs of the replica (each holds its share of every block)
+  double link_bytes_per_s = 0;     // GPU <-> host, one direction, per GPU
+  double latency_s = 0;            // per copy
+  std::shared_ptr<const KvTierWritePolicy> write;
+  std::shared_ptr<const KvTierEvictionPolicy> eviction;
+  std::shared_ptr<const KvTierLoadPolicy> load;
+};
+
+struct KvTierStats {
+  uint64_t loads = 0;           // prefix hits loaded from host (one copy each)
+  int64_t loaded_units = 0;
+  int64_t loaded_tokens = 0;    // prompt tokens whose prefill the loads spare
+  double load_bytes = 0;        // whole replica
+  double load_seconds = 0;      // summed over loads (requests waiting)
+  double saved_prefill_seconds = 0;  // the cost model's prefill time the loads spare
+  double saved_flops = 0;       // prefill FLOPs the loads spare (whole TP group)
+  uint64_t declined = 0;        // host hits the load policy chose to recompute
+  int64_t declined_tokens = 0;
+  uint64_t stores = 0;          // units written to host
+  double store_bytes = 0;
+  double store_seconds = 0;     // link time of the stores (off the critical path)
+  uint64_t evictions = 0;       // units the host tier evicted
+  uint64_t dropped = 0;         // units too large for the whole tier, not stored
+  void add(const KvTierStats& o);
+};
+
+class HostKvTier final : public KvTierSink {
+ public:
+  explicit HostKvTier(HostTierSpec spec);
+
+  const HostTierSpec& spec() const { return spec_; }
+  int64_t capacity() const { return spec_.capacity_blocks; }
+  int64_t used() const { return used_; }
+  size_t units() const { return index_.size(); }
+  bool contains(uint64_t key) const { return index_.count(key) > 0; }
+  // Blocks of the entry with this key, or -1.
+  int64_t blocks_of(uint64_t key) const;
+  // The keys in eviction order (head first); for tests.
+  std::vector<uint64_t> eviction_order() const;
+
+  // Bytes a copy of `blocks` blocks moves (every GPU's share) and how long it takes.
+  double copy_bytes(int64_t blocks) const {
+    return static_cast<double>(blocks) * spec_.block_bytes_per_gpu * static_cast<double>(spec_.gpus);
+  }
+  double copy_seconds(int64_t blocks) const {
+    return static_cast<double>(blocks) * spec_.block_bytes_per_gpu / spec_.link_bytes_per_s + spec_.latency_s;
+  }
+  bool should_load(double load_s, double recompute_s) const { return spec_.load->load(load_s, recompute_s); }
+  // A load read this entry (LRU refresh).
+  void touch(uint64_t key);
+  // Writes a unit down (a no-op but for the refresh when it is already here); evicts by policy to
+  // make room.
+  void store(uint64_t key, int64_t blocks);
+  // Forgets everything (a failed replica's host memory is gone too).
+  void clear();
+
+  KvTierStats& stats() { return stats_; }
+  const KvTierStats& stats() const { return stats_; }
+  // Throws core::Error when the counts disagree with the entries or exceed the capacity.
+  void check() const;
+
+  // KvTierSink
+  void on_hbm_insert(uint64_t key, int64_t blocks) override {
+    if (spec_.write->store_on_compute()) store(key, blocks);
+  }
+  void on_hbm_evict(uint64_t key, int64_t blocks) override {
+    if (spec_.write->store_on_eviction()) store(key, blocks);
+  }
+
+ private:
+  static constexpr uint32_t kNone = KvCache::kNone;
+  struct Entry {
+    uint64_t key = 0;
+    int64_t blocks = 0;
+    uint32_t prev = kNone, next = kNone;
+    bool live = false;
+  };
+  void push_back(uint32_t e);
+  void unlink(uint32_t e);
+
+  HostTierSpec spec_;
+  int64_t used_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<uint64_t, uint32_t> index_;
+  uint32_t head_ = kNone, tail_ = kNone;
+  KvTierStats stats_;
+};
+
+}  // namespace servesim::sim

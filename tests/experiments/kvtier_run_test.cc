@@ -1,0 +1,130 @@
+// The host KV tier ([kv_tiers.host], issue 16) through the whole run path: its configuration and
+// its refusals, its metrics, and a tier that never loads leaving the results as they were.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "experiments/run.h"
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+
+namespace servesim::experiments {
+namespace {
+
+// Multi-turn conversations on 2 replicas with a small HBM (a quarter of the GPU's memory for the
+// engine: ~1,500 blocks per replica), so that HBM evicts conversations that come back.
+constexpr const char* kBase = R"(
+[workload]
+kind = "sessions"
+rate = 2.0
+think_time_s = 20
+max_requests = 800
+[workload.turns]
+kind = "uniform"
+min = 2
+max = 8
+[workload.system_tokens]
+kind = "fixed"
+value = 1500
+[workload.user]
+kind = "lognormal"
+mean = 200
+sd = 150
+[workload.output]
+kind = "lognormal"
+mean = 250
+sd = 200
+max = 1000
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[scheduler]
+kind = "chunked"
+[router]
+kind = "prefix_affinity"
+)";
+
+constexpr const char* kCluster = "[cluster]\nreplicas = 2\nprefix_caching = true\ngpu_memory_utilization = 0.25\n";
+
+RunResult run(const std::string& extra) {
+  RunOutputs outputs;
+  outputs.check = true;  // the invariant checker, and the tiers' conservation checks
+  return run_simulation(core::parse_config(std::string(kBase) + kCluster + extra, "t.toml", run_schema()), outputs);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    run_simulation(core::parse_config(std::string(kBase) + text, "f.toml", run_schema()), RunOutputs{});
+  } catch (const core::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+double metric(const RunResult& r, const std::string& name) {
+  for (const auto& v : r.summary.fleet)
+    if (v.name == name) return v.value;
+  ADD_FAILURE() << "no metric " << name;
+  return -1;
+}
+
+TEST(KvTierRunTest, HostHitsAddToHbmHitsAndTheirBytesAreCounted) {
+  const RunResult hbm = run("");
+  const RunResult tier = run("[kv_tiers.host]\ncapacity_gb = 64\nbandwidth_gb_s = 25\n");
+  EXPECT_TRUE(hbm.summary.fleet.empty());  // no tier, no tier metrics
+  const double host_hits = metric(tier, "kv_host_hit_tokens"), hbm_hits = metric(tier, "kv_hbm_hit_tokens");
+  EXPECT_GT(host_hits, 0);
+  EXPECT_EQ(host_hits + hbm_hits, static_cast<double>(tier.summary.prefix_hit_tokens));
+  EXPECT_GT(tier.summary.prefix_token_hit_rate, hbm.summary.prefix_token_hit_rate);
+  EXPECT_GT(metric(tier, "kv_host_loads"), 0);
+  EXPECT_GT(metric(tier, "kv_host_stores"), 0);
+  // Llama-3-8B keeps 2 x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes per token (TP 1):
+  // each loaded token moved that much.
+  EXPECT_NEAR(metric(tier, "kv_host_load_gb"), metric(tier, "kv_host_loaded_tokens") * 131072 * 1e-9, 1e-6);
+  // Each load waited bytes / 25 GB/s + 10 us.
+  EXPECT_NEAR(metric(tier, "kv_host_load_seconds"),
+              metric(tier, "kv_host_load_gb") / 25 + metric(tier, "kv_host_loads") * 10e-6, 1e-9);
+  EXPECT_GT(metric(tier, "kv_host_saved_tflop"), 0);
+}
+
+TEST(KvTierRunTest, ATierThatNeverLoadsLeavesTheResultsAsTheyWere) {
+  const RunResult hbm = run("");
+  const RunResult never = run("[kv_tiers.host]\ncapacity_gb = 64\n[kv_tiers.host.load]\nkind = \"never\"\n");
+  EXPECT_EQ(metric(never, "kv_host_loads"), 0);
+  EXPECT_GT(metric(never, "kv_host_declined"), 0);
+  EXPECT_EQ(never.summary.prefix_hit_tokens, hbm.summary.prefix_hit_tokens);
+  EXPECT_EQ(never.summary.ttft_ms.p90, hbm.summary.ttft_ms.p90);
+  EXPECT_EQ(never.summary.e2e_ms.mean, hbm.summary.e2e_ms.mean);
+  EXPECT_EQ(never.summary.iterations, hbm.summary.iterations);
+}
+
+TEST(KvTierRunTest, ConfigurationErrorsNameTheKey) {
+  const std::string tier = "[kv_tiers.host]\ncapacity_gb = 64\n";
+  // Without prefix caching there are no units to keep.
+  const std::string no_prefix = error_of("[cluster]\nreplicas = 2\n" + tier);
+  EXPECT_NE(no_prefix.find("kv_tiers.host.capacity_gb"), std::string::npos) << no_prefix;
+  EXPECT_NE(no_prefix.find("prefix_caching"), std::string::npos) << no_prefix;
+  // Disaggregation is not modelled with a tier.
+  const std::string pd = error_of(
+      "[cluster]\nprefix_caching = true\n[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + tier);
+  EXPECT_NE(pd.find("disaggregated"), std::string::npos) << pd;
+  EXPECT_NE(pd.find("kv_tiers.host"), std::string::npos) << pd;
+  // Ranges and kinds.
+  const std::string zero = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 0\n");
+  EXPECT_NE(zero.find("kv_tiers.host.capacity_gb"), std::string::npos) << zero;
+  const std::string huge = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 2e6\n");
+  EXPECT_NE(huge.find("kv_tiers.host.capacity_gb"), std::string::npos) << huge;
+  const std::string bw = error_of(std::string(kCluster) + tier + "bandwidth_gb_s = 0\n");
+  EXPECT_NE(bw.find("kv_tiers.host.bandwidth_gb_s"), std::string::npos) << bw;
+  const std::string kind = error_of(std::string(kCluster) + tier + "[kv_tiers.host.load]\nkind = \"sometimes\"\n");
+  EXPECT_NE(kind.find("kv_tiers.host.load.kind"), std::string::npos) << kind;
+  EXPECT_NE(kind.find("cost"), std::string::npos) << kind;  // the valid kinds are listed
+  const std::string tiny = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 0.001\n");
+  EXPECT_NE(tiny.find("holds no KV block"), std::string::npos) << tiny;
+  const std::string unknown = error_of(std::string(kCluster) + "[kv_tiers.nvme]\ncapacity_gb = 1\n");
+  EXPECT_NE(unknown.find("kv_tiers"), std::string::npos) << unknown;
+}
+
+}  // namespace
+}  // namespace servesim::experiments
