@@ -522,6 +522,14 @@ std::vector<ErrorCase> cases() {
   add({"node_mtbf_without_mttr", "drawn node failures without a repair time",
        {{"run.toml", poisson_config("", "[faults]\nnode_mtbf_s = 100\n")}}, run_azure, 2,
        {"run.toml", "faults.node_mtbf_s", "give node_mtbf_s and node_mttr_s together"}});
+  // PD backpressure (issue 16).
+  add({"pd_pull_unified", "`pd_pull` on a unified cluster",
+       {{"run.toml", poisson_config("", "[cluster]\npd_pull = \"push\"\n")}}, run_azure, 2,
+       {"run.toml", "cluster.pd_pull", "applies to prefill/decode disaggregation"}});
+  add({"pd_pull_unknown", "an unknown `pd_pull`",
+       {{"run.toml", poisson_config("", "[cluster]\npd_pull = \"pull\"\n[cluster.prefill]\nreplicas = 1\n"
+                                        "[cluster.decode]\nreplicas = 1\n")}},
+       run_azure, 2, {"run.toml", "cluster.pd_pull", "reserve_first"}});
   // Link failures (issue 17).
   const std::string pd_nodes = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n[network]\n"
                                "gpus_per_node = 1\n[faults]\n[[faults.events]]\nkind = \"link\"\nat_s = 0.5\n";
