@@ -108,6 +108,32 @@ TEST(PdPullTest, AFullDecodeReplicaLeavesTheKvOnThePrefillReplicaUntilItHasRoom)
   EXPECT_DOUBLE_EQ(c.pull_wait_max_s, (transfer_of(h, 5).start - core::Time::from_ns(20 * kMs)).seconds());
 }
 
+// What the decode router sees: pulls waiting and under way count as queued at their decode replica.
+// Two decode replicas of 20 blocks, least_outstanding; request 0 is prefilled alone (its pull goes to
+// replica 1, the lower index of a tie), requests 1 - 9 together, handed off one after the other at
+// 20 ms. With reserve_first each pull the router sends somewhere counts there at once (queued), so
+// the picks alternate: 1 -> 2 (1 has request 0 running), 2 -> 1 (tie), 3 -> 2, ... With push a
+// transfer on the wire counts nowhere until it lands, so every one of them goes to replica 2.
+TEST(PdPullTest, DecodeRoutersCountPullsWaitingAndUnderWay) {
+  std::vector<traces::RequestSpec> specs;
+  for (int i = 0; i < 10; ++i) specs.push_back(spec(0, 32, 8));
+  for (PdPull mode : {PdPull::kReserveFirst, PdPull::kPush}) {
+    ClusterSetup s = built_case();
+    s.replicas = 3;
+    s.kv_blocks_of = {1000, 20, 20};
+    s.decode_router = "kind = \"least_outstanding\"\n";
+    s.pd_pull = mode;
+    Harness h(specs, s);
+    h.run();
+    ASSERT_EQ(h.obs.done.size(), 10u);
+    for (const auto& r : h.obs.done) {
+      EXPECT_EQ(r.outcome, core::RequestOutcome::kCompleted);
+      const uint32_t expected = mode == PdPull::kPush ? (r.id == 0 ? 1u : 2u) : (r.id % 2 == 0 ? 1u : 2u);
+      EXPECT_EQ(r.decode_replica, expected) << "request " << r.id << (mode == PdPull::kPush ? " push" : "");
+    }
+  }
+}
+
 TEST(PdPullTest, PushStartsEveryTransferAtOnceAndTheDecodeReplicaQueuesThem) {
   ClusterSetup s = built_case();
   s.pd_pull = PdPull::kPush;
