@@ -343,14 +343,14 @@ MergeStats merge_databases(const std::string& out, const std::vector<std::string
       // So does class_stats with the first run that has request classes.
       if (has(merged_tables(main, "src"), "class_stats") && !has(merged_tables(main, "main"), "class_stats")) {
         main.exec(metrics::class_schema());
-        main.exec("PRAGMA main.user_version = 7");
+        if (main.execAndGet("PRAGMA main.user_version").getInt() < 7) main.exec("PRAGMA main.user_version = 7");
       }
       // And the requests' class column (schema version 7): rows of runs without classes hold NULL.
       {
         const auto src_cols = columns(main, "src", "requests"), main_cols = columns(main, "main", "requests");
         if (has(src_cols, "class") && !has(main_cols, "class")) {
           main.exec("ALTER TABLE main.requests ADD COLUMN class TEXT");
-          main.exec("PRAGMA main.user_version = 7");
+          if (main.execAndGet("PRAGMA main.user_version").getInt() < 7) main.exec("PRAGMA main.user_version = 7");
         }
       }
       std::vector<std::string> tables;

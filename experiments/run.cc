@@ -125,6 +125,15 @@ const std::vector<core::ParamSpec>& run_schema() {
                               "host memory per GPU for swapped-out KV (vLLM's swap_space); when full, "
                               "preemption falls back to recompute")
                   .range(0, 1e5),
+              // Optional, so that configurations that do not set it resolve (and hash) as before.
+              ParamSpec::string("pd_pull", "reserve_first",
+                                "disaggregation: reserve_first = a decode replica reserves a request's blocks "
+                                "before pulling its KV, which its prefill replica holds until then "
+                                "(backpressure; vLLM NixlConnector, SGLang, Dynamo); push = the transfer starts "
+                                "at once and the request waits for blocks at the decode replica; unset = "
+                                "reserve_first")
+                  .one_of({"reserve_first", "push"})
+                  .optional(),
               pool_table("prefill", "prefill/decode disaggregation: the prefill pool (with [cluster.decode])"),
               pool_table("decode", "prefill/decode disaggregation: the decode pool (with [cluster.prefill])"),
           },
@@ -1255,6 +1264,12 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   layout.replicas = static_cast<size_t>(replicas);
   layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
   layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
+  if (cluster_cfg.has("pd_pull")) {
+    if (!disaggregated)
+      cluster_cfg.fail("pd_pull", "pd_pull applies to prefill/decode disaggregation ([cluster.prefill] and "
+                                  "[cluster.decode]); remove it");
+    if (cluster_cfg.get_string("pd_pull") == "push") layout.pd_pull = sim::PdPull::kPush;
+  }
   // The client reaches the engine through the first pool's API server (the prefill pool's when
   // disaggregated), and tokens come back through it.
   const hwmodels::EngineModel& front = *pools[0].engine;

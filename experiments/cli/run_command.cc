@@ -169,6 +169,10 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   if (s.kv_transfers > 0)
     out << "kv transfer  " << grouped(s.kv_transfers) << " prefill -> decode transfers, " << fixed(s.kv_transfer_gb, 1)
         << " GB, " << fixed(s.kv_transfer_ms.mean, 2) << " ms mean, " << fixed(s.kv_transfer_ms.p99, 2) << " ms p99\n";
+  if (s.pull_waits > 0)
+    out << "pull waits   " << grouped(s.pull_waits) << " transfers waited for decode KV blocks, "
+        << fixed(s.pull_wait_s, 2) << " s in all, " << fixed(s.pull_wait_max_ms, 1) << " ms longest, "
+        << s.pulls_waiting_peak << " waiting at most\n";
   if (r.decoding_kind != "none")
     out << "speculation  " << r.decoding_kind << ": " << fixed(s.spec_mean_accepted_length, 2)
         << " tokens per verify step (" << percent(s.spec_acceptance_rate) << " of " << grouped(static_cast<uint64_t>(s.spec_draft_tokens))

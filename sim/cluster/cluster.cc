@@ -286,6 +286,19 @@ void Cluster::time_out(RequestId id) {
       break;
     case RequestState::kTransferring:
       break;  // its KV is on the wire: it leaves when the transfer ends (on_transfer_done)
+    case RequestState::kAwaitingPull: {  // its prefill replica lets go of its KV now
+      const PendingTransfer t = transfers_[id.slot];
+      std::deque<RequestId>& q = pulls_[t.to];
+      q.erase(std::find(q.begin(), q.end(), id));
+      --pulls_waiting_;
+      replicas_[t.to]->pull_queued(-1);
+      core::RequestRecord rec = r.timed_out_record(sim_.now(), t.from, t.from);
+      replicas_[t.from]->finish_handoff(id);
+      requests_.erase(id);
+      signal_timed_out(rec);
+      start_pulls(t.to);  // the head may have left
+      break;
+    }
     case RequestState::kParked: {  // waiting at the cluster for a replica to come back
       parked_.erase(std::find(parked_.begin(), parked_.end(), id));
       core::RequestRecord rec = r.timed_out_record(sim_.now(), r.routed_replica, r.routed_replica);
@@ -318,6 +331,71 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
       r, std::span<const ReplicaLoad>(loads_.data() + first, loads_.size() - first));
   if (pick >= loads_.size() - first) throw core::Error("internal: decode router chose a replica out of range");
   const uint32_t to = static_cast<uint32_t>(first + pick);
+  // A hybrid model moves each layer group's share (the window's tokens, the states). Every GPU of
+  // the decode replica's rank receives the KV it will hold (see start_transfer).
+  const size_t dst_gpus = gpus_[to].size() / static_cast<size_t>(ranks_[to]);
+  const double bytes = replicas_[to]->kv().hybrid()
+                           ? replicas_[to]->kv_bytes_per_gpu(r.kv_tokens) * static_cast<double>(dst_gpus)
+                           : replicas_[to]->kv_bytes_per_token_per_gpu() * static_cast<double>(dst_gpus) *
+                                 static_cast<double>(r.kv_tokens);
+  if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
+  transfers_[id.slot] = PendingTransfer{replica.index(), to, sim_.now(), sim_.now(), bytes, 0};
+  if (layout_.pd_pull == PdPull::kPush) {
+    start_transfer(id, true);
+    return;
+  }
+  replica.report_state();  // the decode replica signals now; the prefill one must have first
+  Replica& decode = *replicas_[to];
+  // The arrival check (Cluster::admit) asks the decode pool's first replica; the pool is uniform,
+  // so this holds unless a replica differs: then the request could never move, and says so.
+  if (!decode.pull_fits(id))
+    throw core::Error("request " + std::to_string(r.id) + " needs " + std::to_string(decode.pull_blocks(id)) +
+                      " KV blocks for its first decode step, more than decode replica " + std::to_string(to) +
+                      " can ever reserve (" + std::to_string(decode.kv().total()) +
+                      " blocks, less its scheduler's reserve): its KV could never be pulled");
+  if (pulls_.empty()) pulls_.resize(replicas_.size());
+  // Behind the pulls already waiting there (FIFO), or at once when its blocks are free.
+  if (pulls_[to].empty()) {
+    if (const int64_t blocks = decode.reserve_pull(id); blocks >= 0) {
+      transfers_[id.slot].blocks = blocks;
+      start_transfer(id, true);
+      return;
+    }
+  }
+  r.state = RequestState::kAwaitingPull;
+  pulls_[to].push_back(id);
+  decode.pull_queued(+1);
+  counters_.pulls_waiting_peak = std::max(counters_.pulls_waiting_peak, ++pulls_waiting_);
+}
+
+void Cluster::start_pulls(uint32_t to) {
+  if (pulls_.empty()) return;
+  std::deque<RequestId>& q = pulls_[to];
+  Replica& decode = *replicas_[to];
+  while (!q.empty()) {
+    const RequestId id = q.front();
+    const int64_t blocks = decode.reserve_pull(id);
+    if (blocks < 0) break;
+    q.pop_front();
+    --pulls_waiting_;
+    decode.pull_queued(-1);
+    PendingTransfer& t = transfers_[id.slot];
+    t.blocks = blocks;
+    const double wait_s = (sim_.now() - t.ready).seconds();
+    if (wait_s > 0) {
+      ++counters_.pull_waits;
+      counters_.pull_wait_s += wait_s;
+      counters_.pull_wait_max_s = std::max(counters_.pull_wait_max_s, wait_s);
+    }
+    requests_[id].state = RequestState::kTransferring;
+    start_transfer(id, sim_.now() == t.ready);
+  }
+}
+
+void Cluster::start_transfer(RequestId id, bool overlap) {
+  const Request& r = requests_[id];
+  PendingTransfer& t = transfers_[id.slot];
+  t.start = sim_.now();
   // The request's KV sits on one attention rank of each replica (the whole replica without data
   // parallelism); ranks are taken by request id.
   auto rank_gpus = [&](uint32_t replica_index) {
@@ -326,27 +404,25 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
     const size_t per = all.size() / ranks;
     return std::span<const int64_t>(all.data() + static_cast<size_t>(r.id % ranks) * per, per);
   };
-  const std::span<const int64_t> src = rank_gpus(replica.index());
-  const std::span<const int64_t> dst = rank_gpus(to);
+  const std::span<const int64_t> src = rank_gpus(t.from);
+  const std::span<const int64_t> dst = rank_gpus(t.to);
   // Every GPU of the decode replica receives the KV it will hold: its share of the heads, or all of
   // a latent (MLA) or of a replicated KV head that each GPU keeps whole. The pairs below split the
   // total evenly, so each destination GPU gets exactly its own bytes.
-  // A hybrid model moves each layer group's share (the window's tokens, the states).
-  const double bytes = replicas_[to]->kv().hybrid()
-                           ? replicas_[to]->kv_bytes_per_gpu(r.kv_tokens) * static_cast<double>(dst.size())
-                           : replicas_[to]->kv_bytes_per_token_per_gpu() * static_cast<double>(dst.size()) *
-                                 static_cast<double>(r.kv_tokens);
+  const double bytes = t.bytes;
   pairs_.clear();
   const size_t k = std::max(src.size(), dst.size());
   for (size_t i = 0; i < k; ++i) pairs_.emplace_back(src[i % src.size()], dst[i % dst.size()]);
 
   double to_move = bytes;
-  if (layout_.layerwise_kv_transfer) {
+  if (layout_.layerwise_kv_transfer && overlap) {
     // Layer-wise streaming: each layer's KV leaves as soon as that layer of the last prefill
     // iteration is computed, so the transfer overlaps that iteration; at least the last layer's
     // share is left when it ends. Each pair carries bytes / k and, during the overlap, sends at its
     // path's bottleneck; the slowest pair decides what is left of the (evenly split) transfer.
-    // (Contention during the overlap is not modelled.)
+    // (Contention during the overlap is not modelled.) A pull that waited for decode blocks had
+    // nowhere to stream to: it moves everything after.
+    const Replica& replica = *replicas_[t.from];
     const double per_pair = bytes / static_cast<double>(k);
     const double overlap_s = replica.last_iteration().seconds();
     const double layers = static_cast<double>(std::max<int64_t>(1, replica.cost_model().model().num_layers));
@@ -355,8 +431,6 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
       left = std::max(left, per_pair - overlap_s * network_->topology().path(a, b).bottleneck_bytes_per_s);
     to_move = left * static_cast<double>(k);
   }
-  if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
-  transfers_[id.slot] = PendingTransfer{replica.index(), to, sim_.now(), bytes};
   network_->start_transfer(id.slot, pairs_, to_move, this);
   if (links_down_ > 0) check_cut_off();
 }
@@ -374,16 +448,25 @@ void Cluster::on_transfer_done(uint64_t tag) {
   rec.from_replica = t.from;
   rec.to_replica = t.to;
   rec.bytes = t.bytes;
+  rec.ready = t.ready;
   rec.start = t.start;
   rec.end = sim_.now();
   observer_.on_kv_transfer(rec);
+  const bool reserved = layout_.pd_pull == PdPull::kReserveFirst;
   if (r.timed_out) {  // its client gave up while the KV was on the wire: the prefill replica let go above
     core::RequestRecord done = r.timed_out_record(sim_.now(), t.from, t.from);
     requests_.erase(id);
     signal_timed_out(done);
+    if (reserved) {  // and the decode replica lets go of the blocks it reserved
+      replicas_[t.to]->cancel_pull(t.blocks);
+      start_pulls(t.to);
+    }
     return;
   }
-  replicas_[t.to]->enqueue(id);
+  if (reserved)
+    replicas_[t.to]->adopt_pull(id, t.blocks);
+  else
+    replicas_[t.to]->enqueue(id);
 }
 
 void Cluster::on_request_done(const core::RequestRecord& r) {

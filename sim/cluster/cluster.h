@@ -61,6 +61,12 @@ struct ClusterCounters {
   uint64_t preemptions = 0;
   uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0;
+  // pd_pull = reserve_first: pulls that waited for decode blocks (started later than their prefill
+  // ended), their waits, and the most pulls waiting at once over the decode pool.
+  uint64_t pull_waits = 0;
+  double pull_wait_s = 0;
+  double pull_wait_max_s = 0;
+  int64_t pulls_waiting_peak = 0;
 };
 
 // The client's side of the engine (its frontend): what a request pays from the client's send to the
@@ -131,11 +137,23 @@ struct RetryPolicy {
   double delay_s(uint32_t k, double u) const;
 };
 
+// Disaggregation: when a prefilled request's KV moves to its decode replica.
+enum class PdPull : uint8_t {
+  // The decode replica reserves the blocks of the request's first decode step first and then pulls
+  // the KV (vLLM's NixlConnector, SGLang, Dynamo); until it has them the request waits in that
+  // replica's pull queue (FIFO) and its prefill replica keeps the KV: backpressure.
+  kReserveFirst,
+  // The transfer starts at once and the request queues at the decode replica for blocks (a decode
+  // side with unbounded staging memory; what servesim did before pd_pull existed).
+  kPush,
+};
+
 // How the replicas are used and where they sit.
 struct ClusterLayout {
   size_t replicas = 0;
   size_t prefill_replicas = 0;  // 0: every replica is unified; else the first ones prefill, the rest decode
   bool layerwise_kv_transfer = false;  // stream KV layer by layer during the last prefill iteration
+  PdPull pd_pull = PdPull::kReserveFirst;
   ClientPath client;
 };
 
@@ -240,6 +258,13 @@ class Cluster final : public EventHandler,
   void on_prefill_done(Replica& replica, RequestId id) override;
   // TransferListener: its KV has arrived.
   void on_transfer_done(uint64_t tag) override;
+  // ReplicaListener: a decode replica may have room for the pulls waiting for it.
+  void on_kv_freed(Replica& replica) override { start_pulls(replica.index()); }
+  // Starts the pulls waiting for decode replica `to` that fit, in order, up to the first that does not.
+  void start_pulls(uint32_t to);
+  // Starts the transfer of request `id` (transfers_[id.slot] says from where to where); `overlap`:
+  // its prefill has just ended, so layer-wise streaming overlaps the last iteration.
+  void start_transfer(RequestId id, bool overlap);
   // ReplicaListener: an expert-parallel iteration's cross-node all-to-all, as flows on the network
   // (each GPU to the GPU of the same local rank on the replica's next node, so that every GPU's
   // links carry its share, as DeepEP's rail-aligned RDMA does).
@@ -317,8 +342,10 @@ class Cluster final : public EventHandler,
 
   struct PendingTransfer {
     uint32_t from = 0, to = 0;
+    core::Time ready;  // the prefill ended
     core::Time start;
     double bytes = 0;
+    int64_t blocks = 0;  // reserve_first: reserved on the decode replica
   };
 
   Simulation& sim_;
@@ -336,6 +363,8 @@ class Cluster final : public EventHandler,
   std::vector<int64_t> ranks_;              // per replica: attention data-parallel ranks
   std::vector<std::vector<std::pair<int64_t, int64_t>>> exchange_pairs_;  // per replica; empty: one node
   std::vector<PendingTransfer> transfers_;  // by request slot
+  std::vector<std::deque<RequestId>> pulls_;  // reserve_first: per decode replica, pulls waiting (FIFO)
+  int64_t pulls_waiting_ = 0;                 // over the decode pool
   traces::RequestSpec next_;
   bool has_next_ = false;
   bool closed_loop_ = false;

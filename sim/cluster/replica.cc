@@ -450,6 +450,7 @@ void Replica::abort(RequestId id) {
                       std::to_string(index_));
   }
   if (!busy_) try_start_iteration(); else publish_state();
+  if (pulls_waiting_ > 0 && listener_) listener_->on_kv_freed(*this);
 }
 
 void Replica::leave_timed_out(RequestId id) {
@@ -461,6 +462,48 @@ void Replica::finish_handoff(RequestId id) {
   Request& r = requests_[id];
   release_kv(r);
   --transferring_;
+  if (!busy_) try_start_iteration(); else publish_state();
+}
+
+int64_t Replica::pull_blocks(RequestId id) const {
+  const Request& r = requests_[id];
+  const Growth g = plan_growth(r, Held{}, r.kv_tokens + 1);
+  return g.unit_blocks + g.private_delta;
+}
+
+int64_t Replica::reserve_pull(RequestId id) {
+  const int64_t blocks = pull_blocks(id);
+  if (kv_.available() - blocks < scheduler_->reserved_blocks(kv_) || !kv_.try_allocate(blocks)) return -1;
+  ++pulls_in_flight_;
+  load_.queued += 1;
+  load_.pull_blocks_reserved += blocks;
+  publish_state();
+  return blocks;
+}
+
+void Replica::adopt_pull(RequestId id, int64_t blocks) {
+  --pulls_in_flight_;
+  load_.queued -= 1;
+  load_.pull_blocks_reserved -= blocks;
+  // It joins the running set at once, holding its blocks: a request that holds blocks is always
+  // one the scheduler can preempt (in the waiting queue, behind a preempted request it could not be
+  // admitted, and would keep its blocks from everyone).
+  Request& r = requests_[id];
+  r.replica = index_;
+  r.kv_blocks = blocks;
+  r.state = RequestState::kRunning;
+  account(r, +1);
+  auto pos = std::upper_bound(running_.begin(), running_.end(), r.id,
+                              [this](uint64_t rid, RequestId other) { return rid < requests_[other].id; });
+  running_.insert(pos, id);
+  if (busy_) publish_state(); else try_start_iteration();
+}
+
+void Replica::cancel_pull(int64_t blocks) {
+  --pulls_in_flight_;
+  load_.queued -= 1;
+  load_.pull_blocks_reserved -= blocks;
+  kv_.release(blocks);
   if (!busy_) try_start_iteration(); else publish_state();
 }
 
@@ -556,7 +599,7 @@ void Replica::try_start_iteration() {
   if (plan_.empty()) {
     // With nothing running or in transfer, every waiting request fits alone (rejection() saw to
     // that), so a policy that schedules nothing would stall the replica forever: a bug.
-    if (running_.empty() && transferring_ == 0 && loading_.empty())
+    if (running_.empty() && transferring_ == 0 && loading_.empty() && pulls_in_flight_ == 0)
       throw core::Error("internal: scheduler planned nothing on replica " + std::to_string(index_) +
                         " with " + std::to_string(waiting_.size()) + " requests waiting and none running");
     publish_state();
@@ -768,6 +811,9 @@ void Replica::on_event(uint64_t payload) {
   handoffs.clear();
   chained_ = true;
   try_start_iteration();
+  // Pulls waiting for room get what the next iteration has left (vLLM's scheduler allocates for
+  // its running requests first, then for the waiting ones, remote-KV ones included).
+  if (pulls_waiting_ > 0) [[unlikely]] listener_->on_kv_freed(*this);
 }
 
 // ---- host KV tier -------------------------------------------------------------------------------
@@ -879,7 +925,7 @@ void Replica::finish_load(uint64_t seq) {
 
 void Replica::publish_state() {
   const auto engine_queue = static_cast<int64_t>(waiting_.size() + arriving_.size() + loading_.size());
-  load_.queued = engine_queue + incoming_;
+  load_.queued = engine_queue + incoming_ + pulls_waiting_ + pulls_in_flight_;
   load_.running = static_cast<int64_t>(running_.size());
   load_.kv_blocks_used = kv_.in_use();
   core::ReplicaState s;
@@ -889,6 +935,7 @@ void Replica::publish_state() {
   s.running = load_.running;
   s.kv_blocks_used = kv_.in_use();
   s.kv_blocks_total = kv_.total();
+  s.pulls_waiting = pulls_waiting_;
   observer_.on_replica_state(s);
 }
 

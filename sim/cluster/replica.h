@@ -113,6 +113,12 @@ struct ReplicaLoad {
   // False while the replica is down ([faults]): it takes no requests. Load-comparing routers rank
   // it last; the cluster moves any pick of a down replica to the next one up.
   bool up = true;
+  // Disaggregation with pd_pull = reserve_first, on a decode replica: prefilled requests routed here
+  // whose pull waits for blocks (their KV still held by their prefill replica), and the blocks
+  // reserved for the pulls under way. `queued` counts both the waiting pulls and the pulls under
+  // way (requests routed here and not yet in the engine's queue, as `incoming` ones are).
+  int64_t pulls_waiting = 0;
+  int64_t pull_blocks_reserved = 0;
   // Oracle: prefill tokens waiting + output tokens not yet generated. It needs every request's
   // output length, which no real router knows; only routers asked for an oracle upper bound read it.
   int64_t oracle_remaining_tokens = 0;
@@ -155,6 +161,9 @@ class ReplicaListener {
   // all-to-alls). Returns how long that takes on the network now, sharing links with the other
   // traffic; negative when there is no network (the cost model's uncontended time stands).
   virtual double exchange_seconds(Replica& /*replica*/, double /*bytes*/) { return -1.0; }
+  // A decode replica with pulls waiting (Replica::pull_queued) may have blocks free now: an iteration
+  // has ended (requests finished or were preempted, the next one is planned) or a request was aborted.
+  virtual void on_kv_freed(Replica& /*replica*/) {}
 
  protected:
   ~ReplicaListener() = default;
@@ -221,8 +230,38 @@ class Replica final : public EventHandler {
   }
   bool idle() const {
     return !busy_ && waiting_.empty() && arriving_.empty() && running_.empty() && transferring_ == 0 &&
-           loading_.empty();
+           loading_.empty() && pulls_waiting_ == 0 && pulls_in_flight_ == 0;
   }
+  // ---- disaggregation, decode side: pulls (ClusterLayout::pd_pull = reserve_first) ----
+  // A prefilled request routed here is pulled (its KV moved from its prefill replica) only once this
+  // replica has reserved the blocks its first decode step needs, as vLLM's NixlConnector, SGLang and
+  // Dynamo allocate on the decode side before reading the KV. The blocks it reserves are the ones
+  // the request holds when it arrives (adopt_pull).
+  // Blocks the pull of `id` (kv_tokens computed, none held here) reserves: its first decode step's.
+  int64_t pull_blocks(RequestId id) const;
+  // Whether the pull of `id` can ever start here (its blocks fit the cache less the scheduler's
+  // reserve, which an empty replica has free).
+  bool pull_fits(RequestId id) const { return pull_blocks(id) <= kv_.total() - scheduler_->reserved_blocks(kv_); }
+  // +1: a pull waits for room here (the cluster keeps the queue); -1: it leaves that wait (it
+  // starts, or its client gave up).
+  void pull_queued(int64_t sign) {
+    pulls_waiting_ += sign;
+    load_.pulls_waiting += sign;
+    publish_state();
+  }
+  int64_t pulls_waiting() const { return pulls_waiting_; }
+  // Signals the replica's state now (a prefill replica whose hand-offs are under way has not since
+  // its iteration ended: its requests must be seen gone before a decode replica reports them).
+  void report_state() { publish_state(); }
+  // Reserves the blocks of the pull of `id` when the cache has them beyond the scheduler's reserve
+  // (what admitting a request asks) and returns how many; -1 (nothing taken) when it has not.
+  int64_t reserve_pull(RequestId id);
+  // The KV of `id` has arrived (its prefill replica has let go of it): it takes over the `blocks`
+  // reserved for it and joins the running set (it decodes from the next iteration on; it is not
+  // held back by max_num_seqs, which only admissions from the waiting queue obey).
+  void adopt_pull(RequestId id, int64_t blocks);
+  // A pull under way whose client gave up: the `blocks` reserved for it are freed.
+  void cancel_pull(int64_t blocks);
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
@@ -392,6 +431,8 @@ class Replica final : public EventHandler {
   core::Time last_start_;  // the start of the iteration in flight (or the last one)
   std::vector<RequestId> running_;
   int64_t transferring_ = 0;
+  int64_t pulls_waiting_ = 0;    // see pull_queued()
+  int64_t pulls_in_flight_ = 0;  // pulls reserved here whose KV is on the wire
   int64_t aborts_pending_ = 0;  // running requests timed out during the iteration in progress
   IterationPlan plan_;
   std::vector<core::GapRun> gaps_;

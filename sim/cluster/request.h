@@ -21,6 +21,8 @@ enum class RequestState : uint8_t {
   kWaiting,       // in a replica's waiting queue
   kRunning,       // in a replica's running set, holding KV blocks
   kTransferring,  // prefilled on a prefill replica, its KV on the way to a decode replica
+  kAwaitingPull,  // prefilled, its KV held by its prefill replica until its decode replica has the
+                  // blocks to pull it (ClusterLayout::pd_pull = reserve_first)
   kParked,        // at the cluster: every replica is down ([faults]); routed when one comes back
   kDone,
 };

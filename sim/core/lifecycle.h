@@ -93,6 +93,7 @@ struct KvTransfer {
   uint32_t from_replica = 0;
   uint32_t to_replica = 0;
   double bytes = 0;
+  Time ready;  // the prefill was done and the KV ready to move; < start when the pull waited for decode blocks
   Time start;
   Time end;
 };
@@ -134,6 +135,7 @@ struct ReplicaState {
   int64_t running = 0;           // requests holding KV blocks
   int64_t kv_blocks_used = 0;    // blocks running requests need (private + referenced prefix units)
   int64_t kv_blocks_total = 0;
+  int64_t pulls_waiting = 0;     // disaggregated decode replica: pulls waiting for its blocks (pd_pull)
 };
 
 // `count` consecutive inter-token gaps of `gap_ns` each, each delivering `tokens` tokens at once: a

@@ -80,6 +80,11 @@ void MetricsCollector::on_kv_transfer(const core::KvTransfer& t) {
   ++s_.kv_transfers;
   s_.kv_transfer_gb += t.bytes * 1e-9;
   transfer_ms_.add((t.end - t.start).ms());
+  if (t.start > t.ready) {
+    ++s_.pull_waits;
+    s_.pull_wait_s += (t.start - t.ready).seconds();
+    s_.pull_wait_max_ms = std::max(s_.pull_wait_max_ms, (t.start - t.ready).ms());
+  }
 }
 
 void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
@@ -329,6 +334,10 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
   // Signals arrive in time order; a sample at time T shows the state after every signal at <= T.
   flush_samples_until(s.time.ns());
   core::ReplicaState& prev = state_[s.replica];
+  if (s.pulls_waiting != prev.pulls_waiting) [[unlikely]] {
+    pulls_waiting_ += s.pulls_waiting - prev.pulls_waiting;
+    s_.pulls_waiting_peak = std::max<uint64_t>(s_.pulls_waiting_peak, static_cast<uint64_t>(pulls_waiting_));
+  }
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
   series_.add_level(s.time.ns(), (s.queued + s.running) - (prev.queued + prev.running), s.queued - prev.queued);
   prev = s;

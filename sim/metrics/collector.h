@@ -84,6 +84,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   double peak_flop_seconds_ = 0, bytes_ = 0, batch_seconds_ = 0;
   // Replica state, for sampling and the time-weighted KV use.
   std::vector<core::ReplicaState> state_;
+  int64_t pulls_waiting_ = 0;  // over the replicas, as their last states say
   std::vector<long double> kv_block_ns_;  // integral of blocks used over time, per replica
   // The arrival window: the last arrival, and what had completed by then.
   struct WindowCounts {

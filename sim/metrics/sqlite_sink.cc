@@ -31,7 +31,10 @@ namespace {
 // a column added (ALTER TABLE) with the first run that has classes: a database that never holds
 // such a run keeps the version-6 layout, and rows of runs without classes hold NULL there.
 // Versions 5 and 6 are written into as they are and become 7 with their first run with classes.
-constexpr int kSchemaVersion = 7;
+// 8: the runs' pull figures (pull_waits, pull_wait_s, pull_wait_max_ms, pulls_waiting_peak), columns
+// added (ALTER TABLE) to an older database's runs table with the first run written into it; rows of
+// the runs before hold NULL there.
+constexpr int kSchemaVersion = 8;
 constexpr int kOldestCompatibleVersion = 5;
 
 std::string runs_columns_sql() {
@@ -202,6 +205,19 @@ void SqliteSink::begin_run(RunInfo& info) {
     // A database an earlier version wrote is marked as servesim's with its first new run.
     if (db_->execAndGet("PRAGMA application_id").getInt() != kApplicationId)
       db_->exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+    // A database of an earlier layout gets the runs' columns it lacks (schema version 8).
+    {
+      std::set<std::string> have;
+      SQLite::Statement cols(*db_, "SELECT name FROM pragma_table_info('runs')");
+      while (cols.executeStep()) have.insert(cols.getColumn(0).getString());
+      bool added = false;
+      for (const auto& v : flatten(RunSummary{}))
+        if (!have.count(v.name)) {
+          db_->exec("ALTER TABLE runs ADD COLUMN " + v.name + (v.integer ? " INTEGER" : " REAL"));
+          added = true;
+        }
+      if (added) db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    }
     SQLite::Statement st(*db_, "INSERT INTO runs (run_id, config_hash, seed, version, config) VALUES (?, ?, ?, ?, ?)");
     if (info.run_id > 0) st.bind(1, static_cast<int64_t>(info.run_id));
     st.bind(2, info.config_hash);

@@ -72,6 +72,12 @@ std::vector<NamedValue> flatten(const RunSummary& s) {
                         });
   latency("kv_transfer_ms", s.kv_transfer_ms);
   out.insert(out.end(), {
+                            i("pull_waits", s.pull_waits),
+                            f("pull_wait_s", s.pull_wait_s),
+                            f("pull_wait_max_ms", s.pull_wait_max_ms),
+                            i("pulls_waiting_peak", s.pulls_waiting_peak),
+                        });
+  out.insert(out.end(), {
                             i("spec_verify_steps", s.spec_verify_steps),
                             i("spec_draft_tokens", static_cast<uint64_t>(s.spec_draft_tokens)),
                             i("spec_accepted_tokens", static_cast<uint64_t>(s.spec_accepted_tokens)),

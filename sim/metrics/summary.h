@@ -129,7 +129,14 @@ struct RunSummary {
   // Prefill -> decode KV transfers (disaggregation).
   uint64_t kv_transfers = 0;
   double kv_transfer_gb = 0;            // 1e9 bytes
-  LatencyStats kv_transfer_ms;          // from prefill end to KV arrival
+  LatencyStats kv_transfer_ms;          // from the transfer's start to KV arrival
+  // Pulls (pd_pull = reserve_first) that waited for decode blocks: how many, their waits from the
+  // prefill's end to the transfer's start (total and longest), and the most waiting at once over
+  // the decode pool (a pull whose client gave up while it waited counts there only).
+  uint64_t pull_waits = 0;
+  double pull_wait_s = 0;
+  double pull_wait_max_ms = 0;
+  uint64_t pulls_waiting_peak = 0;
   // Speculative decoding (zero without it). A verify step is one sequence's decode in one iteration
   // that verified draft tokens.
   uint64_t spec_verify_steps = 0;

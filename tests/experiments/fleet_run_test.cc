@@ -268,7 +268,7 @@ TEST(FleetRunTest, ClassStatsAddUpToTheRequestsTable) {
   text.replace(text.find("rate = 30.0"), 11, "rate = 90.0");  // overload: the queues fill and shed
   const RunResult r = run_simulation(core::parse_config(text, "c.toml", run_schema()), RunOutputs{db, ""});
   SQLite::Database d(db, SQLite::OPEN_READONLY);
-  EXPECT_EQ(d.execAndGet("PRAGMA user_version").getInt(), 7);
+  EXPECT_EQ(d.execAndGet("PRAGMA user_version").getInt(), 8);
   EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM class_stats").getInt64(), 2);
   EXPECT_EQ(d.execAndGet("SELECT SUM(requests) FROM class_stats").getInt64(), 400);
   const int64_t shed = d.execAndGet("SELECT SUM(rejected_admission) FROM class_stats").getInt64();

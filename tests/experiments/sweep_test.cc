@@ -311,7 +311,7 @@ TEST(SweepTest, ShardsWithRequestClassesMergeTheirClassStats) {
   SQLite::Database db(out, SQLite::OPEN_READONLY);
   EXPECT_EQ(db.execAndGet("SELECT COUNT(*) FROM class_stats").getInt(), 12 * 2);  // every run, both classes
   EXPECT_EQ(db.execAndGet("SELECT SUM(requests) FROM class_stats").getInt(), 12 * 200);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 8);
   // The requests' class column came along: each class's rows are its class_stats requests.
   for (const char* c : {"premium", "batch"})
     EXPECT_EQ(db.execAndGet(std::string("SELECT COUNT(*) FROM requests WHERE class = '") + c + "'").getInt(),

@@ -529,6 +529,14 @@ std::vector<ErrorCase> cases() {
   add({"kv_tier_unknown_load_policy", "an unknown KV-tier load policy",
        {{"run.toml", poisson_config("", "[kv_tiers.host.load]\nkind = \"sometimes\"\n")}}, run_azure, 2,
        {"run.toml", "kv_tiers.host.load.kind", "cost"}});
+  // PD backpressure (issue 16).
+  add({"pd_pull_unified", "`pd_pull` on a unified cluster",
+       {{"run.toml", poisson_config("", "[cluster]\npd_pull = \"push\"\n")}}, run_azure, 2,
+       {"run.toml", "cluster.pd_pull", "applies to prefill/decode disaggregation"}});
+  add({"pd_pull_unknown", "an unknown `pd_pull`",
+       {{"run.toml", poisson_config("", "[cluster]\npd_pull = \"pull\"\n[cluster.prefill]\nreplicas = 1\n"
+                                        "[cluster.decode]\nreplicas = 1\n")}},
+       run_azure, 2, {"run.toml", "cluster.pd_pull", "reserve_first"}});
   // Link failures (issue 17).
   const std::string pd_nodes = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n[network]\n"
                                "gpus_per_node = 1\n[faults]\n[[faults.events]]\nkind = \"link\"\nat_s = 0.5\n";

@@ -40,6 +40,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Draw {
   std::string toml;
   std::string router, scheduler, workload, model, arrival, decoding = "none";
+  bool pd_push = false;  // [cluster] pd_pull = "push"
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
   bool link_faults = false;
@@ -280,6 +281,13 @@ Draw draw_config(uint64_t seed) {
   }
   if (d.prefix_caching) t += "prefix_caching = true\n";
   if (d.swap) t += "preemption = \"swap\"\nswap_space_gib = " + num(std::round(rng.uniform() * 20) / 10) + "\n";
+  // PD backpressure: a third of the disaggregated draws push their KV at once (the default
+  // reserves decode blocks first), from its own stream so that the other draws stay as they were.
+  core::Rng pull_rng(seed, "property-pd-pull");
+  if (d.disaggregated && pull_rng.uniform_int(3) == 0) {
+    d.pd_push = true;
+    t += "pd_pull = \"push\"\n";
+  }
   if (d.disaggregated) {
     t += "[cluster.prefill]\nreplicas = " + std::to_string(1 + rng.uniform_int(2)) + "\n";
     t += "[cluster.decode]\nreplicas = " + std::to_string(1 + rng.uniform_int(2)) + "\n";
@@ -575,6 +583,7 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
 
 struct Tally {
   uint64_t runs = 0, config_errors = 0, completed = 0, rejected_context = 0, rejected_kv = 0, preemptions = 0;
+  uint64_t pd_push_runs = 0, pull_waits = 0;
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
@@ -730,6 +739,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.failed += t.failed;
       tally.prefix_hit_tokens += static_cast<uint64_t>(s.prefix_hit_tokens);
       tally.kv_transfers += s.kv_transfers;
+      tally.pd_push_runs += d.pd_push;
+      tally.pull_waits += s.pull_waits;
       tally.timed_out += s.requests_timed_out;
       tally.timeout_runs += d.timeout;
       if (d.disaggregated) tally.timed_out_disaggregated += s.requests_timed_out;
@@ -764,6 +775,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_tier_runs, kSeeds / 40);
   EXPECT_GT(tally.kv_host_loads, 0u);
   EXPECT_GT(tally.kv_transfers, 100u);
+  EXPECT_GT(tally.pd_push_runs, kSeeds / 40);
+  EXPECT_GT(tally.pull_waits, 0u);  // decode pools that filled up: pulls held back
   EXPECT_GT(tally.rejected_context, 10u);
   EXPECT_GT(tally.completed, kSeeds * 10);
   // The workloads of issue 12: every arrival kind of the composed workloads, closed loop included;
@@ -812,7 +825,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   std::cout << "[ property ] " << tally.runs << " runs, " << tally.config_errors << " configuration errors, "
             << tally.completed << " requests completed, " << tally.rejected_context << " rejected (context), "
             << tally.rejected_kv << " rejected (KV capacity), " << tally.preemptions << " preemptions, "
-            << tally.disaggregated << " disaggregated, " << tally.prefix_caching << " with prefix caching ("
+            << tally.disaggregated << " disaggregated (" << tally.pd_push_runs << " pushing KV, " << tally.pull_waits
+            << " pull waits), " << tally.prefix_caching << " with prefix caching ("
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs

@@ -39,6 +39,8 @@ struct ClusterSetup {
   double per_token_s = 0.0;
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
   bool layerwise = false;
+  sim::PdPull pd_pull = sim::PdPull::kReserveFirst;
+  std::vector<int64_t> kv_blocks_of;  // per replica, where given: its KV capacity in place of kv_blocks
   std::optional<hwmodels::EngineModel> engine;  // none: no engine (eager, no host time)
   std::string decoding;      // the [decoding] section's keys; empty: no speculative decoding
   uint64_t seed = 1;         // the replicas' random streams
@@ -93,6 +95,7 @@ struct Harness {
     layout.replicas = static_cast<size_t>(s.replicas);
     layout.prefill_replicas = static_cast<size_t>(s.prefill_replicas);
     layout.layerwise_kv_transfer = s.layerwise;
+    layout.pd_pull = s.pd_pull;
     layout.client = s.client;
     std::unique_ptr<sim::Router> decode_router;
     if (s.prefill_replicas > 0) {
@@ -120,8 +123,10 @@ struct Harness {
     rc.speculator = decoding.get();
     rc.seed = s.seed;
     rc.host_tier = s.host_tier;
-    for (int i = 0; i < s.replicas; ++i)
+    for (int i = 0; i < s.replicas; ++i) {
+      rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
+    }
   }
 
   void run() {

@@ -114,6 +114,43 @@ TEST(CollectorTest, SeedCostPerMillionTokens) {
   EXPECT_DOUBLE_EQ(s.throughput_output_tok_s, 3000);
 }
 
+// PD backpressure: a transfer that started after its prefill ended waited that long for decode
+// blocks; the pulls waiting at once are the replicas' latest counts summed.
+TEST(CollectorTest, PullWaitsAndThePeakOfPullsWaiting) {
+  CollectorConfig cfg;
+  cfg.replicas = {ReplicaHardware{}, ReplicaHardware{}, ReplicaHardware{}};
+  MetricsCollector c(cfg, {});
+  auto state = [&](uint32_t replica, double t, int64_t waiting) {
+    core::ReplicaState st;
+    st.replica = replica;
+    st.time = sec(t);
+    st.kv_blocks_total = 10;
+    st.pulls_waiting = waiting;
+    c.on_replica_state(st);
+  };
+  auto transfer = [&](double ready, double start) {
+    core::KvTransfer t;
+    t.ready = sec(ready);
+    t.start = sec(start);
+    t.end = sec(start + 0.001);
+    t.bytes = 1e6;
+    c.on_kv_transfer(t);
+  };
+  state(1, 0.1, 2);
+  state(2, 0.2, 3);  // 2 + 3 = 5 waiting at once
+  state(1, 0.3, 0);
+  state(2, 0.4, 4);  // 0 + 4
+  transfer(0.1, 0.1);  // no wait
+  transfer(0.1, 0.3);  // 200 ms
+  transfer(0.2, 0.7);  // 500 ms
+  RunSummary s = c.finish(sec(1), 1, 0);
+  EXPECT_EQ(s.kv_transfers, 3u);
+  EXPECT_EQ(s.pull_waits, 2u);
+  EXPECT_NEAR(s.pull_wait_s, 0.7, 1e-12);
+  EXPECT_NEAR(s.pull_wait_max_ms, 500, 1e-9);
+  EXPECT_EQ(s.pulls_waiting_peak, 5u);
+}
+
 TEST(CollectorTest, GoodputAttainmentAndRejections) {
   CollectorConfig cfg;
   cfg.slo.ttft_ms = 1000;
@@ -402,7 +439,45 @@ TEST(SqliteSinkTest, TimedOutRowsAndStages) {
   EXPECT_EQ(st.getColumn(5).getInt(), 1);
   EXPECT_EQ(st.getColumn(6).getInt64(), 4'000'000'000);
   EXPECT_EQ(st.getColumn(7).getInt(), 2);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 8);
+}
+
+// Schema version 8 (PD backpressure): a version-7 database's runs table, without the pull columns,
+// gets them with the first run written into it; the rows before hold NULL there.
+TEST(SqliteSinkTest, VersionSevenDatabasesGetThePullColumns) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v7.db");
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    sink.end_run(RunSummary{});
+  }
+  {
+    SQLite::Database db(path, SQLite::OPEN_READWRITE);
+    for (const char* c : {"pull_waits", "pull_wait_s", "pull_wait_max_ms", "pulls_waiting_peak"})
+      db.exec(std::string("ALTER TABLE runs DROP COLUMN ") + c);
+    db.exec("PRAGMA user_version = 7");
+  }
+  {
+    SqliteSink sink(path);
+    RunInfo i = info();
+    sink.begin_run(i);
+    RunSummary s;
+    s.pull_waits = 3;
+    s.pull_wait_s = 1.5;
+    s.pull_wait_max_ms = 700;
+    s.pulls_waiting_peak = 2;
+    sink.end_run(s);
+  }
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 8);
+  EXPECT_EQ(count(db, "runs"), 2);
+  EXPECT_TRUE(db.execAndGet("SELECT pull_waits FROM runs WHERE run_id = 1").isNull());
+  EXPECT_EQ(db.execAndGet("SELECT pull_waits FROM runs WHERE run_id = 2").getInt64(), 3);
+  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT pull_wait_s FROM runs WHERE run_id = 2").getDouble(), 1.5);
+  EXPECT_DOUBLE_EQ(db.execAndGet("SELECT pull_wait_max_ms FROM runs WHERE run_id = 2").getDouble(), 700);
+  EXPECT_EQ(db.execAndGet("SELECT pulls_waiting_peak FROM runs WHERE run_id = 2").getInt64(), 2);
 }
 
 // Schema version 6 (request classes): a version-5 database, the same layout without class_stats,
@@ -445,7 +520,7 @@ TEST(SqliteSinkTest, VersionFiveDatabasesTakeRunsWithClasses) {
     sink.end_run(s);
   }
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 8);
   EXPECT_EQ(count(db, "runs"), 3);
   EXPECT_EQ(db.execAndGet("SELECT run_id FROM class_stats WHERE class = 'premium'").getInt(), 3);
   EXPECT_EQ(db.execAndGet("SELECT requests FROM class_stats").getInt(), 3);
@@ -499,7 +574,7 @@ TEST(SqliteSinkTest, RequestsNameTheirClassOnceARunHasClasses) {
     sink.end_run(RunSummary{});
   }
   SQLite::Database db(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 7);
+  EXPECT_EQ(db.execAndGet("PRAGMA user_version").getInt(), 8);
   SQLite::Statement st(db, "SELECT run_id, request_id, class FROM requests ORDER BY run_id, request_id");
   std::vector<std::string> rows;
   while (st.executeStep())
