@@ -246,6 +246,11 @@ ReportData load_report(const ReportOptions& options) {
         data.classes.push_back(std::move(c));
       }
     }
+    if (db.tableExists("fleet_metrics")) {  // fleet dynamics and the host KV tier (issues 16, 17)
+      SQLite::Statement fm(db, "SELECT run_id, name, value FROM fleet_metrics ORDER BY run_id, rowid");
+      while (fm.executeStep())
+        data.fleet.push_back({fm.getColumn(0).getInt64(), fm.getColumn(1).getString(), fm.getColumn(2).getDouble()});
+    }
     if (db.tableExists("experiment")) {
       SQLite::Statement cap(db, "SELECT value FROM experiment WHERE key = 'capacity_result'");
       if (cap.executeStep()) read_capacity(cap.getColumn(0).getString(), options.db_path, data);
@@ -820,6 +825,31 @@ std::vector<std::string> write_report(const ReportData& data, const ReportOption
     h << "</table>\n";
     if (data.classes.size() > kMaxRunRows)
       h << "<p>(first " << kMaxRunRows << " of " << data.classes.size() << " class rows)</p>\n";
+  }
+  if (!data.fleet.empty()) {
+    // One row per run, one column per figure name (in the order the first run wrote them).
+    std::vector<std::string> names;
+    std::map<int64_t, std::map<std::string, double>> by_run;
+    for (const ReportFleetRow& f : data.fleet) {
+      if (std::find(names.begin(), names.end(), f.name) == names.end()) names.push_back(f.name);
+      by_run[f.run_id][f.name] = f.value;
+    }
+    h << "<h2>Fleet and KV-tier figures</h2>\n<p>The runs' fleet_metrics (docs/fleet.md, docs/kv-tiers.md).</p>\n"
+         "<table><tr><th>run</th>";
+    for (const std::string& n : names) h << "<th>" << html(n) << "</th>";
+    h << "</tr>\n";
+    size_t rows = 0;
+    for (const auto& [run, values] : by_run) {
+      if (rows++ == kMaxRunRows) break;
+      h << "<tr><td>" << run << "</td>";
+      for (const std::string& n : names) {
+        const auto it = values.find(n);
+        h << "<td>" << (it == values.end() ? std::string("-") : core::format_double(it->second)) << "</td>";
+      }
+      h << "</tr>\n";
+    }
+    h << "</table>\n";
+    if (by_run.size() > kMaxRunRows) h << "<p>(first " << kMaxRunRows << " of " << by_run.size() << " runs)</p>\n";
   }
   h << "<p>Latencies in ms. Goodput counts completed requests meeting every SLO limit per simulated second; SLO "
        "attainment is those requests over all requests. Written by servesim "

@@ -91,6 +91,13 @@ struct ReportClassRow {
   double ttft_ms_p99 = 0, tpot_ms_p99 = 0, goodput_req_s = 0, slo_attainment = 0;
 };
 
+// One figure of a run's fleet_metrics table (autoscaling, faults, client retries, the host KV tier).
+struct ReportFleetRow {
+  int64_t run_id = 0;
+  std::string name;
+  double value = 0;
+};
+
 struct ReportSeries {
   std::string label;
   std::vector<ReportPoint> points;  // by offered rate
@@ -106,6 +113,7 @@ struct ReportData {
   std::vector<ReportSeries> series;
   std::vector<CapacityRow> capacity;  // a capacity search's answer, when the database holds one
   std::vector<ReportClassRow> classes;  // per run and class, when the database has class_stats
+  std::vector<ReportFleetRow> fleet;    // per run, in the order written, when it has fleet_metrics
   std::string capacity_knob;
   double capacity_target = 0;
 };

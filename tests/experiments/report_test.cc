@@ -314,6 +314,25 @@ kind = "h100-sxm"
   EXPECT_NE(index.find("<h2>Request classes</h2>"), std::string::npos);
   EXPECT_NE(index.find("bronze"), std::string::npos);
   EXPECT_NE(index.find("t&lt;1&gt;"), std::string::npos);  // escaped
+  EXPECT_EQ(index.find("Fleet and KV-tier figures"), std::string::npos);  // no fleet figures in these runs
+
+  // A run with a replica failure writes fleet_metrics: the report shows them, one row per run.
+  const std::string failed = dir.file("failed.db");
+  run_simulation(core::parse_config(config + "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\nrepair_s = 2\n",
+                                    "faults.toml", run_schema()),
+                 RunOutputs{failed, ""});
+  ReportOptions of = o;
+  of.db_path = failed;
+  of.out_dir = dir.file("out_fleet");
+  const ReportData df = load_report(of);
+  const auto failures = std::find_if(df.fleet.begin(), df.fleet.end(),
+                                     [](const ReportFleetRow& f) { return f.name == "replica_failures"; });
+  ASSERT_NE(failures, df.fleet.end());
+  EXPECT_EQ(failures->value, 1);
+  write_report(df, of);
+  const std::string fleet_index = file_bytes(dir.file("out_fleet/index.html"));
+  EXPECT_NE(fleet_index.find("<h2>Fleet and KV-tier figures</h2>"), std::string::npos);
+  EXPECT_NE(fleet_index.find("<th>replica_failures</th>"), std::string::npos);
 
   std::ostringstream out, err;
   const std::string missing = dir.file("missing.db");
