@@ -14,6 +14,42 @@
 
 namespace servesim::experiments {
 
+namespace {
+
+// S4 and S6: Poisson requests on 1,000 Llama-3-8B replicas on H100 at about 80% load, `requests` of them.
+std::string s4_config(int64_t requests) {
+  return R"(seed = 1
+[workload]
+kind = "poisson"
+rate = 8000.0
+max_requests = )" + std::to_string(requests) + R"(
+[workload.prompt]
+kind = "lognormal"
+mean = 600
+sd = 400
+min = 16
+max = 4000
+[workload.output]
+kind = "lognormal"
+mean = 150
+sd = 120
+min = 1
+max = 800
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 1000
+[router]
+kind = "round_robin"
+[output]
+sample_interval_ms = 0
+)";
+}
+
+}  // namespace
+
 const std::vector<BenchScenario>& bench_scenarios() {
   static const std::vector<BenchScenario> scenarios = {
       {"S1",
@@ -88,67 +124,13 @@ sample_interval_ms = 0
        "10,000,000 Poisson requests on 1,000 replicas of Llama-3-8B on H100 at about 80% load "
        "(--requests scales it)",
        "",
-       R"(seed = 1
-[workload]
-kind = "poisson"
-rate = 8000.0
-max_requests = 10000000
-[workload.prompt]
-kind = "lognormal"
-mean = 600
-sd = 400
-min = 16
-max = 4000
-[workload.output]
-kind = "lognormal"
-mean = 150
-sd = 120
-min = 1
-max = 800
-[model]
-kind = "llama-3-8b"
-[gpu]
-kind = "h100-sxm"
-[cluster]
-replicas = 1000
-[router]
-kind = "round_robin"
-[output]
-sample_interval_ms = 0
-)"},
+       s4_config(10000000)},
       {"S6",
        "100,000,000 Poisson requests on 1,000 replicas of Llama-3-8B on H100 at about 80% load (S4 ten "
        "times longer): past 10 M completed requests the percentiles go into sketches ([output] percentiles = "
        "\"auto\"), so memory stays bounded (--requests scales it)",
        "",
-       R"(seed = 1
-[workload]
-kind = "poisson"
-rate = 8000.0
-max_requests = 100000000
-[workload.prompt]
-kind = "lognormal"
-mean = 600
-sd = 400
-min = 16
-max = 4000
-[workload.output]
-kind = "lognormal"
-mean = 150
-sd = 120
-min = 1
-max = 800
-[model]
-kind = "llama-3-8b"
-[gpu]
-kind = "h100-sxm"
-[cluster]
-replicas = 1000
-[router]
-kind = "round_robin"
-[output]
-sample_interval_ms = 0
-)"},
+       s4_config(100000000)},
   };
   return scenarios;
 }

@@ -11,6 +11,11 @@ namespace servesim::experiments {
 // GB/s; latencies in us. NVLink bandwidth is the GPU preset's (nvlink_gb_s), so a preset names its
 // GPU and a run on another GPU is refused.
 std::span<const NetworkPreset> network_presets() {
+  // DGX H100 and DGX H200 share their node and fabric; only the GPU differs.
+  static const std::vector<std::pair<const char*, double>> kDgxHopper = {
+      {"gpus_per_node", 8}, {"gpus_per_pcie_switch", 2}, {"pcie_gb_s", 50},         {"pcie_latency_us", 1},
+      {"nics_per_node", 8}, {"nic_gb_s", 50},            {"nic_latency_us", 1},     {"rails", 1},
+      {"nodes_per_switch", 32}, {"switch_latency_us", 1}};
   static const std::vector<NetworkPreset> kPresets = {
       {"dgx-a100",
        "NVIDIA DGX A100 nodes: 8 A100 80GB on NVSwitch (NVLink 3), 4 PCIe Gen4 switches each shared by 2 GPUs and "
@@ -32,30 +37,12 @@ std::span<const NetworkPreset> network_presets() {
        "each shared by 2 GPUs and their 2 ConnectX-7 NICs (400 Gb/s NDR InfiniBand, one per GPU), rail-optimised "
        "leaves of 32 nodes (a DGX SuperPOD scalable unit) under a non-blocking spine",
        "h100-sxm",
-       {{"gpus_per_node", 8},
-        {"gpus_per_pcie_switch", 2},
-        {"pcie_gb_s", 50},
-        {"pcie_latency_us", 1},
-        {"nics_per_node", 8},
-        {"nic_gb_s", 50},
-        {"nic_latency_us", 1},
-        {"rails", 1},
-        {"nodes_per_switch", 32},
-        {"switch_latency_us", 1}}},
+       kDgxHopper},
       {"dgx-h200",
        "NVIDIA DGX H200 nodes: the DGX H100 layout with H200 GPUs (same NVLink 4, NVSwitch, ConnectX-7 rails and "
        "PCIe Gen5 switches)",
        "h200",
-       {{"gpus_per_node", 8},
-        {"gpus_per_pcie_switch", 2},
-        {"pcie_gb_s", 50},
-        {"pcie_latency_us", 1},
-        {"nics_per_node", 8},
-        {"nic_gb_s", 50},
-        {"nic_latency_us", 1},
-        {"rails", 1},
-        {"nodes_per_switch", 32},
-        {"switch_latency_us", 1}}},
+       kDgxHopper},
       {"gb200-nvl72",
        "NVIDIA GB200 NVL72 racks: 72 B200 GPUs in one NVLink 5 domain (1.8 TB/s per GPU both ways, through the "
        "rack's NVLink switch trays), one 400 Gb/s ConnectX-7 per GPU on PCIe Gen5, rail-optimised leaves of 8 racks",
