@@ -10,6 +10,7 @@
 #include <memory>
 #include <ostream>
 #include <sstream>
+#include <unordered_map>
 
 #include "experiments/run.h"
 #include "sim/core/error.h"
@@ -185,12 +186,18 @@ SweepStats run_sweep(Experiment& experiment, const SweepOptions& options) {
   }
   Progress progress(options.progress, options.progress_tty, "sweep", static_cast<int64_t>(todo.size()),
                     options.progress_period_s);
-  run_points(experiment, todo, &db, options.jobs, &progress, options.check);
+  // The figures of the points run now come from their runs in memory (figures_of, the values the
+  // database holds); only points an earlier sweep ran are read back (a query over their requests).
+  std::unordered_map<int64_t, RunFigures> ran;
+  run_points(experiment, todo, &db, options.jobs, &progress, options.check,
+             [&](size_t i, const RunFigures& f) { ran.emplace(todo[i].index, f); });
   progress.finish();
   stats.ran = static_cast<int64_t>(todo.size());
   for (const Point& p : experiment.points())
-    if (p.index % options.shard_count == options.shard_index && !p.skipped)
-      stats.results.emplace_back(p.index, db.figures(p.index));
+    if (p.index % options.shard_count == options.shard_index && !p.skipped) {
+      const auto it = ran.find(p.index);
+      stats.results.emplace_back(p.index, it != ran.end() ? it->second : db.figures(p.index));
+    }
   stats.wall_seconds = now_s() - start;
   return stats;
 }

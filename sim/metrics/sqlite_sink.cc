@@ -173,7 +173,9 @@ void check_results_database(const std::string& path) {
 SqliteSink::SqliteSink(const std::string& path) : path_(path) {
   check_results_database(path);
   try {
-    db_ = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    // One connection, used by one thread at a time (a sweep's in-order writer stage, then its caller):
+    // no per-call locking (SQLite's multi-thread mode).
+    db_ = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_NOMUTEX);
     db_->exec("PRAGMA busy_timeout = 60000");
     const int version = db_->execAndGet("PRAGMA user_version").getInt();
     const bool has_runs = db_->tableExists("runs");
@@ -237,65 +239,101 @@ void SqliteSink::begin_run(RunInfo& info) {
       if (!has_class) db_->exec("ALTER TABLE requests ADD COLUMN class TEXT");
       db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     }
-    insert_request_ = std::make_unique<SQLite::Statement>(
-        *db_,
-        std::string("INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, "
-                    "arrival_ns, first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo, "
-                    "cached_tokens, decode_replica, kv_transfer_bytes, engine_first_token_ns, engine_finish_ns, stage") +
-            (class_names_.empty() ? ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                                  : ", class) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    insert_sample_ = std::make_unique<SQLite::Statement>(
-        *db_,
-        "INSERT INTO replica_timeseries (run_id, replica, time_ns, queued, running, kv_blocks_used, "
-        "kv_blocks_total) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    // The insert statements are prepared once per layout and kept across runs (a sweep's points).
+    if (const int columns = class_names_.empty() ? 20 : 21; !insert_request_ || columns != request_columns_) {
+      request_columns_ = columns;
+      const std::string insert =
+          std::string("INSERT INTO requests (run_id, request_id, replica, outcome, prompt_tokens, output_tokens, "
+                      "arrival_ns, first_token_ns, finish_ns, ttft_ms, tpot_ms, e2e_ms, preemptions, meets_slo, "
+                      "cached_tokens, decode_replica, kv_transfer_bytes, engine_first_token_ns, engine_finish_ns, "
+                      "stage") +
+          (class_names_.empty() ? ") VALUES " : ", class) VALUES ");
+      std::string row = "(?";
+      for (int i = 1; i < request_columns_; ++i) row += ", ?";
+      row += ")";
+      std::string rows = row;
+      for (size_t i = 1; i < kRequestBatch; ++i) rows += ", " + row;
+      insert_request_ = std::make_unique<SQLite::Statement>(*db_, insert + row);
+      insert_requests_ = std::make_unique<SQLite::Statement>(*db_, insert + rows);
+    }
+    pending_.clear();
+    if (!insert_sample_)
+      insert_sample_ = std::make_unique<SQLite::Statement>(
+          *db_,
+          "INSERT INTO replica_timeseries (run_id, replica, time_ns, queued, running, kv_blocks_used, "
+          "kv_blocks_total) VALUES (?, ?, ?, ?, ?, ?, ?)");
   } catch (const std::exception& e) {
     fail("cannot start a run in the results database", e);
   }
 }
 
+void SqliteSink::bind_request(SQLite::Statement& st, int base, const core::RequestRecord& r,
+                              const RequestMetrics& m) const {
+  const bool completed = r.outcome == core::RequestOutcome::kCompleted;
+  st.bind(base + 1, run_id_);
+  st.bind(base + 2, static_cast<int64_t>(r.id));
+  st.bind(base + 3, static_cast<int64_t>(r.replica));
+  st.bindNoCopy(base + 4, core::outcome_name(r.outcome).data());
+  st.bind(base + 5, r.prompt_tokens);
+  st.bind(base + 6, r.output_tokens);
+  st.bind(base + 7, r.arrival.ns());
+  if (completed) {
+    st.bind(base + 8, r.client_first_token.ns());
+    st.bind(base + 9, r.client_finish.ns());
+    st.bind(base + 10, m.ttft_ms);
+    if (m.tpot_ms) st.bind(base + 11, *m.tpot_ms); else st.bind(base + 11);
+    st.bind(base + 12, m.e2e_ms);
+    st.bind(base + 18, r.first_token.ns());
+    st.bind(base + 19, r.finish.ns());
+  } else if (r.outcome == core::RequestOutcome::kTimedOut) {
+    // When the client gave up, and when the engine let go; no latencies.
+    for (int i : {8, 10, 11, 12, 18}) st.bind(base + i);
+    st.bind(base + 9, r.client_finish.ns());
+    st.bind(base + 19, r.finish.ns());
+  } else {
+    for (int i : {8, 9, 10, 11, 12, 18, 19}) st.bind(base + i);
+  }
+  st.bind(base + 20, static_cast<int64_t>(r.stage));
+  if (!class_names_.empty()) st.bindNoCopy(base + 21, class_names_[r.request_class]);
+  st.bind(base + 13, static_cast<int64_t>(r.preemptions));
+  st.bind(base + 14, m.meets_slo ? 1 : 0);
+  st.bind(base + 15, r.cached_tokens);
+  st.bind(base + 16, static_cast<int64_t>(r.decode_replica));
+  st.bind(base + 17, r.kv_transfer_bytes);
+}
+
 void SqliteSink::add_request(const core::RequestRecord& r, const RequestMetrics& m) {
+  if (!class_names_.empty() && r.request_class >= class_names_.size())
+    fail("cannot write a request row",
+         core::Error("internal: request " + std::to_string(r.id) + " has class " + std::to_string(r.request_class) +
+                     " of " + std::to_string(class_names_.size())));
+  pending_.emplace_back(r, m);
+  if (pending_.size() == kRequestBatch) flush_requests();
+  core::crash_point("sqlite.request_row");
+}
+
+void SqliteSink::flush_requests() {
+  if (pending_.empty()) return;
   try {
-    SQLite::Statement& st = *insert_request_;
-    const bool completed = r.outcome == core::RequestOutcome::kCompleted;
-    st.bind(1, run_id_);
-    st.bind(2, static_cast<int64_t>(r.id));
-    st.bind(3, static_cast<int64_t>(r.replica));
-    st.bindNoCopy(4, core::outcome_name(r.outcome).data());
-    st.bind(5, r.prompt_tokens);
-    st.bind(6, r.output_tokens);
-    st.bind(7, r.arrival.ns());
-    if (completed) {
-      st.bind(8, r.client_first_token.ns());
-      st.bind(9, r.client_finish.ns());
-      st.bind(10, m.ttft_ms);
-      if (m.tpot_ms) st.bind(11, *m.tpot_ms); else st.bind(11);
-      st.bind(12, m.e2e_ms);
-      st.bind(18, r.first_token.ns());
-      st.bind(19, r.finish.ns());
-    } else if (r.outcome == core::RequestOutcome::kTimedOut) {
-      // When the client gave up, and when the engine let go; no latencies.
-      for (int i : {8, 10, 11, 12, 18}) st.bind(i);
-      st.bind(9, r.client_finish.ns());
-      st.bind(19, r.finish.ns());
+    // Rows go in their order either way (the same rowids): a full batch through one statement of
+    // kRequestBatch rows, which spares SQLite most of its per-statement work, the rest one by one.
+    if (pending_.size() == kRequestBatch) {
+      SQLite::Statement& st = *insert_requests_;
+      for (size_t i = 0; i < pending_.size(); ++i)
+        bind_request(st, static_cast<int>(i) * request_columns_, pending_[i].first, pending_[i].second);
+      st.exec();
+      st.reset();
     } else {
-      for (int i : {8, 9, 10, 11, 12, 18, 19}) st.bind(i);
+      SQLite::Statement& st = *insert_request_;
+      for (const auto& [rec, m] : pending_) {
+        bind_request(st, 0, rec, m);
+        st.exec();
+        st.reset();
+      }
     }
-    st.bind(20, static_cast<int64_t>(r.stage));
-    if (!class_names_.empty()) {
-      if (r.request_class >= class_names_.size())
-        throw core::Error("internal: request " + std::to_string(r.id) + " has class " + std::to_string(r.request_class) +
-                          " of " + std::to_string(class_names_.size()));
-      st.bindNoCopy(21, class_names_[r.request_class]);
-    }
-    st.bind(13, static_cast<int64_t>(r.preemptions));
-    st.bind(14, m.meets_slo ? 1 : 0);
-    st.bind(15, r.cached_tokens);
-    st.bind(16, static_cast<int64_t>(r.decode_replica));
-    st.bind(17, r.kv_transfer_bytes);
-    st.exec();
-    st.reset();
-    core::crash_point("sqlite.request_row");
+    pending_.clear();
   } catch (const std::exception& e) {
+    pending_.clear();
     fail("cannot write a request row", e);
   }
 }
@@ -390,6 +428,7 @@ void SqliteSink::add_replica_stats(const ReplicaStats& r) {
 
 void SqliteSink::stage(const RunSummary& summary) {
   if (staged_) return;
+  flush_requests();
   try {
     const auto values = flatten(summary);
     std::string sql = "UPDATE runs SET ";

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/metrics/sink.h"
@@ -64,7 +65,15 @@ class SqliteSink final : public ResultSink {
   bool fleet_tables_ = false;  // created in this run's transaction (or before)
   std::vector<std::string> class_names_;  // this run's request classes (empty: no class column written)
   void fleet_tables();
+  // Request rows wait in pending_ until kRequestBatch of them go in through one multi-row
+  // statement (the rest one by one when the run is staged).
+  static constexpr size_t kRequestBatch = 32;
+  void bind_request(SQLite::Statement& st, int base, const core::RequestRecord& r, const RequestMetrics& m) const;
+  void flush_requests();
   std::unique_ptr<SQLite::Statement> insert_request_;
+  std::unique_ptr<SQLite::Statement> insert_requests_;
+  std::vector<std::pair<core::RequestRecord, RequestMetrics>> pending_;
+  int request_columns_ = 20;
   std::unique_ptr<SQLite::Statement> insert_sample_;
   int64_t run_id_ = 0;
   bool staged_ = false;

@@ -583,6 +583,73 @@ TEST(SqliteSinkTest, RequestsNameTheirClassOnceARunHasClasses) {
   EXPECT_EQ(rows, (std::vector<std::string>{"1/0/NULL", "2/0/batch", "2/1/premium", "2/2/batch", "3/0/NULL"}));
 }
 
+// Request rows go in 32 at a time through one multi-row statement, the rest one by one when the
+// run is staged, with statements kept across the runs of one sink (a sweep's points): every row
+// comes back in the order it was added, with its own values, in runs with and without classes,
+// and a run abandoned after a full batch leaves no row.
+TEST(SqliteSinkTest, BatchedRowsComeBackInOrderAcrossRuns) {
+  testing::TempDir dir;
+  const std::string path = dir.file("b.db");
+  // Run r, row k: id 1000 r + k (not in order of k: ids descend in every third row), arrival k s,
+  // a timed-out row every 7th, class k mod 3 in the run with classes, stage k mod 4.
+  auto row = [](int run, int k) {
+    core::RequestRecord r = completed(static_cast<uint64_t>(1000 * run + (k % 3 == 0 ? 500 - k : k)), k, k + 0.5,
+                                      k + 2.0, 1 + k % 5);
+    if (k % 7 == 6) r.outcome = core::RequestOutcome::kTimedOut;
+    r.stage = k % 4;
+    r.request_class = static_cast<uint32_t>(k % 3);
+    return r;
+  };
+  const int sizes[] = {70, 33, 0, 32};
+  {
+    SqliteSink sink(path);
+    for (int run = 0; run < 4; ++run) {
+      RunInfo i = info();
+      if (run == 1) i.class_names = {"a", "b", "c"};
+      sink.begin_run(i);
+      for (int k = 0; k < sizes[run]; ++k) {
+        const core::RequestRecord r = row(run, k);
+        RequestMetrics m{500.0 + k, k % 5 == 0 ? std::optional<double>{} : std::optional<double>{10.0 * k},
+                         2000.0 + k, k % 2 == 0};
+        sink.add_request(r, m);
+      }
+      sink.end_run(RunSummary{});
+    }
+    RunInfo i = info();  // abandoned after one full batch went in
+    sink.begin_run(i);
+    for (int k = 0; k < 40; ++k) sink.add_request(row(9, k), RequestMetrics{});
+  }
+  SQLite::Database db(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(count(db, "runs"), 4);
+  SQLite::Statement st(db,
+                       "SELECT run_id, request_id, outcome, arrival_ns, ttft_ms, tpot_ms, meets_slo, stage, class, "
+                       "output_tokens FROM requests ORDER BY rowid");
+  for (int run = 0; run < 4; ++run)
+    for (int k = 0; k < sizes[run]; ++k) {
+      ASSERT_TRUE(st.executeStep()) << "run " << run << " row " << k;
+      const core::RequestRecord r = row(run, k);
+      const bool timed_out = k % 7 == 6;
+      EXPECT_EQ(st.getColumn(0).getInt(), run + 1);
+      EXPECT_EQ(st.getColumn(1).getInt64(), static_cast<int64_t>(r.id));
+      EXPECT_EQ(st.getColumn(2).getString(), timed_out ? "timed_out" : "completed");
+      EXPECT_EQ(st.getColumn(3).getInt64(), int64_t{k} * 1'000'000'000);
+      if (timed_out) {
+        EXPECT_TRUE(st.getColumn(4).isNull());
+        EXPECT_TRUE(st.getColumn(5).isNull());
+      } else {
+        EXPECT_EQ(st.getColumn(4).getDouble(), 500.0 + k);
+        if (k % 5 == 0) EXPECT_TRUE(st.getColumn(5).isNull()); else EXPECT_EQ(st.getColumn(5).getDouble(), 10.0 * k);
+      }
+      EXPECT_EQ(st.getColumn(6).getInt(), k % 2 == 0 ? 1 : 0);
+      EXPECT_EQ(st.getColumn(7).getInt(), k % 4);
+      if (run == 1) EXPECT_EQ(st.getColumn(8).getString(), std::string(1, static_cast<char>('a' + k % 3)));
+      else EXPECT_TRUE(st.getColumn(8).isNull());
+      EXPECT_EQ(st.getColumn(9).getInt(), 1 + k % 5);
+    }
+  EXPECT_FALSE(st.executeStep());
+  EXPECT_EQ(db.execAndGet("PRAGMA integrity_check").getString(), "ok");
+}
+
 TEST(SqliteSinkTest, RefusesForeignLayoutsAndDirectories) {
   testing::TempDir dir;
   const std::string path = dir.file("old.db");
