@@ -928,12 +928,19 @@ void Replica::publish_state() {
   load_.queued = engine_queue + incoming_ + pulls_waiting_ + pulls_in_flight_;
   load_.running = static_cast<int64_t>(running_.size());
   load_.kv_blocks_used = kv_.in_use();
-  core::ReplicaState s;
+  // The observers integrate the state over time (exactly: integer block-nanoseconds), so a state
+  // equal to the last one published tells them nothing; most decode steps change only the tokens.
+  if (published_ && engine_queue == published_state_.queued && load_.running == published_state_.running &&
+      load_.kv_blocks_used == published_state_.kv_blocks_used && pulls_waiting_ == published_state_.pulls_waiting &&
+      kv_.total() == published_state_.kv_blocks_total)
+    return;
+  core::ReplicaState& s = published_state_;
+  published_ = true;
   s.replica = index_;
   s.time = sim_.now();
   s.queued = engine_queue;
   s.running = load_.running;
-  s.kv_blocks_used = kv_.in_use();
+  s.kv_blocks_used = load_.kv_blocks_used;
   s.kv_blocks_total = kv_.total();
   s.pulls_waiting = pulls_waiting_;
   observer_.on_replica_state(s);

@@ -412,6 +412,8 @@ class Replica final : public EventHandler {
   std::unique_ptr<BatchScheduler> scheduler_;
   core::LifecycleObserver& observer_;
   ReplicaLoad& load_;
+  core::ReplicaState published_state_;  // the last state told to the observers
+  bool published_ = false;
   ReplicaListener* listener_;
   KvCache kv_;
   std::unique_ptr<HostKvTier> host_;
