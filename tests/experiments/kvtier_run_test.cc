@@ -134,6 +134,21 @@ TEST(KvTierRunTest, PrefillReplicasLoadPrefixHitsFromHostOverTheFabric) {
   EXPECT_LT(metric(tier, "kv_host_load_seconds"), 2 * alone);  // at worst both GPUs load at once throughout
 }
 
+TEST(KvTierRunTest, TheHostUplinkBandwidthIsNetworkHostGbS) {
+  // network.host_gb_s = 10: a load's path is held to 10 GB/s by the host uplink (the GPU's PCIe link
+  // carries 50): each load takes at least GB / 10 + 2 us.
+  const RunResult slow = run_simulation(
+      core::parse_config(std::string(kBase) + kPd + "host_gb_s = 10\n[kv_tiers.host]\ncapacity_gb = 64\n", "t.toml",
+                         run_schema()),
+      checked());
+  EXPECT_GT(metric(slow, "kv_host_loads"), 0);
+  EXPECT_GE(metric(slow, "kv_host_load_seconds"),
+            (metric(slow, "kv_host_load_gb") / 10 + metric(slow, "kv_host_loads") * 2e-6) * (1 - 1e-9));
+  // Out of range: the error names the key.
+  const std::string zero = error_of(std::string(kPd) + "host_gb_s = 0\n");
+  EXPECT_NE(zero.find("network.host_gb_s"), std::string::npos) << zero;
+}
+
 TEST(KvTierRunTest, StoresOnTheFabricSlowThePdTransfersSharingTheirPcieLinks) {
   // load = "never": the requests are served as without a tier (the same prefills), but every unit
   // HBM evicts is stored GPU -> host over "gpu i pcie (up)", the link the PD transfers to node 1
