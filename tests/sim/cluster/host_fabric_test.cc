@@ -76,19 +76,25 @@ TEST(HostFabricTest, WithoutPcieSwitchesTheHostAttachesAtEachGpusPcieEndpoint) {
 }
 
 TEST(HostFabricTest, NoPathBetweenGpusCrossesAHost) {
-  // Take both NVLinks and node 0's NIC pcie down: GPU 0 -> GPU 1 still goes through the PCIe switch
-  // (GPU 0 -> switch -> GPU 1); GPU 0 -> GPU 2 has no path (a host is no transit), while GPU 0 ->
-  // its host still has one.
+  // One node of 4 GPUs behind 2 PCIe switches (GPUs 0, 1 on switch 0 with the NIC; 2, 3 on switch
+  // 1), the host behind both. With every NVLink down, GPU 0 still reaches GPU 1 through switch 0,
+  // but GPU 2 only through the host (switch 0 -> host -> switch 1), which is no transit: no path.
+  // The host itself reaches both switches.
+  TopologyConfig c = switched();
+  c.gpus_per_node = 4;
   Simulation sim;
-  Network net(sim, Topology(switched()));
+  Network net(sim, Topology(c));
   std::vector<uint32_t> down;
-  for (const char* n : {"gpu 0 nvlink", "gpu 1 nvlink", "node 0 nic 0 pcie"})
+  for (const char* n : {"gpu 0 nvlink", "gpu 1 nvlink", "gpu 2 nvlink", "gpu 3 nvlink"})
     for (uint32_t l : net.topology().links_named(n)) down.push_back(l);
   net.set_links_down(down, true);
   const Topology& t = net.topology();
   EXPECT_EQ(names(t, t.path(0, 1)), (std::vector<std::string>{"gpu 0 pcie (up)", "gpu 1 pcie (down)"}));
   EXPECT_FALSE(t.path(0, 2).connected);
-  EXPECT_TRUE(t.path(0, t.host_endpoint(0)).connected);
+  EXPECT_EQ(names(t, t.path(0, t.host_endpoint(0))),
+            (std::vector<std::string>{"gpu 0 pcie (up)", "node 0 host - pcie switch 0 (up)"}));
+  EXPECT_EQ(names(t, t.path(t.host_endpoint(0), 2)),
+            (std::vector<std::string>{"node 0 host - pcie switch 1 (down)", "gpu 2 pcie (down)"}));
 }
 
 TEST(HostFabricTest, ALoadOnAnIdleFabricTakesBytesPerGpuOverTheBottleneckPlusLatency) {
@@ -155,6 +161,33 @@ TEST(HostFabricTest, ALoadAndAPdTransferIntoTheSameGpuShareItsPcieLink) {
   EXPECT_EQ(done.at[0].second, 10'000'000 + 8'000);
   EXPECT_EQ(done.at[1].first, 1u);
   EXPECT_EQ(done.at[1].second, 25'000'000 + 2'000);
+}
+
+struct Repair final : EventHandler {
+  Network* net = nullptr;
+  std::vector<uint32_t> links;
+  void on_event(uint64_t) override { net->set_links_down(links, false); }
+};
+
+TEST(HostFabricTest, ALoadCutOffByItsHostLinkWaitsForTheRepair) {
+  // Node 0's only host link (to its one PCIe switch) is down: a 1 GB load host 0 -> GPU 0 has no
+  // path (a host is no transit, and no other link reaches it) and waits with its bytes; the repair
+  // at 5 ms gives it its path back: 1 GB at 40 GB/s = 25 ms, + 2 us, from 5 ms.
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(switched()));
+  Repair repair;
+  repair.net = &net;
+  repair.links = net.topology().links_named("node 0 host - pcie switch 0");
+  ASSERT_EQ(repair.links.size(), 2u);
+  net.set_links_down(repair.links, true);
+  net.start_transfer(1, {{net.topology().host_endpoint(0), 0}}, 1e9, &done);
+  EXPECT_EQ(net.stalled_flows(), 1u);
+  sim.schedule_at(core::Time() + core::Duration::from_ns(5'000'000), &repair);
+  sim.run();
+  ASSERT_EQ(done.at.size(), 1u);
+  EXPECT_NEAR(static_cast<double>(done.at[0].second), 5e6 + 25e6 + 2000, 2.0);
 }
 
 }  // namespace
