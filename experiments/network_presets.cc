@@ -118,6 +118,7 @@ NetworkFields resolve_network(const core::Params& net, const std::string& gpu_ki
   f.rails = from_preset("rails", v) ? v != 0 : net.has("rails") && net.get_bool("rails");
   f.spine_gb_s = net.has("spine_gb_s") ? net.get_float("spine_gb_s") : 0;
   f.switch_latency_us = real("switch_latency_us");
+  f.host_gb_s = net.has("host_gb_s") ? net.get_float("host_gb_s") : 0;
   return f;
 }
 
@@ -137,6 +138,7 @@ sim::TopologyConfig NetworkFields::topology(const hwmodels::GpuSpec& gpu, int64_
   t.rails = rails;
   t.spine_bytes_per_s = spine_gb_s * 1e9;
   t.switch_latency_s = switch_latency_us * 1e-6;
+  t.host_bytes_per_s = host_gb_s * 1e9;
   return t;
 }
 

@@ -32,6 +32,7 @@ struct NetworkFields {
   double nvlink_gb_s = 0;  // 0: the GPU's
   double nvlink_latency_us = 0, pcie_gb_s = 0, pcie_latency_us = 0, nic_gb_s = 0, nic_latency_us = 0;
   double spine_gb_s = 0;  // 0: non-blocking
+  double host_gb_s = 0;   // 0: pcie_gb_s
   double switch_latency_us = 0;
   bool rails = false;
   double nvlink_bytes_per_s(const hwmodels::GpuSpec& gpu) const {

@@ -208,6 +208,12 @@ const std::vector<core::ParamSpec>& run_schema() {
                   .range(0.1, 1e6)
                   .optional(),
               ParamSpec::real("switch_latency_us", 1, "us", "latency of a leaf - spine hop").range(0, 1e6),
+              ParamSpec::real("host_gb_s", 0, "GB/s",
+                              "each node's host (CPU root complex and DRAM) - PCIe switch link (or - GPU PCIe "
+                              "endpoint, with gpus_per_pcie_switch = 1), one direction; host KV-tier loads and "
+                              "stores cross it (docs/kv-tiers.md); unset = pcie_gb_s")
+                  .range(0.1, 1e4)
+                  .optional(),
               ParamSpec::boolean("layerwise_kv_transfer", false,
                                  "stream each layer's KV during the last prefill iteration (overlaps the transfer "
                                  "with the prefill) instead of sending it after"),
@@ -1139,10 +1145,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       h.fail("capacity_gb",
              "a host KV tier keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
              "prefix block hashes)");
-    if (disaggregated)
-      h.fail("capacity_gb",
-             "a host KV tier on a disaggregated cluster ([cluster.prefill] / [cluster.decode]) is not modelled yet; "
-             "use a unified cluster");
+    // Disaggregated: the tier is the prefill replicas' (pools[0]); decode replicas have none
+    // (docs/kv-tiers.md, "On a disaggregated cluster").
     if (pools[0].ep.enabled())
       h.fail("capacity_gb",
              "a host KV tier with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
@@ -1299,7 +1303,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.engine = p.engine.get();
     rc.speculator = decoding.get();
     rc.seed = seed;
-    rc.host_tier = host_tier;
+    rc.host_tier = &p == &pools[0] ? host_tier : nullptr;  // disaggregated: the prefill pool only
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }

@@ -59,8 +59,20 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   }
   exchange_pairs_.push_back(std::move(pairs));
   ranks_.push_back(attention_ranks);
+  if (network_ && !gpus.empty()) replicas_.back()->set_host_fabric();  // a no-op without a host tier
   gpus_.push_back(std::move(gpus));
   return *replicas_.back();
+}
+
+void Cluster::host_copy(Replica& replica, bool to_gpu, double bytes, uint64_t tag, TransferListener* done) {
+  const Topology& topo = network_->topology();
+  host_pairs_.clear();
+  for (int64_t g : gpus_[replica.index()]) {
+    const int64_t host = topo.host_endpoint(topo.node_of(g));
+    host_pairs_.emplace_back(to_gpu ? host : g, to_gpu ? g : host);
+  }
+  network_->start_transfer(tag, host_pairs_, bytes, done);
+  if (links_down_ > 0) check_cut_off();
 }
 
 double Cluster::exchange_seconds(Replica& replica, double bytes) {

@@ -269,6 +269,9 @@ class Cluster final : public EventHandler,
   // (each GPU to the GPU of the same local rank on the replica's next node, so that every GPU's
   // links carry its share, as DeepEP's rail-aligned RDMA does).
   double exchange_seconds(Replica& replica, double bytes) override;
+  // ReplicaListener: a host KV tier's load or store as flows between each of the replica's GPUs and
+  // its node's host (sim/cluster/network.h, Topology::host_endpoint).
+  void host_copy(Replica& replica, bool to_gpu, double bytes, uint64_t tag, TransferListener* done) override;
 
   // ---- fleet dynamics (sim/cluster/faults.cc) ----
   struct FaultTimer final : EventHandler {  // payload: index into fault_actions_
@@ -354,6 +357,7 @@ class Cluster final : public EventHandler,
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<Router> decode_router_;
   Network* network_;
+  std::vector<std::pair<int64_t, int64_t>> host_pairs_;  // scratch of host_copy
   core::LifecycleObserver& observer_;
   ClusterLayout layout_;
   RequestTable requests_;

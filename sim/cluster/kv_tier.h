@@ -12,7 +12,10 @@
 // own PCIe link in parallel, so a copy takes bytes per GPU / link bandwidth + latency. Loads are
 // on the critical path of the request that waits for them (Replica). Stores are asynchronous copies
 // off the critical path (as the offloading connectors issue them on a separate stream): their bytes
-// and link time are counted, but they delay nothing and do not share the link with loads.
+// and link time are counted, but they delay nothing. Without a network that is all (they do not
+// share the link with loads); on a cluster with a network (a topology), the replica puts every
+// load and store on it as flows between its GPUs and their node's host (KvTierTraffic), sharing
+// the PCIe links max-min fairly with PD transfers and each other (docs/kv-tiers.md).
 
 #include <cstdint>
 #include <memory>
@@ -50,6 +53,15 @@ class KvTierLoadPolicy {
   // `load_s`: the copy's time; `recompute_s`: the prefill time loading would save (the replica's
   // cost model; no knowledge of the future).
   virtual bool load(double load_s, double recompute_s) const = 0;
+};
+
+// Told of every unit the tier writes (a store), to put its copy on the network.
+class KvTierTraffic {
+ public:
+  virtual void on_store(double bytes) = 0;  // the whole replica's bytes
+
+ protected:
+  ~KvTierTraffic() = default;
 };
 
 struct HostTierSpec {
@@ -110,6 +122,8 @@ class HostKvTier final : public KvTierSink {
   void store(uint64_t key, int64_t blocks);
   // Forgets everything (a failed replica's host memory is gone too).
   void clear();
+  // Where stores go as traffic (null: nowhere, their time is analytic).
+  void set_traffic(KvTierTraffic* traffic) { traffic_ = traffic; }
 
   KvTierStats& stats() { return stats_; }
   const KvTierStats& stats() const { return stats_; }
@@ -142,6 +156,7 @@ class HostKvTier final : public KvTierSink {
   std::unordered_map<uint64_t, uint32_t> index_;
   uint32_t head_ = kNone, tail_ = kNone;
   KvTierStats stats_;
+  KvTierTraffic* traffic_ = nullptr;
 };
 
 }  // namespace servesim::sim

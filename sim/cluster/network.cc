@@ -19,9 +19,12 @@ struct Topology::Graph {
     uint32_t link = 0;
   };
   using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, Edge>;
-  G g;
+  G g;       // GPUs and switches: GPU -> GPU paths
+  G g_host;  // g plus the hosts: paths with a host at one end
   std::vector<size_t> gpu_vertex;
-  std::vector<G::edge_descriptor> edge_of;  // per link
+  std::vector<size_t> host_in, host_out;  // per node, in g_host: the host as a destination, as a source
+  std::vector<G::edge_descriptor> edge_of;       // per link of g
+  std::vector<G::edge_descriptor> host_edge_of;  // per link, in g_host
 };
 
 Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_unique<Graph>()) {
@@ -61,6 +64,8 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
     }
   }
   graph_->gpu_vertex.resize(static_cast<size_t>(c.num_gpus));
+  // Where each node's host attaches (its PCIe switches, or the GPUs' PCIe endpoints), and the names.
+  std::vector<std::vector<std::pair<size_t, std::string>>> host_attach(static_cast<size_t>(nodes));
   for (int64_t n = 0; n < nodes; ++n) {
     const size_t nvswitch = vertex();
     const std::string node = "node " + std::to_string(n);
@@ -82,6 +87,15 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
         link(nics[static_cast<size_t>(k)], pcie_switch[static_cast<size_t>(s)], c.pcie_bytes_per_s, c.pcie_latency_s,
              node + " nic " + std::to_string(k) + " pcie");
       }
+      for (int64_t s = 0; s < switches; ++s)
+        host_attach[static_cast<size_t>(n)].emplace_back(pcie_switch[static_cast<size_t>(s)],
+                                                        node + " host - pcie switch " + std::to_string(s));
+    } else {
+      // Each GPU's PCIe link ends at its NIC's vertex: the host attaches there (once per NIC used).
+      const int64_t used = std::min(c.nics_per_node, c.gpus_per_node);
+      for (int64_t k = 0; k < used; ++k)
+        host_attach[static_cast<size_t>(n)].emplace_back(nics[static_cast<size_t>(k)],
+                                                        node + " host - nic " + std::to_string(k));
     }
     for (int64_t i = 0; i < c.gpus_per_node && n * c.gpus_per_node + i < c.num_gpus; ++i) {
       const int64_t gpu = n * c.gpus_per_node + i;
@@ -92,6 +106,31 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
                                             : pcie_switch[static_cast<size_t>(i / c.gpus_per_pcie_switch)];
       link(v, up, c.pcie_bytes_per_s, c.pcie_latency_s, "gpu " + std::to_string(gpu) + " pcie");
     }
+  }
+  // The hosts, on a copy of the graph (so that GPU -> GPU searches never see them), each host two
+  // vertices: one with the links into it, one with the links out of it, so that no path crosses a
+  // host. Their links are numbered after every other link (whose numbers stay as without hosts).
+  graph_->g_host = g;
+  graph_->host_edge_of.resize(link_bandwidth_.size());
+  auto& gh = graph_->g_host;
+  for (size_t v = 0; v < boost::num_vertices(gh); ++v)
+    for (auto [e, end] = boost::out_edges(v, gh); e != end; ++e) graph_->host_edge_of[gh[*e].link] = *e;
+  const double host_bw = c.host_bytes_per_s > 0 ? c.host_bytes_per_s : c.pcie_bytes_per_s;
+  for (int64_t n = 0; n < nodes; ++n) {
+    const size_t in = boost::add_vertex(gh), out = boost::add_vertex(gh);
+    graph_->host_in.push_back(in);
+    graph_->host_out.push_back(out);
+    for (const auto& [at, name] : host_attach[static_cast<size_t>(n)])
+      for (int dir = 0; dir < 2; ++dir) {  // (up): towards the host (a store); (down): out of it (a load)
+        Graph::Edge e;
+        e.latency_s = c.pcie_latency_s;
+        e.weight = e.latency_s + 1e-12;
+        e.link = static_cast<uint32_t>(link_bandwidth_.size());
+        link_bandwidth_.push_back(host_bw);
+        link_names_.push_back(name + (dir == 0 ? " (up)" : " (down)"));
+        graph_->host_edge_of.push_back(dir == 0 ? boost::add_edge(at, in, e, gh).first
+                                                : boost::add_edge(out, at, e, gh).first);
+      }
   }
   link_down_.assign(link_bandwidth_.size(), 0);
 }
@@ -105,7 +144,7 @@ std::vector<uint32_t> Topology::links_named(const std::string& name) const {
 
 std::string Topology::link_name_examples() const {
   std::string out;
-  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink"};
+  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - "};
   for (const char* k : kinds)
     for (const std::string& n : link_names_)
       if (n.find(k) != std::string::npos) {
@@ -119,8 +158,13 @@ void Topology::set_link_down(uint32_t link, bool down) {
   if (link >= link_down_.size()) throw core::Error("internal: link out of range");
   if ((link_down_[link] != 0) == down) return;
   link_down_[link] = down ? 1 : 0;
-  Graph::Edge& e = graph_->g[graph_->edge_of[link]];
-  e.weight = down ? std::numeric_limits<double>::infinity() : e.latency_s + 1e-12;
+  const double inf = std::numeric_limits<double>::infinity();
+  if (link < graph_->edge_of.size()) {
+    Graph::Edge& e = graph_->g[graph_->edge_of[link]];
+    e.weight = down ? inf : e.latency_s + 1e-12;
+  }
+  Graph::Edge& h = graph_->g_host[graph_->host_edge_of[link]];
+  h.weight = down ? inf : h.latency_s + 1e-12;
   paths_.clear();  // the paths computed so far stay in path_store_ for the flows that use them
 }
 
@@ -128,18 +172,22 @@ Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 
 const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
-  if (from_gpu < 0 || to_gpu < 0 || from_gpu >= config_.num_gpus || to_gpu >= config_.num_gpus)
-    throw core::Error("internal: path between GPUs outside the topology");
+  const int64_t endpoints = config_.num_gpus + num_nodes();
+  if (from_gpu < 0 || to_gpu < 0 || from_gpu >= endpoints || to_gpu >= endpoints)
+    throw core::Error("internal: path between endpoints outside the topology");
   const uint64_t key = (static_cast<uint64_t>(from_gpu) << 32) | static_cast<uint64_t>(to_gpu);
   auto it = paths_.find(key);
   if (it != paths_.end()) return *it->second;
 
-  const auto& g = graph_->g;
+  const bool hosts = is_host(from_gpu) || is_host(to_gpu);
+  const auto& g = hosts ? graph_->g_host : graph_->g;
   const size_t n = boost::num_vertices(g);
   std::vector<size_t> pred(n);
   std::vector<double> dist(n);
-  const size_t src = graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
-  const size_t dst = graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
+  const size_t src = is_host(from_gpu) ? graph_->host_out[static_cast<size_t>(from_gpu - config_.num_gpus)]
+                                       : graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
+  const size_t dst = is_host(to_gpu) ? graph_->host_in[static_cast<size_t>(to_gpu - config_.num_gpus)]
+                                     : graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
   auto weight = boost::get(&Graph::Edge::weight, g);
   boost::dijkstra_shortest_paths(
       g, src,

@@ -9,6 +9,14 @@
 // between two GPUs takes the lowest-latency path (NVLink through the NVSwitch inside a node;
 // PCIe -> NIC -> switches -> NIC -> PCIe across nodes).
 //
+// Hosts: each node has a host (CPU root complex and its DRAM) attached where a DGX attaches it:
+// by a link of `host_bytes_per_s` to each PCIe switch (with `gpus_per_pcie_switch` > 1), otherwise
+// to each GPU's PCIe link endpoint (its NIC vertex). A host is an endpoint only (KV-tier loads and
+// stores, sim/cluster/kv_tier.h): a host's links are one-way in the graph (into the host, out of
+// it), so no path between two GPUs crosses a host, and GPU -> GPU paths are computed on the graph
+// without the hosts, exactly as before they existed. Endpoint ids: GPUs 0..num_gpus-1, then the
+// host of node n at host_endpoint(n).
+//
 // Flows: every active flow gets a max-min fair share of each link on its path (progressive
 // filling), recomputed whenever a flow starts or drains, so transfers that share a link slow each
 // other down. A flow's data drains at its rate; it completes one path latency after draining.
@@ -39,6 +47,7 @@ struct TopologyConfig {
   bool rails = false;                  // rail-optimised: NIC k of each node on the group's leaf k
   double spine_bytes_per_s = 0;        // leaf <-> spine uplink; 0 = non-blocking (sum of the leaf's NICs)
   double switch_latency_s = 1e-6;      // per leaf-spine hop
+  double host_bytes_per_s = 0;         // host <-> PCIe switch (or NIC vertex), one direction; 0 = pcie_bytes_per_s
 };
 
 class Topology {
@@ -49,6 +58,10 @@ class Topology {
 
   int64_t num_gpus() const { return config_.num_gpus; }
   int64_t node_of(int64_t gpu) const { return gpu / config_.gpus_per_node; }
+  int64_t num_nodes() const { return (config_.num_gpus + config_.gpus_per_node - 1) / config_.gpus_per_node; }
+  // The endpoint id of node `node`'s host (CPU DRAM), for path() and flows.
+  int64_t host_endpoint(int64_t node) const { return config_.num_gpus + node; }
+  bool is_host(int64_t endpoint) const { return endpoint >= config_.num_gpus; }
   size_t num_links() const { return link_bandwidth_.size(); }
   double link_bandwidth(uint32_t link) const { return link_bandwidth_[link]; }
   const std::string& link_name(uint32_t link) const { return link_names_[link]; }
@@ -59,12 +72,15 @@ class Topology {
     double bottleneck_bytes_per_s = 0;
     bool connected = true;  // false: every path crosses a link that is down
   };
-  // The lowest-latency path from one GPU to another over the links that are up (cached until a
-  // link changes; a returned reference stays valid for the topology's life).
-  const Path& path(int64_t from_gpu, int64_t to_gpu) const;
+  // The lowest-latency path from one endpoint to another over the links that are up (cached until a
+  // link changes; a returned reference stays valid for the topology's life). Endpoints are GPUs or
+  // hosts (host_endpoint); a path with a host at one end is computed on the graph with the hosts,
+  // one between GPUs on the graph without them.
+  const Path& path(int64_t from, int64_t to) const;
 
   // Link failures ([faults] kind = "link"): a cable or port is both directions of a named link
-  // ("node 1 nic 0 - leaf", "leaf 0 - spine", "gpu 3 pcie", "gpu 3 nvlink"; link_name without its
+  // ("node 1 nic 0 - leaf", "leaf 0 - spine", "gpu 3 pcie", "gpu 3 nvlink", "node 0 host - pcie switch 1",
+  // "node 0 host - nic 2"; link_name without its
   // " (up)" / " (down)"). links_named: its two directed links, empty when no link has that name.
   std::vector<uint32_t> links_named(const std::string& name) const;
   // An example of the names, for errors.

@@ -40,8 +40,8 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
   if (engine_) first_token_delay_ns_ = std::llround(engine_->first_token_s * 1e9);
   load_done_.replica = this;
   if (config.host_tier) {
-    if (!kv_.prefix_caching() || role_ != ReplicaRole::kUnified)
-      throw core::Error("internal: a host KV tier needs prefix caching on a unified replica");
+    if (!kv_.prefix_caching() || role_ == ReplicaRole::kDecode)
+      throw core::Error("internal: a host KV tier needs prefix caching on a unified or prefill replica");
     host_ = std::make_unique<HostKvTier>(*config.host_tier);
     kv_.set_tier(host_.get());
   }
@@ -818,6 +818,13 @@ void Replica::on_event(uint64_t payload) {
 
 // ---- host KV tier -------------------------------------------------------------------------------
 
+void Replica::set_host_fabric() {
+  if (!host_ || !listener_) return;
+  host_fabric_ = std::make_unique<HostFabric>();
+  host_fabric_->replica = this;
+  host_->set_traffic(host_fabric_.get());
+}
+
 void Replica::start_loads() {
   const int64_t reserved = scheduler_->reserved_blocks(kv_);
   const int64_t u_tokens = kv_.unit_tokens();
@@ -902,14 +909,17 @@ void Replica::start_loads() {
     st.loaded_units += host_tokens / u_tokens;
     st.loaded_tokens += host_tokens;
     st.load_bytes += host_->copy_bytes(host_blocks);
-    st.load_seconds += load_s;
+    if (!host_fabric_) st.load_seconds += load_s;  // on the network: the time it took (finish_load)
     st.saved_prefill_seconds += recompute_s;
     st.saved_flops += all_cost.flops - rest_cost.flops;
     waiting_.pop_front();
-    loading_.push_back({id, ++load_seq_});
-    sim_.schedule_after(
-        core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
-        load_seq_);
+    loading_.push_back({id, ++load_seq_, sim_.now()});
+    if (host_fabric_)  // flows host -> each GPU, sharing the links with everything else on them
+      listener_->host_copy(*this, true, host_->copy_bytes(host_blocks), load_seq_, host_fabric_.get());
+    else
+      sim_.schedule_after(
+          core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
+          load_seq_);
   }
 }
 
@@ -917,6 +927,7 @@ void Replica::finish_load(uint64_t seq) {
   auto it = std::find_if(loading_.begin(), loading_.end(), [seq](const Loading& l) { return l.seq == seq; });
   if (it == loading_.end()) return;  // its request timed out, or the replica failed
   const RequestId id = it->id;
+  if (host_fabric_) host_->stats().load_seconds += (sim_.now() - it->start).seconds();
   loading_.erase(it);
   release_kv(requests_[id]);
   waiting_.push_front(id);

@@ -70,6 +70,10 @@ std::vector<Example> examples() {
       {"deepseek_v3_wide_ep", {"run", "experiments/deepseek_v3_wide_ep.toml", "--check"}, false},
       // Issue 16: the Mooncake trace with a host-DRAM KV tier per replica, under the checker.
       {"kvtier_mooncake_host_tier", {"run", "experiments/kvtier/mooncake_host_tier.toml", "--check"}, true},
+      // Issue 16, one fabric: PD on two DGX H100 nodes, the prefill replicas' host tier's loads and
+      // stores as flows beside the PD transfers, under the checker.
+      {"kvtier_mooncake_pd_fabric",
+       {"run", "experiments/kvtier/mooncake_pd_fabric.toml", "--set", "kv_tiers.host.capacity_gb=256", "--check"}, true},
   };
 }
 

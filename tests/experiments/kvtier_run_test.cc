@@ -99,17 +99,79 @@ TEST(KvTierRunTest, ATierThatNeverLoadsLeavesTheResultsAsTheyWere) {
   EXPECT_EQ(never.summary.iterations, hbm.summary.iterations);
 }
 
+// Disaggregated on a topology: 2 prefill replicas on node 0 (GPUs 0, 1, behind PCIe switch 0 with
+// the node's host) and 2 decode replicas on node 1, DGX H100 links (PCIe 50 GB/s, 1 us a hop). The
+// tier is the prefill replicas'; its loads and stores are flows on the fabric.
+RunOutputs checked() {
+  RunOutputs o;
+  o.check = true;
+  return o;
+}
+
+constexpr const char* kPd =
+    "[cluster]\nprefix_caching = true\ngpu_memory_utilization = 0.25\n"
+    "[cluster.prefill]\nreplicas = 2\n[cluster.decode]\nreplicas = 2\n"
+    "[decode_router]\nkind = \"least_outstanding\"\n"
+    "[network]\npreset = \"dgx-h100\"\ngpus_per_node = 2\n";
+
+TEST(KvTierRunTest, PrefillReplicasLoadPrefixHitsFromHostOverTheFabric) {
+  const RunResult tier = run_simulation(
+      core::parse_config(std::string(kBase) + kPd + "[kv_tiers.host]\ncapacity_gb = 64\n", "t.toml", run_schema()),
+      checked());
+  EXPECT_GT(metric(tier, "kv_host_hit_tokens"), 0);
+  EXPECT_GT(metric(tier, "kv_host_loads"), 0);
+  EXPECT_GT(metric(tier, "kv_host_stores"), 0);
+  EXPECT_EQ(metric(tier, "kv_host_hit_tokens") + metric(tier, "kv_hbm_hit_tokens"),
+            static_cast<double>(tier.summary.prefix_hit_tokens));
+  EXPECT_EQ(tier.summary.requests_completed, tier.summary.requests_total);
+  // Llama-3-8B at TP 1: 131,072 bytes per token, all on the prefill replica's one GPU.
+  EXPECT_NEAR(metric(tier, "kv_host_load_gb"), metric(tier, "kv_host_loaded_tokens") * 131072 * 1e-9, 1e-6);
+  // A load's flow crosses the host uplink and the GPU's PCIe link, 50 GB/s each, 1 us each: alone it
+  // takes GB / 50 + 2 us (not the tier's analytic bandwidth_gb_s = 25 + 10 us); sharing the uplink
+  // with the other prefill GPU's loads, longer. Summed over the loads:
+  const double alone = metric(tier, "kv_host_load_gb") / 50 + metric(tier, "kv_host_loads") * 2e-6;
+  EXPECT_GE(metric(tier, "kv_host_load_seconds"), alone * (1 - 1e-9));
+  EXPECT_LT(metric(tier, "kv_host_load_seconds"), 2 * alone);  // at worst both GPUs load at once throughout
+}
+
+TEST(KvTierRunTest, TheHostUplinkBandwidthIsNetworkHostGbS) {
+  // network.host_gb_s = 10: a load's path is held to 10 GB/s by the host uplink (the GPU's PCIe link
+  // carries 50): each load takes at least GB / 10 + 2 us.
+  const RunResult slow = run_simulation(
+      core::parse_config(std::string(kBase) + kPd + "host_gb_s = 10\n[kv_tiers.host]\ncapacity_gb = 64\n", "t.toml",
+                         run_schema()),
+      checked());
+  EXPECT_GT(metric(slow, "kv_host_loads"), 0);
+  EXPECT_GE(metric(slow, "kv_host_load_seconds"),
+            (metric(slow, "kv_host_load_gb") / 10 + metric(slow, "kv_host_loads") * 2e-6) * (1 - 1e-9));
+  // Out of range: the error names the key.
+  const std::string zero = error_of(std::string(kPd) + "host_gb_s = 0\n");
+  EXPECT_NE(zero.find("network.host_gb_s"), std::string::npos) << zero;
+}
+
+TEST(KvTierRunTest, StoresOnTheFabricSlowThePdTransfersSharingTheirPcieLinks) {
+  // load = "never": the requests are served as without a tier (the same prefills), but every unit
+  // HBM evicts is stored GPU -> host over "gpu i pcie (up)", the link the PD transfers to node 1
+  // leave by: the transfers take longer, and nothing else changes in the request counts.
+  auto pd = [](const std::string& extra) {
+    return run_simulation(core::parse_config(std::string(kBase) + kPd + extra, "t.toml", run_schema()),
+                          checked());
+  };
+  const RunResult none = pd("");
+  const RunResult stores = pd("[kv_tiers.host]\ncapacity_gb = 64\n[kv_tiers.host.load]\nkind = \"never\"\n");
+  EXPECT_GT(metric(stores, "kv_host_stores"), 0);
+  EXPECT_EQ(metric(stores, "kv_host_loads"), 0);
+  EXPECT_EQ(stores.summary.kv_transfers, none.summary.kv_transfers);
+  EXPECT_EQ(stores.summary.prefix_hit_tokens, none.summary.prefix_hit_tokens);
+  EXPECT_GT(stores.summary.kv_transfer_ms.mean, none.summary.kv_transfer_ms.mean);
+}
+
 TEST(KvTierRunTest, ConfigurationErrorsNameTheKey) {
   const std::string tier = "[kv_tiers.host]\ncapacity_gb = 64\n";
   // Without prefix caching there are no units to keep.
   const std::string no_prefix = error_of("[cluster]\nreplicas = 2\n" + tier);
   EXPECT_NE(no_prefix.find("kv_tiers.host.capacity_gb"), std::string::npos) << no_prefix;
   EXPECT_NE(no_prefix.find("prefix_caching"), std::string::npos) << no_prefix;
-  // Disaggregation is not modelled with a tier.
-  const std::string pd = error_of(
-      "[cluster]\nprefix_caching = true\n[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + tier);
-  EXPECT_NE(pd.find("disaggregated"), std::string::npos) << pd;
-  EXPECT_NE(pd.find("kv_tiers.host"), std::string::npos) << pd;
   // Ranges and kinds.
   const std::string zero = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 0\n");
   EXPECT_NE(zero.find("kv_tiers.host.capacity_gb"), std::string::npos) << zero;

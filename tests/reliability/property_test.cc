@@ -473,10 +473,12 @@ Draw draw_config(uint64_t seed) {
     }
     t += a;
   }
-  // A host KV tier (issue 16) on half of the unified prefix-caching draws without expert parallelism
-  // (what it models), from its own stream and last: small to roomy, slow to fast PCIe, every policy.
+  // A host KV tier (issue 16) on half of the prefix-caching draws without expert parallelism (what it
+  // models), from its own stream and last: small to roomy, slow to fast PCIe, every policy. On a
+  // disaggregated draw it is the prefill replicas', its copies flows on the network (with the link
+  // failures above, when drawn).
   core::Rng tier_rng(seed, "property-kv-tier");
-  if (d.prefix_caching && !d.disaggregated && !d.expert_parallel && tier_rng.uniform_int(2) == 0) {
+  if (d.prefix_caching && !d.expert_parallel && tier_rng.uniform_int(2) == 0) {
     d.kv_tier = true;
     t += "[kv_tiers.host]\ncapacity_gb = " + num(pick(tier_rng, std::vector<double>{0.5, 4, 64})) +
          "\nbandwidth_gb_s = " + num(pick(tier_rng, std::vector<double>{0.5, 25, 200})) +
@@ -593,7 +595,7 @@ struct Tally {
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
-  uint64_t kv_tier_runs = 0, kv_host_loads = 0;
+  uint64_t kv_tier_runs = 0, kv_host_loads = 0, kv_tier_pd_runs = 0, kv_host_loads_pd = 0, kv_host_stores_pd = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -731,8 +733,14 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.node_failure_runs += d.node_failure;
       tally.autoscale_runs += d.autoscale;
       tally.kv_tier_runs += d.kv_tier;
+      tally.kv_tier_pd_runs += d.kv_tier && d.disaggregated;
       for (const auto& v : s.fleet)
-        if (v.name == "kv_host_loads") tally.kv_host_loads += static_cast<uint64_t>(v.value);
+        if (v.name == "kv_host_loads") {
+          tally.kv_host_loads += static_cast<uint64_t>(v.value);
+          if (d.disaggregated) tally.kv_host_loads_pd += static_cast<uint64_t>(v.value);
+        } else if (v.name == "kv_host_stores" && d.disaggregated) {
+          tally.kv_host_stores_pd += static_cast<uint64_t>(v.value);
+        }
       tally.shed += s.rejected_admission;
       tally.replica_failures += t.replica_failures;
       tally.rerouted += t.reroutes;
@@ -774,6 +782,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.prefix_hit_tokens, 0u);
   EXPECT_GT(tally.kv_tier_runs, kSeeds / 40);
   EXPECT_GT(tally.kv_host_loads, 0u);
+  EXPECT_GT(tally.kv_tier_pd_runs, 0u);  // the tier on disaggregated clusters: its copies as flows
+  EXPECT_GT(tally.kv_host_stores_pd, 0u);
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.pd_push_runs, kSeeds / 40);
   EXPECT_GT(tally.pull_waits, 0u);  // decode pools that filled up: pulls held back
@@ -838,7 +848,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
             << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
             << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a host KV tier ("
-            << tally.kv_host_loads << " host loads); decoding:";
+            << tally.kv_host_loads << " host loads; " << tally.kv_tier_pd_runs << " disaggregated, "
+            << tally.kv_host_loads_pd << " loads and " << tally.kv_host_stores_pd << " stores as flows); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

@@ -52,7 +52,7 @@ struct ClusterSetup {
   int64_t sliding_window = 0;
   sim::ClientPath client;        // the engine's frontend delays (none by default)
   std::optional<core::Duration> client_timeout;  // of the vector workload
-  std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per replica (none by default)
+  std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per (prefill) replica (none by default)
 };
 
 struct Harness {
@@ -122,8 +122,9 @@ struct Harness {
     rc.engine = engine ? &*engine : nullptr;
     rc.speculator = decoding.get();
     rc.seed = s.seed;
-    rc.host_tier = s.host_tier;
     for (int i = 0; i < s.replicas; ++i) {
+      // Disaggregated: the host tier is the prefill replicas' (decode replicas have none).
+      rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
       rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
     }

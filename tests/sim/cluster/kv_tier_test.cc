@@ -131,6 +131,47 @@ TEST(KvTierTest, AHostHitFinishesItsPrefillTheLoadTimeLaterThanAnHbmHitAndBefore
   EXPECT_NEAR(static_cast<double>(recompute.obs.find(2)->first_token.ns()), 2034.0 * kMs, 1);
 }
 
+TEST(KvTierTest, OnAPdClusterThePrefillReplicasLoadIsAFlowOnTheFabric) {
+  // The case above on a disaggregated cluster: replica 0 prefills (the tier's), replica 1 decodes
+  // (room for all), both on node 0 of a topology whose PCIe links carry 4 MB/s at 0.5 ms a hop. A
+  // prefill replica holds prompts only, so it gets 7 blocks: B's 24 prompt tokens (6 blocks, 3
+  // free) evict both of A's cached units (2 + 2 blocks) to host, as the 8 blocks did above. The host attaches at GPU 0's PCIe endpoint (one GPU per PCIe switch): a load crosses
+  // "node 0 host - nic 0 (down)" and "gpu 0 pcie (down)": 16,000 B / 4 MB/s + 2 x 0.5 ms = 5 ms,
+  // the analytic tier's 4 MB/s + 1 ms of the case above, so C's first token (the end of its
+  // prefill on replica 0) comes at 2.023 s again. A's units went down when B's prefill evicted them
+  // (two 8,000-byte stores at ~1 s, 2 ms each: the fabric is idle again at 2 s); the PD transfers
+  // go over NVLink (not the host's links).
+  ClusterSetup s = tier_case(4e6, 0.001);
+  s.replicas = 2;
+  s.prefill_replicas = 1;
+  s.kv_blocks_of = {7, 1000};
+  s.topology.pcie_bytes_per_s = 4e6;
+  s.topology.pcie_latency_s = 0.0005;
+  Harness pd(tier_trace(), s);
+  pd.run();
+  ASSERT_NE(pd.cluster->replicas()[0]->host_tier(), nullptr);
+  EXPECT_EQ(pd.cluster->replicas()[1]->host_tier(), nullptr);  // decode replicas have no tier
+  const KvTierStats& st = pd.cluster->replicas()[0]->host_tier()->stats();
+  EXPECT_EQ(st.loads, 1u);
+  EXPECT_EQ(st.loaded_tokens, 16);
+  EXPECT_NEAR(st.load_seconds, 0.005, 1e-9);  // the flow's time
+  EXPECT_GE(st.stores, 2u);
+  EXPECT_EQ(pd.obs.find(2)->cached_tokens, 16);
+  EXPECT_EQ(pd.obs.find(2)->decode_replica, 1u);
+  EXPECT_NEAR(static_cast<double>(pd.obs.find(2)->first_token.ns()), 2023.0 * kMs, 1);
+  // The fabric carried the 3 PD transfers and the tier's copies, the load's 16,000 bytes among them.
+  EXPECT_GE(pd.network->bytes_delivered(), st.load_bytes + st.store_bytes);
+
+  // Slower PCIe (2 MB/s): the flow takes 16,000 / 2e6 + 1 ms = 9 ms while the policy's analytic
+  // estimate (4 MB/s + 1 ms = 5 ms < 16 ms saved) still says load: first token at 2.000 + 0.009 +
+  // 0.018 = 2.027 s.
+  s.topology.pcie_bytes_per_s = 2e6;
+  Harness slow(tier_trace(), s);
+  slow.run();
+  EXPECT_NEAR(slow.cluster->replicas()[0]->host_tier()->stats().load_seconds, 0.009, 1e-9);
+  EXPECT_NEAR(static_cast<double>(slow.obs.find(2)->first_token.ns()), 2027.0 * kMs, 1);
+}
+
 TEST(KvTierTest, ARequestWaitingForItsLoadDoesNotStallTheOthers) {
   // D (4 tokens, no prefix) arrives with C: while C's 500 ms load runs (16,000 B at 32 kB/s), D is
   // prefilled (10 + 4 = 14 ms) and its first token comes at 2.014 s; C's prefill follows its load.
