@@ -60,7 +60,14 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   exchange_pairs_.push_back(std::move(pairs));
   ranks_.push_back(attention_ranks);
   gpus_.push_back(std::move(gpus));
+  if (kv_store_) replicas_.back()->attach_store(kv_store_.get());
   return *replicas_.back();
+}
+
+void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
+  if (disaggregated()) throw core::Error("internal: a shared KV store on a disaggregated cluster");
+  kv_store_ = std::move(store);
+  for (auto& r : replicas_) r->attach_store(kv_store_.get());
 }
 
 double Cluster::exchange_seconds(Replica& replica, double bytes) {

@@ -16,11 +16,13 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "hwmodels/cost_model.h"
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
+#include "sim/cluster/kv_store.h"
 #include "sim/cluster/kv_tier.h"
 #include "sim/cluster/request.h"
 #include "sim/cluster/speculator.h"
@@ -265,6 +267,10 @@ class Replica final : public EventHandler {
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
+  // The cluster's shared KV store (null = none; not owned): HBM and host evictions are written to
+  // it by its write policy, and start_loads() loads hits from it.
+  void attach_store(SharedKvStore* store);
+  const SharedKvStore* kv_store() const { return store_; }
   size_t loading() const { return loading_.size(); }
 
   // ---- scheduler side: the mechanism policies use ----
@@ -415,6 +421,11 @@ class Replica final : public EventHandler {
   ReplicaListener* listener_;
   KvCache kv_;
   std::unique_ptr<HostKvTier> host_;
+  SharedKvStore* store_ = nullptr;
+  std::unique_ptr<StoreWriter> store_writer_;
+  std::vector<uint64_t> store_keys_;  // scratch of start_loads
+  // Store tokens loaded for a request (by request number), until its admission's lookup takes them.
+  std::unordered_map<uint64_t, uint32_t> store_hits_;
   struct Loading {
     RequestId id;
     uint64_t seq = 0;

@@ -53,6 +53,7 @@ struct ClusterSetup {
   sim::ClientPath client;        // the engine's frontend delays (none by default)
   std::optional<core::Duration> client_timeout;  // of the vector workload
   std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per replica (none by default)
+  std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
 };
 
 struct Harness {
@@ -123,6 +124,7 @@ struct Harness {
     rc.speculator = decoding.get();
     rc.seed = s.seed;
     rc.host_tier = s.host_tier;
+    if (s.kv_store) cluster->set_kv_store(std::make_unique<sim::SharedKvStore>(*s.kv_store));
     for (int i = 0; i < s.replicas; ++i) {
       rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
@@ -138,6 +140,7 @@ struct Harness {
       r->kv_cache().check();
       if (r->host_tier()) r->host_tier()->check();
     }
+    if (cluster->kv_store()) cluster->kv_store()->check();
     for (const auto& st : obs.states) {
       ASSERT_GE(st.kv_blocks_used, 0);
       ASSERT_LE(st.kv_blocks_used, st.kv_blocks_total);
