@@ -14,7 +14,10 @@
 // 1 in HBM, host_weight in host memory, store_weight in the store (read from the tiers as they are
 // now, as LMCache's controller or Mooncake's master report them). A unit in the store counts for
 // every replica alike, so it no longer pulls a request to the replica that computed it: equal
-// scores go to the least loaded replica.
+// scores go to the least loaded replica. Its default view is replica_events, and it also records
+// the prompts it routes in that view at once (SGLang's optimistic insert; the replica's events
+// then confirm or evict them), so that a burst of new prompts does not all go to the replica
+// whose view is emptiest before its events arrive.
 #include <algorithm>
 #include <deque>
 #include <list>
@@ -80,7 +83,8 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
 
   void bind(std::span<sim::Replica* const> replicas, sim::Simulation& sim) override {
     sim_ = &sim;
-    views_.assign(replicas.size(), LruKeySet(replica_events_ ? 0 : static_cast<size_t>(max_tree_blocks_)));
+    views_.assign(replicas.size(),
+                  LruKeySet(replica_events_ && !tiers_.enabled ? 0 : static_cast<size_t>(max_tree_blocks_)));
     unit_tokens_ = replicas.empty() ? 0 : replicas[0]->kv().unit_tokens();
     replicas_.assign(replicas.begin(), replicas.end());
     if (replica_events_)
@@ -134,7 +138,9 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
         }
       }
     }
-    if (!replica_events_)
+    // The tiered kind also records what it routes in an event view (SGLang's optimistic insert):
+    // the replica's own events confirm or evict those units later.
+    if (!replica_events_ || tiers_.enabled)
       for (uint64_t k : keys_) views_[pick].touch(k);
     return pick;
   }
