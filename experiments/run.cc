@@ -163,8 +163,36 @@ const std::vector<core::ParamSpec>& run_schema() {
                   "a host-DRAM KV tier per replica below HBM: prefix units HBM evicts (or all, write_through) "
                   "are kept there and loaded back on a later prefix hit (needs cluster.prefix_caching; docs/kv-tiers.md)")
                   .optional(),
+              ParamSpec::table(
+                  "store",
+                  {
+                      ParamSpec::real("capacity_gb", 4096, "GB",
+                                      "the whole store, shared by every replica (1e9 bytes), in blocks of "
+                                      "cluster.block_size tokens")
+                          .range(1e-3, 1e8),
+                      ParamSpec::real("bandwidth_gb_s", 40, "GB/s",
+                                      "a GPU's path to the store (its NIC share, one direction; 400 Gb/s RDMA: 50 "
+                                      "theoretical); each GPU of a replica copies its share in parallel")
+                          .range(0.01, 1e4),
+                      ParamSpec::real("total_bandwidth_gb_s", 0, "GB/s",
+                                      "the store's bandwidth for one copy of a whole replica's bytes (0 = no limit); "
+                                      "a copy takes max(bytes per GPU / bandwidth_gb_s, bytes / this) + latency")
+                          .range(0, 1e6),
+                      ParamSpec::real("latency_us", 100, "us",
+                                      "fixed time of one load (lookup, RDMA setup)").range(0, 1e7),
+                      ParamSpec::section("write", "kv_tier_writes", "on_eviction",
+                                         "when a prefix unit is written to the store (on_eviction: when the lowest "
+                                         "local tier, host if configured else HBM, evicts it)"),
+                      ParamSpec::section("eviction", "kv_tier_evictions", "lru", "what the full store evicts"),
+                      ParamSpec::section("load", "kv_tier_loads", "cost",
+                                         "whether a prefix hit in the store is loaded or recomputed"),
+                  },
+                  "a KV store on the network shared by every replica (Mooncake store, LMCache server): units a "
+                  "replica writes there are loaded by any replica on a later prefix hit (unified clusters with "
+                  "cluster.prefix_caching; docs/kv-tiers.md)")
+                  .optional(),
           },
-          "KV-cache tiers below GPU memory (issue 16: host DRAM per replica)")
+          "KV-cache tiers below GPU memory (issue 16: host DRAM per replica, a shared store)")
           .optional(),
       ParamSpec::table(
           "network",
@@ -652,42 +680,126 @@ namespace {
 void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s, bool check) {
   sim::KvTierStats t;
   int64_t host_units = 0, host_blocks = 0;
+  const bool host = !cluster.replicas().empty() && cluster.replicas()[0]->host_tier();
   for (const auto& r : cluster.replicas()) {
+    if (check) r->kv_cache().check();
     if (!r->host_tier()) continue;
-    if (check) {
-      r->kv_cache().check();
-      r->host_tier()->check();
-    }
+    if (check) r->host_tier()->check();
     t.add(r->host_tier()->stats());
     host_units += static_cast<int64_t>(r->host_tier()->units());
     host_blocks += r->host_tier()->used();
   }
-  auto count = [](const char* name, double v) { return metrics::NamedValue{name, v, true}; };
-  auto real = [](const char* name, double v) { return metrics::NamedValue{name, v, false}; };
-  const auto hbm_hit = static_cast<double>(s.prefix_hit_tokens - s.prefix_host_hit_tokens);
+  auto count = [](std::string name, double v) { return metrics::NamedValue{std::move(name), v, true}; };
+  auto real = [](std::string name, double v) { return metrics::NamedValue{std::move(name), v, false}; };
+  const auto tier_hits = s.prefix_host_hit_tokens + s.prefix_store_hit_tokens;
+  const auto hbm_hit = static_cast<double>(s.prefix_hit_tokens - tier_hits);
   const auto prompt = static_cast<double>(s.prefix_prompt_tokens);
-  for (const metrics::NamedValue& v : {
-           count("kv_hbm_hit_tokens", hbm_hit),
-           count("kv_host_hit_tokens", static_cast<double>(s.prefix_host_hit_tokens)),
-           real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0),
-           real("kv_host_token_hit_rate", prompt > 0 ? static_cast<double>(s.prefix_host_hit_tokens) / prompt : 0),
-           count("kv_host_loads", static_cast<double>(t.loads)),
-           count("kv_host_loaded_tokens", static_cast<double>(t.loaded_tokens)),
-           real("kv_host_load_gb", t.load_bytes * 1e-9),
-           real("kv_host_load_seconds", t.load_seconds),
-           real("kv_host_saved_prefill_seconds", t.saved_prefill_seconds),
-           real("kv_host_saved_tflop", t.saved_flops * 1e-12),
-           count("kv_host_declined", static_cast<double>(t.declined)),
-           count("kv_host_declined_tokens", static_cast<double>(t.declined_tokens)),
-           count("kv_host_stores", static_cast<double>(t.stores)),
-           real("kv_host_store_gb", t.store_bytes * 1e-9),
-           real("kv_host_store_seconds", t.store_seconds),
-           count("kv_host_evictions", static_cast<double>(t.evictions)),
-           count("kv_host_dropped", static_cast<double>(t.dropped)),
-           count("kv_host_units_at_end", static_cast<double>(host_units)),
-           count("kv_host_blocks_at_end", static_cast<double>(host_blocks)),
-       })
-    s.fleet.push_back(v);
+  s.fleet.push_back(count("kv_hbm_hit_tokens", hbm_hit));
+  if (host)
+    for (const metrics::NamedValue& v : {
+             count("kv_host_hit_tokens", static_cast<double>(s.prefix_host_hit_tokens)),
+             real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0),
+             real("kv_host_token_hit_rate", prompt > 0 ? static_cast<double>(s.prefix_host_hit_tokens) / prompt : 0),
+             count("kv_host_loads", static_cast<double>(t.loads)),
+             count("kv_host_loaded_tokens", static_cast<double>(t.loaded_tokens)),
+             real("kv_host_load_gb", t.load_bytes * 1e-9),
+             real("kv_host_load_seconds", t.load_seconds),
+             real("kv_host_saved_prefill_seconds", t.saved_prefill_seconds),
+             real("kv_host_saved_tflop", t.saved_flops * 1e-12),
+             count("kv_host_declined", static_cast<double>(t.declined)),
+             count("kv_host_declined_tokens", static_cast<double>(t.declined_tokens)),
+             count("kv_host_stores", static_cast<double>(t.stores)),
+             real("kv_host_store_gb", t.store_bytes * 1e-9),
+             real("kv_host_store_seconds", t.store_seconds),
+             count("kv_host_evictions", static_cast<double>(t.evictions)),
+             count("kv_host_dropped", static_cast<double>(t.dropped)),
+             count("kv_host_units_at_end", static_cast<double>(host_units)),
+             count("kv_host_blocks_at_end", static_cast<double>(host_blocks)),
+         })
+      s.fleet.push_back(v);
+  else
+    s.fleet.push_back(real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0));
+  const sim::SharedKvStore* store = cluster.kv_store();
+  if (store) {
+    if (check) store->check();
+    sim::StoreStats st;
+    for (const sim::StoreStats& r : store->per_replica()) st.add(r);
+    const double hits = static_cast<double>(s.prefix_store_hit_tokens);
+    for (const metrics::NamedValue& v : {
+             count("kv_store_hit_tokens", hits),
+             real("kv_store_token_hit_rate", prompt > 0 ? hits / prompt : 0),
+             count("kv_store_loads", static_cast<double>(st.loads)),
+             count("kv_store_loaded_tokens", static_cast<double>(st.loaded_tokens)),
+             count("kv_store_cross_replica_loads", static_cast<double>(st.cross_loads)),
+             count("kv_store_cross_replica_tokens", static_cast<double>(st.cross_tokens)),
+             real("kv_store_load_gb", st.load_bytes * 1e-9),
+             real("kv_store_load_seconds", st.load_seconds),
+             real("kv_store_saved_prefill_seconds", st.saved_prefill_seconds),
+             real("kv_store_saved_tflop", st.saved_flops * 1e-12),
+             count("kv_store_declined", static_cast<double>(st.declined)),
+             count("kv_store_declined_tokens", static_cast<double>(st.declined_tokens)),
+             count("kv_store_stores", static_cast<double>(st.stores)),
+             real("kv_store_store_gb", st.store_bytes * 1e-9),
+             real("kv_store_store_seconds", st.store_seconds),
+             count("kv_store_evictions", static_cast<double>(store->totals().evictions)),
+             count("kv_store_dropped", static_cast<double>(store->totals().dropped)),
+             count("kv_store_units_at_end", static_cast<double>(store->units())),
+             count("kv_store_blocks_at_end", static_cast<double>(store->used())),
+         })
+      s.fleet.push_back(v);
+  }
+  // Per replica (whole run, not the measurement window): "replica<i>.<figure>", after the totals.
+  for (const auto& r : cluster.replicas()) {
+    const std::string p = "replica" + std::to_string(r->index()) + ".";
+    if (const sim::HostKvTier* h = r->host_tier()) {
+      const sim::KvTierStats& x = h->stats();
+      s.fleet.push_back(count(p + "kv_host_loaded_tokens", static_cast<double>(x.loaded_tokens)));
+      s.fleet.push_back(count(p + "kv_host_loads", static_cast<double>(x.loads)));
+      s.fleet.push_back(real(p + "kv_host_load_gb", x.load_bytes * 1e-9));
+      s.fleet.push_back(real(p + "kv_host_store_gb", x.store_bytes * 1e-9));
+    }
+    if (store && r->index() < store->per_replica().size()) {
+      const sim::StoreStats& x = store->per_replica()[r->index()];
+      s.fleet.push_back(count(p + "kv_store_loaded_tokens", static_cast<double>(x.loaded_tokens)));
+      s.fleet.push_back(count(p + "kv_store_cross_replica_tokens", static_cast<double>(x.cross_tokens)));
+      s.fleet.push_back(count(p + "kv_store_loads", static_cast<double>(x.loads)));
+      s.fleet.push_back(real(p + "kv_store_load_gb", x.load_bytes * 1e-9));
+      s.fleet.push_back(real(p + "kv_store_store_gb", x.store_bytes * 1e-9));
+    }
+  }
+}
+
+// [kv_tiers.store]: refused where it is not modelled; capacity in the replicas' HBM blocks.
+sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec& model, int64_t tp,
+                          const policies::DecodingMethod* decoding, bool disaggregated, bool ep, bool prefix_caching,
+                          int64_t block_size) {
+  const core::Params& h = config.section("kv_tiers").section("store");
+  if (!prefix_caching)
+    h.fail("capacity_gb",
+           "a shared KV store keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
+           "prefix block hashes)");
+  if (disaggregated)
+    h.fail("capacity_gb",
+           "a shared KV store on a disaggregated cluster ([cluster.prefill] / [cluster.decode]) is not modelled yet; "
+           "use a unified cluster");
+  if (ep) h.fail("capacity_gb", "a shared KV store with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
+  const sim::KvLayout layout = kv_layout(model, tp, decoding);
+  const double block_bytes = layout.block_bytes(block_size);
+  const double replica_block_bytes = block_bytes * static_cast<double>(tp);
+  sim::StoreSpec spec;
+  spec.capacity_blocks = static_cast<int64_t>(std::floor(h.get_float("capacity_gb") * 1e9 / replica_block_bytes));
+  if (spec.capacity_blocks < 1)
+    h.fail("capacity_gb", "holds no KV block (" + core::format_double(replica_block_bytes) +
+                              " bytes per block per replica); give at least that much");
+  spec.block_bytes_per_gpu = block_bytes;
+  spec.gpus = tp;
+  spec.link_bytes_per_s = h.get_float("bandwidth_gb_s") * 1e9;
+  spec.total_bytes_per_s = h.get_float("total_bandwidth_gb_s") * 1e9;
+  spec.latency_s = h.get_float("latency_us") * 1e-6;
+  spec.write = policies::kv_tier_write_registry().make(h.section("write"));
+  spec.eviction = policies::kv_tier_eviction_registry().make(h.section("eviction"));
+  spec.load = policies::kv_tier_load_registry().make(h.section("load"));
+  return spec;
 }
 
 // One pool of identical replicas: the unified pool, or the prefill or decode pool.
@@ -1167,6 +1279,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     spec->load = policies::kv_tier_load_registry().make(h.section("load"));
     host_tier = std::move(spec);
   }
+  std::optional<sim::StoreSpec> kv_store;
+  if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), disaggregated, pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
 
   const core::Params& slo_cfg = config.section("slo");
   metrics::Slo slo;
@@ -1308,6 +1422,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
 
+  if (kv_store) cluster.set_kv_store(std::make_unique<sim::SharedKvStore>(*kv_store));
   cluster.set_faults(fault_plan);
   cluster.set_retries(retry_policy);
   if (admission) cluster.set_admission(std::move(admission));
@@ -1326,7 +1441,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                              "changed while the run read it (its content digest, part of the run's identity, was "
                              "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
-  if (host_tier) append_kv_tier_metrics(cluster, result.summary, outputs.check);
+  if (host_tier || kv_store) append_kv_tier_metrics(cluster, result.summary, outputs.check);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
   // Every output is written where it is not yet visible, then committed: the database first, so

@@ -26,7 +26,7 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("admission", {"queue_length", "predicted_ttft"});
   expect_kinds("autoscalers", {"target_utilisation", "slo", "schedule"});
   expect_kinds("routers", {"round_robin", "random", "least_outstanding", "power_of_two", "consistent_hash",
-                           "prefix_affinity"});
+                           "prefix_affinity", "tiered_prefix_affinity"});
   expect_kinds("schedulers", {"continuous", "chunked"});
   expect_kinds("workloads", {"azure_csv", "mooncake_jsonl", "poisson", "gamma", "sessions", "synthetic",
                              "shared_prefix"});

@@ -193,6 +193,17 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
         << fixed(get("kv_host_store_gb"), 1) << " GB), " << grouped(static_cast<uint64_t>(get("kv_host_evictions")))
         << " host evictions\n";
   }
+  if (fleet_value("kv_store_loads")) {
+    auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
+    out << "kv store     " << percent(get("kv_store_token_hit_rate")) << " of prompt tokens from the shared store ("
+        << percent(get("kv_hbm_token_hit_rate")) << " HBM); " << grouped(static_cast<uint64_t>(get("kv_store_loads")))
+        << " store loads (" << grouped(static_cast<uint64_t>(get("kv_store_cross_replica_loads")))
+        << " with units another replica wrote; " << fixed(get("kv_store_load_gb"), 1) << " GB, "
+        << fixed(get("kv_store_load_seconds"), 2) << " s of copies), "
+        << grouped(static_cast<uint64_t>(get("kv_store_declined"))) << " store hits recomputed; "
+        << grouped(static_cast<uint64_t>(get("kv_store_stores"))) << " stores (" << fixed(get("kv_store_store_gb"), 1)
+        << " GB), " << grouped(static_cast<uint64_t>(get("kv_store_evictions"))) << " store evictions\n";
+  }
   // An autoscaled run (no [faults] with it) has its own line below.
   const bool elastic = fleet_value("replica_provisions").has_value();
   if (fleet_value("replica_failures")) {

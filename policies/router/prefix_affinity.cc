@@ -8,6 +8,16 @@
 // approximate tree of the prompts it sent there (SGLang; capped at max_tree_blocks per replica,
 // least recently used out), or the replica caches' own insert/evict events as they arrive,
 // delayed by staleness_ms (real routers learn cache state from such events, late).
+//
+// tiered_prefix_affinity (issue 16): the same, but a replica's match continues past its HBM view
+// into its host KV tier and the cluster's shared KV store, unit by unit, and each unit is worth
+// 1 in HBM, host_weight in host memory, store_weight in the store (read from the tiers as they are
+// now, as LMCache's controller or Mooncake's master report them). A unit in the store counts for
+// every replica alike, so it no longer pulls a request to the replica that computed it: equal
+// scores go to the least loaded replica. Its default view is replica_events, and it also records
+// the prompts it routes in that view at once (SGLang's optimistic insert; the replica's events
+// then confirm or evict them), so that a burst of new prompts does not all go to the replica
+// whose view is emptiest before its events arrive.
 #include <algorithm>
 #include <deque>
 #include <list>
@@ -16,6 +26,7 @@
 
 #include "policies/router/router.h"
 #include "sim/cluster/kv_cache.h"
+#include "sim/cluster/replica.h"
 
 namespace servesim::policies {
 namespace {
@@ -52,11 +63,18 @@ class LruKeySet {
   std::unordered_map<uint64_t, std::list<uint64_t>::iterator> index_;
 };
 
+// Tiered matching: the weights of a unit found in host memory and in the shared store (HBM: 1).
+struct TierWeights {
+  bool enabled = false;
+  double host = 0, store = 0;
+};
+
 class PrefixAffinityRouter final : public sim::Router, private sim::CacheListener {
  public:
   PrefixAffinityRouter(double cache_threshold, int64_t abs_threshold, double rel_threshold, int64_t max_tree_blocks,
-                       bool replica_events, double staleness_s)
-      : cache_threshold_(cache_threshold),
+                       bool replica_events, double staleness_s, TierWeights tiers = {})
+      : tiers_(tiers),
+        cache_threshold_(cache_threshold),
         abs_threshold_(abs_threshold),
         rel_threshold_(rel_threshold),
         max_tree_blocks_(max_tree_blocks),
@@ -65,8 +83,10 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
 
   void bind(std::span<sim::Replica* const> replicas, sim::Simulation& sim) override {
     sim_ = &sim;
-    views_.assign(replicas.size(), LruKeySet(replica_events_ ? 0 : static_cast<size_t>(max_tree_blocks_)));
+    views_.assign(replicas.size(),
+                  LruKeySet(replica_events_ && !tiers_.enabled ? 0 : static_cast<size_t>(max_tree_blocks_)));
     unit_tokens_ = replicas.empty() ? 0 : replicas[0]->kv().unit_tokens();
+    replicas_.assign(replicas.begin(), replicas.end());
     if (replica_events_)
       for (size_t i = 0; i < replicas.size(); ++i) replicas[i]->kv_cache().set_listener(this, static_cast<uint32_t>(i));
   }
@@ -91,6 +111,8 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
                             static_cast<double>(max_load) > rel_threshold_ * static_cast<double>(min_load);
     if (imbalanced || keys_.empty()) {
       pick = least;
+    } else if (tiers_.enabled) {
+      pick = tiered_pick(replicas, least);
     } else {
       size_t best_match = 0;
       uint32_t best = least;
@@ -116,12 +138,48 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
         }
       }
     }
-    if (!replica_events_)
+    // The tiered kind also records what it routes in an event view (SGLang's optimistic insert):
+    // the replica's own events confirm or evict those units later.
+    if (!replica_events_ || tiers_.enabled)
       for (uint64_t k : keys_) views_[pick].touch(k);
     return pick;
   }
 
  private:
+  // The tiered match: per replica, the prompt's units in order, each worth 1 in its HBM view,
+  // host_weight in its host tier, store_weight in the shared store, up to the first found nowhere.
+  uint32_t tiered_pick(std::span<const sim::ReplicaLoad> replicas, uint32_t least) {
+    double best_score = 0;
+    uint32_t best = least;
+    const sim::SharedKvStore* store =
+        replicas_.size() == replicas.size() && !replicas_.empty() ? replicas_[0]->kv_store() : nullptr;
+    for (uint32_t i = 0; i < replicas.size(); ++i) {
+      const sim::HostKvTier* host = i < replicas_.size() ? replicas_[i]->host_tier() : nullptr;
+      double score = 0;
+      for (uint64_t k : keys_) {
+        if (views_[i].contains(k)) score += 1;
+        else if (host && host->contains(k)) score += tiers_.host;
+        else if (store && store->contains(k)) score += tiers_.store;
+        else break;
+      }
+      const int64_t load = replicas[i].queued + replicas[i].running;
+      const int64_t best_load = replicas[best].queued + replicas[best].running;
+      if (score > best_score || (score == best_score && score > 0 && load < best_load)) {
+        best_score = score;
+        best = i;
+      }
+    }
+    if (best_score / static_cast<double>(keys_.size()) > cache_threshold_) return best;
+    uint32_t pick = 0;  // the replica whose view holds the fewest blocks: the most room
+    for (uint32_t i = 1; i < replicas.size(); ++i) {
+      const size_t a = views_[i].size(), b = views_[pick].size();
+      const int64_t la = replicas[i].queued + replicas[i].running;
+      const int64_t lb = replicas[pick].queued + replicas[pick].running;
+      if (a < b || (a == b && la < lb)) pick = i;
+    }
+    return pick;
+  }
+
   // The chain keys of the prompt's prefix blocks, as the replicas' caches key them.
   void prompt_keys(const sim::Request& r) {
     keys_.clear();
@@ -152,6 +210,8 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
     }
   }
 
+  TierWeights tiers_;
+  std::vector<const sim::Replica*> replicas_;
   double cache_threshold_;
   int64_t abs_threshold_;
   double rel_threshold_;
@@ -165,37 +225,69 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
   std::deque<Event> events_;
 };
 
-const bool kRegistered = router_registry().add(
-    {"prefix_affinity",
-     "SGLang-style cache-aware routing: longest cached-prefix match unless the load is imbalanced; "
-     "the cache view is the router's own tree of routed prompts or the replicas' cache events",
-     {
-         core::ParamSpec::real("cache_threshold", 0.5, "fraction",
-                               "route to the best prefix match only if it covers more than this share of the "
-                               "prompt's blocks (SGLang default 0.5)")
-             .range(0, 1),
-         core::ParamSpec::integer("balance_abs_threshold", 32, "requests",
-                                  "imbalance if max - min load exceeds this (SGLang default 32)")
-             .range(0, 1e12),
-         core::ParamSpec::real("balance_rel_threshold", 1.0001, "ratio",
-                               "... and max load exceeds this multiple of min load (SGLang default 1.0001)")
-             .range(1, 1e6),
-         core::ParamSpec::integer("max_tree_blocks", 1 << 20, "blocks",
-                                  "router_tree view: most prefix blocks remembered per replica (LRU)")
-             .range(1, 1e9),
-         core::ParamSpec::string("cache_view", "router_tree",
-                                 "router_tree: the prompts routed to each replica (SGLang); replica_events: "
-                                 "the replicas' cache insert/evict events, staleness_ms late")
-             .one_of({"router_tree", "replica_events"}),
-         core::ParamSpec::real("staleness_ms", 0, "ms", "replica_events view: how late events reach the router")
-             .range(0, 1e7),
-     }},
-    [](const core::Params& p, uint64_t) {
-      return std::make_unique<PrefixAffinityRouter>(
-          p.get_float("cache_threshold"), p.get_int("balance_abs_threshold"), p.get_float("balance_rel_threshold"),
-          p.get_int("max_tree_blocks"), p.get_string("cache_view") == "replica_events",
-          p.get_float("staleness_ms") * 1e-3);
-    });
+std::vector<core::ParamSpec> affinity_params(const char* default_view) {
+  return {
+      core::ParamSpec::real("cache_threshold", 0.5, "fraction",
+                            "route to the best prefix match only if it covers more than this share of the "
+                            "prompt's blocks (SGLang default 0.5)")
+          .range(0, 1),
+      core::ParamSpec::integer("balance_abs_threshold", 32, "requests",
+                               "imbalance if max - min load exceeds this (SGLang default 32)")
+          .range(0, 1e12),
+      core::ParamSpec::real("balance_rel_threshold", 1.0001, "ratio",
+                            "... and max load exceeds this multiple of min load (SGLang default 1.0001)")
+          .range(1, 1e6),
+      core::ParamSpec::integer("max_tree_blocks", 1 << 20, "blocks",
+                               "router_tree view: most prefix blocks remembered per replica (LRU)")
+          .range(1, 1e9),
+      core::ParamSpec::string("cache_view", default_view,
+                              "router_tree: the prompts routed to each replica (SGLang); replica_events: "
+                              "the replicas' cache insert/evict events, staleness_ms late")
+          .one_of({"router_tree", "replica_events"}),
+      core::ParamSpec::real("staleness_ms", 0, "ms", "replica_events view: how late events reach the router")
+          .range(0, 1e7),
+  };
+}
+
+const bool kRegistered =
+    router_registry().add(
+        {"prefix_affinity",
+         "SGLang-style cache-aware routing: longest cached-prefix match unless the load is imbalanced; "
+         "the cache view is the router's own tree of routed prompts or the replicas' cache events",
+         affinity_params("router_tree")},
+        [](const core::Params& p, uint64_t) {
+          return std::make_unique<PrefixAffinityRouter>(
+              p.get_float("cache_threshold"), p.get_int("balance_abs_threshold"), p.get_float("balance_rel_threshold"),
+              p.get_int("max_tree_blocks"), p.get_string("cache_view") == "replica_events",
+              p.get_float("staleness_ms") * 1e-3);
+        }) &&
+    router_registry().add(
+        {"tiered_prefix_affinity",
+         "prefix_affinity that sees the KV tiers (docs/kv-tiers.md): a prompt unit counts 1 in a replica's HBM, "
+         "host_weight in its host tier, store_weight in the shared store (the same for every replica; ties go to "
+         "the least loaded)",
+         [] {
+           std::vector<core::ParamSpec> ps = affinity_params("replica_events");
+           ps.push_back(core::ParamSpec::real("host_weight", 0.75, "fraction",
+                                              "worth of a prompt unit in a replica's host memory (HBM: 1): it saves "
+                                              "the prefill but the request waits for its copy")
+                            .range(0, 1));
+           ps.push_back(core::ParamSpec::real("store_weight", 0.5, "fraction",
+                                              "worth of a prompt unit in the shared store, for every replica: a "
+                                              "slower copy than from host memory")
+                            .range(0, 1));
+           return ps;
+         }()},
+        [](const core::Params& p, uint64_t) {
+          TierWeights w;
+          w.enabled = true;
+          w.host = p.get_float("host_weight");
+          w.store = p.get_float("store_weight");
+          return std::make_unique<PrefixAffinityRouter>(
+              p.get_float("cache_threshold"), p.get_int("balance_abs_threshold"), p.get_float("balance_rel_threshold"),
+              p.get_int("max_tree_blocks"), p.get_string("cache_view") == "replica_events",
+              p.get_float("staleness_ms") * 1e-3, w);
+        });
 
 }  // namespace
 }  // namespace servesim::policies

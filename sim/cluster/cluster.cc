@@ -61,6 +61,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   ranks_.push_back(attention_ranks);
   if (network_ && !gpus.empty()) replicas_.back()->set_host_fabric();  // a no-op without a host tier
   gpus_.push_back(std::move(gpus));
+  if (kv_store_) replicas_.back()->attach_store(kv_store_.get());
   return *replicas_.back();
 }
 
@@ -73,6 +74,12 @@ void Cluster::host_copy(Replica& replica, bool to_gpu, double bytes, uint64_t ta
   }
   network_->start_transfer(tag, host_pairs_, bytes, done);
   if (links_down_ > 0) check_cut_off();
+}
+
+void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
+  if (disaggregated()) throw core::Error("internal: a shared KV store on a disaggregated cluster");
+  kv_store_ = std::move(store);
+  for (auto& r : replicas_) r->attach_store(kv_store_.get());
 }
 
 double Cluster::exchange_seconds(Replica& replica, double bytes) {

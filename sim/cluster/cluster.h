@@ -176,6 +176,12 @@ class Cluster final : public EventHandler,
                        std::unique_ptr<BatchScheduler> scheduler, std::vector<int64_t> gpus = {},
                        int64_t attention_ranks = 1);
 
+  // A KV store shared by every replica ([kv_tiers.store]; unified clusters with prefix caching):
+  // attached to the replicas added so far and to those added later. Owned here: replica failures
+  // do not clear it.
+  void set_kv_store(std::unique_ptr<SharedKvStore> store);
+  const SharedKvStore* kv_store() const { return kv_store_.get(); }
+
   // Fault injection (unified clusters only); call before start().
   void set_faults(const FaultPlan& plan);
   // Admission control ([admission]) over the router's pool; before start(). None: every request
@@ -362,6 +368,7 @@ class Cluster final : public EventHandler,
   ClusterLayout layout_;
   RequestTable requests_;
   std::vector<ReplicaLoad> loads_;  // sized once: replicas hold references into it
+  std::unique_ptr<SharedKvStore> kv_store_;  // before replicas_: they point into it
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::vector<int64_t>> gpus_;  // per replica
   std::vector<int64_t> ranks_;              // per replica: attention data-parallel ranks

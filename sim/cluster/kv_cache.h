@@ -51,6 +51,8 @@ class KvTierSink {
  public:
   virtual void on_hbm_insert(uint64_t key, int64_t blocks) = 0;
   virtual void on_hbm_evict(uint64_t key, int64_t blocks) = 0;
+  // A host tier above the sink evicted a unit (the shared store's on_eviction writes; kv_store.h).
+  virtual void on_tier_evict(uint64_t, int64_t) {}
 
  protected:
   ~KvTierSink() = default;
@@ -137,6 +139,7 @@ class KvCache {
 
   // The tier below HBM (null = none).
   void set_tier(KvTierSink* tier) { tier_ = tier; }
+  KvTierSink* tier() const { return tier_; }
 
   // Throws core::Error when the counts disagree with the units (tests and --check).
   void check() const;

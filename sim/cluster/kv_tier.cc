@@ -69,6 +69,7 @@ void HostKvTier::store(uint64_t key, int64_t blocks) {
     v.live = false;
     free_slots_.push_back(victim);
     ++stats_.evictions;
+    if (below_) below_->on_tier_evict(v.key, v.blocks);
   }
   uint32_t e;
   if (!free_slots_.empty()) {

@@ -120,10 +120,12 @@ class HostKvTier final : public KvTierSink {
   // Writes a unit down (a no-op but for the refresh when it is already here); evicts by policy to
   // make room.
   void store(uint64_t key, int64_t blocks);
-  // Forgets everything (a failed replica's host memory is gone too).
+  // Forgets everything (a failed replica's host memory is gone too; nothing is written below).
   void clear();
   // Where stores go as traffic (null: nowhere, their time is analytic).
   void set_traffic(KvTierTraffic* traffic) { traffic_ = traffic; }
+  // Told of every unit this tier evicts (the shared store below it; null = none).
+  void set_below(KvTierSink* below) { below_ = below; }
 
   KvTierStats& stats() { return stats_; }
   const KvTierStats& stats() const { return stats_; }
@@ -157,6 +159,7 @@ class HostKvTier final : public KvTierSink {
   uint32_t head_ = kNone, tail_ = kNone;
   KvTierStats stats_;
   KvTierTraffic* traffic_ = nullptr;
+  KvTierSink* below_ = nullptr;
 };
 
 }  // namespace servesim::sim

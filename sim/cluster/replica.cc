@@ -47,6 +47,16 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
   }
 }
 
+void Replica::attach_store(SharedKvStore* store) {
+  if (!kv_.prefix_caching() || role_ != ReplicaRole::kUnified)
+    throw core::Error("internal: a shared KV store needs prefix caching on unified replicas");
+  store_ = store;
+  store_->stats(index_);
+  store_writer_ = std::make_unique<StoreWriter>(*store_, index_, host_.get());
+  kv_.set_tier(store_writer_.get());
+  if (host_) host_->set_below(store_writer_.get());
+}
+
 static size_t hashed_units(const Request& r, int64_t unit_tokens);
 
 std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
@@ -333,6 +343,11 @@ bool Replica::admit_front(int64_t kv_tokens) {
       rec.prompt_tokens = r.prompt_tokens;
       rec.hit_tokens = hit.usable_tokens;
       rec.host_hit_tokens = std::min<int64_t>(r.host_hit_tokens, hit.usable_tokens);
+      if (!store_hits_.empty()) [[unlikely]]
+        if (auto s = store_hits_.find(r.id); s != store_hits_.end()) {
+          rec.store_hit_tokens = std::min<int64_t>(s->second, hit.usable_tokens - rec.host_hit_tokens);
+          store_hits_.erase(s);
+        }
       if (hit.usable_tokens > 0) {
         hwmodels::BatchShape skipped;
         hwmodels::add_prefill_chunk(skipped, plan_.limits, 0, hit.usable_tokens, false);
@@ -423,6 +438,7 @@ void Replica::abort(RequestId id) {
     } else if (l != loading_.end()) {
       loading_.erase(l);  // its load's completion finds nothing
       release_kv(r);
+      if (store_) store_hits_.erase(r.id);
     } else {
       auto a = std::find_if(arriving_.begin(), arriving_.end(), [id](const auto& e) { return e.first == id; });
       if (a == arriving_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
@@ -548,12 +564,12 @@ void Replica::fail(std::vector<RequestId>& lost) {
             [this](RequestId a, RequestId b) { return requests_[a].id < requests_[b].id; });
   swap_used_bytes_ = 0;
   pending_swap_seconds_ = 0;
+  KvTierSink* const sink = kv_.tier();
   kv_.set_tier(nullptr);  // nothing is written down: the host memory is lost with the rest
   kv_.drop_unreferenced();
-  if (host_) {
-    host_->clear();
-    kv_.set_tier(host_.get());
-  }
+  if (host_) host_->clear();  // (a shared store keeps what the replica wrote to it)
+  kv_.set_tier(sink);
+  store_hits_.clear();
   down_ = true;
   load_.up = false;
   publish_state();
@@ -589,7 +605,7 @@ void Replica::try_start_iteration() {
   const bool after_idle = !chained_;
   chained_ = false;
   if (!arriving_.empty()) admit_arrivals(!after_idle);
-  if (host_) [[unlikely]] start_loads();
+  if (host_ || store_) [[unlikely]] start_loads();
   if (waiting_.empty() && running_.empty()) {
     publish_state();
     return;
@@ -834,7 +850,7 @@ void Replica::start_loads() {
     if (r.decoding || r.kv_tokens > 0 || r.tier_checked) return;
     const Lookup hbm = lookup(r);
     // Continue the chain past HBM's hit: full units before the last prompt token, each in HBM
-    // (a unit whose parent was evicted) or in the host tier.
+    // (a unit whose parent was evicted), in the host tier, or in the shared store (that order).
     const size_t n = hashed_units(r, u_tokens);
     const int64_t limit = r.prefill_target() - 1;
     uint64_t key = 0;
@@ -844,10 +860,17 @@ void Replica::start_loads() {
       const uint32_t u = kv_.find(key);
       if (!kv_.referenced(u)) need += kv_.unit_blocks(u);
     }
-    int64_t end_tokens = hbm.usable_tokens, host_blocks = 0, host_tokens = 0;
+    int64_t end_tokens = hbm.usable_tokens, host_blocks = 0, host_tokens = 0, store_blocks = 0, store_tokens = 0;
     size_t end_units = static_cast<size_t>(hbm.usable_units);
     std::vector<uint64_t>& keys = unit_keys_;
+    std::vector<uint64_t>& skeys = store_keys_;
     keys.clear();
+    skeys.clear();
+    // Where the chain stood before its first store unit: what a declined store load falls back to.
+    struct Cut {
+      int64_t tokens, need, host_blocks, host_tokens;
+      size_t units, host_keys;
+    } cut{};
     for (size_t j = end_units; j < n; ++j) {
       const int64_t end = unit_end(r, j);
       if (end - static_cast<int64_t>(j) * u_tokens != u_tokens || end > limit) break;
@@ -855,40 +878,87 @@ void Replica::start_loads() {
       const uint32_t u = kv_.find(next);
       if (u != KvCache::kNone) {
         if (!kv_.referenced(u)) need += kv_.unit_blocks(u);
-      } else if (const int64_t b = host_->blocks_of(next); b > 0) {
+        keys.push_back(next);
+      } else if (const int64_t b = host_ ? host_->blocks_of(next) : -1; b > 0) {
         need += b;
         host_blocks += b;
         host_tokens += u_tokens;
+        keys.push_back(next);
+      } else if (const int64_t sb = store_ ? store_->blocks_of(next) : -1; sb > 0) {
+        if (store_tokens == 0) cut = {end_tokens, need, host_blocks, host_tokens, end_units, keys.size()};
+        need += sb;
+        store_blocks += sb;
+        store_tokens += u_tokens;
+        skeys.push_back(next);
       } else {
         break;
       }
       key = next;
-      keys.push_back(next);
       end_tokens = end;
       end_units = j + 1;
     }
-    if (host_tokens == 0) {
+    if (host_tokens == 0 && store_tokens == 0) {
       r.tier_checked = true;
       return;
     }
     // Load or recompute: the copy's time against the prefill time the hit saves, the cost model's
     // prefill of the rest of the prompt from HBM's hit less that from the end of the loaded units.
-    const double load_s = host_->copy_seconds(host_blocks);
-    hwmodels::BatchShape all, rest;
+    hwmodels::BatchShape all;
     hwmodels::add_prefill_chunk(all, plan_.limits, hbm.usable_tokens, r.prefill_target() - hbm.usable_tokens, true);
-    hwmodels::add_prefill_chunk(rest, plan_.limits, end_tokens, r.prefill_target() - end_tokens, true);
-    const hwmodels::StepCost all_cost = cost_.step(all), rest_cost = cost_.step(rest);
-    const double recompute_s = all_cost.seconds - rest_cost.seconds;
-    KvTierStats& st = host_->stats();
-    if (!host_->should_load(load_s, recompute_s)) {
+    const hwmodels::StepCost all_cost = cost_.step(all);
+    auto saved = [&](int64_t end) {
+      hwmodels::BatchShape rest;
+      hwmodels::add_prefill_chunk(rest, plan_.limits, end, r.prefill_target() - end, true);
+      const hwmodels::StepCost c = cost_.step(rest);
+      return std::pair<double, double>{all_cost.seconds - c.seconds, all_cost.flops - c.flops};
+    };
+    double load_s = 0;
+    std::pair<double, double> save{0, 0};
+    int64_t declined_store_tokens = 0;
+    auto settle = [&] {  // the request's tier hit is decided (counted once, when it is)
       r.tier_checked = true;
-      ++st.declined;
-      st.declined_tokens += host_tokens;
+      if (declined_store_tokens > 0) {
+        StoreStats& st = store_->stats(index_);
+        ++st.declined;
+        st.declined_tokens += declined_store_tokens;
+      }
+    };
+    if (store_tokens > 0) {
+      // A store hit: the store's load policy decides for the whole chain (host and store units:
+      // one wait, tier_load_seconds); declined, the host units before the first store unit are
+      // decided on their own by the host's policy.
+      load_s = tier_load_seconds(host_tokens > 0 ? host_->copy_seconds(host_blocks) : 0,
+                                 store_->copy_seconds(store_blocks));
+      save = saved(end_tokens);
+      if (!store_->should_load(load_s, save.first)) {
+        declined_store_tokens = store_tokens;
+        end_tokens = cut.tokens;
+        need = cut.need;
+        host_blocks = cut.host_blocks;
+        host_tokens = cut.host_tokens;
+        end_units = cut.units;
+        keys.resize(cut.host_keys);
+        store_blocks = store_tokens = 0;
+        skeys.clear();
+      }
+    }
+    if (host_tokens == 0 && store_tokens == 0) {
+      settle();
       return;
     }
+    if (store_tokens == 0) {
+      load_s = host_->copy_seconds(host_blocks);
+      save = saved(end_tokens);
+      if (!host_->should_load(load_s, save.first)) {
+        settle();
+        ++host_->stats().declined;
+        host_->stats().declined_tokens += host_tokens;
+        return;
+      }
+    }
     if (need > kv_.available() - reserved) return;  // tried again when blocks free up
-    r.tier_checked = true;
-    // Pin what HBM holds, then bring in the host units (inserting may evict other units).
+    settle();
+    // Pin what HBM holds, then bring in the tiers' units (inserting may evict other units).
     uint64_t k = 0;
     for (size_t j = 0; j < end_units; ++j) {
       k = KvCache::chain(k, r.block_hashes[j]);
@@ -896,7 +966,13 @@ void Replica::start_loads() {
       if (u != KvCache::kNone) kv_.acquire(u);
       r.units.push_back(u);
     }
-    for (uint64_t hk : keys) host_->touch(hk);
+    if (host_)
+      for (uint64_t hk : keys) host_->touch(hk);
+    int64_t cross_tokens = 0;
+    for (uint64_t sk : skeys) {
+      store_->touch(sk);
+      if (store_->writer_of(sk) != static_cast<int64_t>(index_)) cross_tokens += u_tokens;
+    }
     k = 0;
     for (size_t j = 0; j < end_units; ++j) {
       k = KvCache::chain(k, r.block_hashes[j]);
@@ -905,13 +981,33 @@ void Replica::start_loads() {
     r.last_unit_key = k;
     r.shared_tokens = end_tokens;
     r.host_hit_tokens = static_cast<uint32_t>(host_tokens);
-    ++st.loads;
-    st.loaded_units += host_tokens / u_tokens;
-    st.loaded_tokens += host_tokens;
-    st.load_bytes += host_->copy_bytes(host_blocks);
-    if (!host_fabric_) st.load_seconds += load_s;  // on the network: the time it took (finish_load)
-    st.saved_prefill_seconds += recompute_s;
-    st.saved_flops += all_cost.flops - rest_cost.flops;
+    // Each tier counts its own units, bytes and link time; the prefill time and FLOPs saved are
+    // shared between them in proportion to their tokens.
+    const double host_share =
+        static_cast<double>(host_tokens) / static_cast<double>(host_tokens + store_tokens);
+    if (host_tokens > 0) {
+      KvTierStats& st = host_->stats();
+      ++st.loads;
+      st.loaded_units += host_tokens / u_tokens;
+      st.loaded_tokens += host_tokens;
+      st.load_bytes += host_->copy_bytes(host_blocks);
+      if (!host_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: the time it took (finish_load)
+      st.saved_prefill_seconds += save.first * host_share;
+      st.saved_flops += save.second * host_share;
+    }
+    if (store_tokens > 0) {
+      StoreStats& st = store_->stats(index_);
+      ++st.loads;
+      st.loaded_units += store_tokens / u_tokens;
+      st.loaded_tokens += store_tokens;
+      st.load_bytes += store_->copy_bytes(store_blocks);
+      st.load_seconds += store_->copy_seconds(store_blocks);
+      st.saved_prefill_seconds += save.first * (1 - host_share);
+      st.saved_flops += save.second * (1 - host_share);
+      if (cross_tokens > 0) ++st.cross_loads;
+      st.cross_tokens += cross_tokens;
+      store_hits_[r.id] = static_cast<uint32_t>(store_tokens);
+    }
     waiting_.pop_front();
     loading_.push_back({id, ++load_seq_, sim_.now()});
     if (host_fabric_)  // flows host -> each GPU, sharing the links with everything else on them

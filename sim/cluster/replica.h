@@ -16,11 +16,13 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "hwmodels/cost_model.h"
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
+#include "sim/cluster/kv_store.h"
 #include "sim/cluster/kv_tier.h"
 #include "sim/cluster/network.h"
 #include "sim/cluster/request.h"
@@ -275,6 +277,10 @@ class Replica final : public EventHandler {
   // The cluster has a network with this replica's GPUs on it: the host tier's loads and stores
   // become flows on it (ReplicaListener::host_copy) instead of taking their analytic time.
   void set_host_fabric();
+  // The cluster's shared KV store (null = none; not owned): HBM and host evictions are written to
+  // it by its write policy, and start_loads() loads hits from it.
+  void attach_store(SharedKvStore* store);
+  const SharedKvStore* kv_store() const { return store_; }
   size_t loading() const { return loading_.size(); }
 
   // ---- scheduler side: the mechanism policies use ----
@@ -434,6 +440,11 @@ class Replica final : public EventHandler {
   ReplicaListener* listener_;
   KvCache kv_;
   std::unique_ptr<HostKvTier> host_;
+  SharedKvStore* store_ = nullptr;
+  std::unique_ptr<StoreWriter> store_writer_;
+  std::vector<uint64_t> store_keys_;  // scratch of start_loads
+  // Store tokens loaded for a request (by request number), until its admission's lookup takes them.
+  std::unordered_map<uint64_t, uint32_t> store_hits_;
   struct Loading {
     RequestId id;
     uint64_t seq = 0;

@@ -157,6 +157,8 @@ struct RunSummary {
   // Of prefix_hit_tokens, those a host KV tier's loads supplied ([kv_tiers.host]; 0 without one). The
   // tier's figures (kv_host_*) are appended to `fleet` by the run, as optional per-run metrics.
   int64_t prefix_host_hit_tokens = 0;
+  // Of prefix_hit_tokens, those loaded from the shared KV store ([kv_tiers.store]; 0 without one).
+  int64_t prefix_store_hit_tokens = 0;
   // Shed by admission control ([admission]); counted in requests_rejected, kept out of the `runs`
   // columns (class_stats has it per class) so that runs without admission control keep their layout.
   uint64_t rejected_admission = 0;

@@ -188,5 +188,63 @@ TEST(KvTierRunTest, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(unknown.find("kv_tiers"), std::string::npos) << unknown;
 }
 
+TEST(KvTierRunTest, StoreHitsAddToHbmAndHostHitsAndAStoreThatNeverLoadsChangesNothing) {
+  const std::string host = "[kv_tiers.host]\ncapacity_gb = 4\n";
+  const RunResult tier = run(host);
+  const RunResult store = run(host + "[kv_tiers.store]\ncapacity_gb = 256\nbandwidth_gb_s = 40\n");
+  const double hbm = metric(store, "kv_hbm_hit_tokens"), host_hits = metric(store, "kv_host_hit_tokens"),
+               store_hits = metric(store, "kv_store_hit_tokens");
+  EXPECT_GT(store_hits, 0);
+  EXPECT_EQ(hbm + host_hits + store_hits, static_cast<double>(store.summary.prefix_hit_tokens));
+  EXPECT_GT(store.summary.prefix_token_hit_rate, tier.summary.prefix_token_hit_rate);
+  EXPECT_GT(metric(store, "kv_store_stores"), 0);
+  // (prefix_affinity keeps a conversation on its replica: few or no cross-replica hits here)
+  EXPECT_LE(metric(store, "kv_store_cross_replica_tokens"), metric(store, "kv_store_loaded_tokens"));
+  // 131,072 bytes per token (Llama-3-8B, TP 1); each load waited bytes / 40 GB/s + 100 us.
+  EXPECT_NEAR(metric(store, "kv_store_load_gb"), metric(store, "kv_store_loaded_tokens") * 131072 * 1e-9, 1e-6);
+  EXPECT_NEAR(metric(store, "kv_store_load_seconds"),
+              metric(store, "kv_store_load_gb") / 40 + metric(store, "kv_store_loads") * 100e-6, 1e-9);
+  // Per replica: the two replicas' figures add up to the totals.
+  EXPECT_EQ(metric(store, "replica0.kv_store_loads") + metric(store, "replica1.kv_store_loads"),
+            metric(store, "kv_store_loads"));
+  EXPECT_EQ(metric(store, "replica0.kv_host_loads") + metric(store, "replica1.kv_host_loads"),
+            metric(store, "kv_host_loads"));
+  // A store that never loads leaves the host tier's results as they were.
+  const RunResult never = run(host + "[kv_tiers.store]\ncapacity_gb = 256\n[kv_tiers.store.load]\nkind = \"never\"\n");
+  EXPECT_EQ(metric(never, "kv_store_loads"), 0);
+  EXPECT_GT(metric(never, "kv_store_declined"), 0);
+  EXPECT_EQ(never.summary.prefix_hit_tokens, tier.summary.prefix_hit_tokens);
+  EXPECT_EQ(never.summary.ttft_ms.p90, tier.summary.ttft_ms.p90);
+  EXPECT_EQ(never.summary.e2e_ms.mean, tier.summary.e2e_ms.mean);
+  // A store without a host tier: HBM's evictions go there.
+  const RunResult alone = run("[kv_tiers.store]\ncapacity_gb = 64\n");
+  EXPECT_GT(metric(alone, "kv_store_hit_tokens"), 0);
+  EXPECT_EQ(metric(alone, "kv_hbm_hit_tokens") + metric(alone, "kv_store_hit_tokens"),
+            static_cast<double>(alone.summary.prefix_hit_tokens));
+}
+
+TEST(KvTierRunTest, StoreConfigurationErrorsNameTheKey) {
+  const std::string store = "[kv_tiers.store]\ncapacity_gb = 64\n";
+  const std::string no_prefix = error_of("[cluster]\nreplicas = 2\n" + store);
+  EXPECT_NE(no_prefix.find("kv_tiers.store.capacity_gb"), std::string::npos) << no_prefix;
+  EXPECT_NE(no_prefix.find("prefix_caching"), std::string::npos) << no_prefix;
+  const std::string pd = error_of(
+      "[cluster]\nprefix_caching = true\n[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + store);
+  EXPECT_NE(pd.find("disaggregated"), std::string::npos) << pd;
+  EXPECT_NE(pd.find("kv_tiers.store"), std::string::npos) << pd;
+  const std::string zero = error_of(std::string(kCluster) + "[kv_tiers.store]\ncapacity_gb = 0\n");
+  EXPECT_NE(zero.find("kv_tiers.store.capacity_gb"), std::string::npos) << zero;
+  const std::string bw = error_of(std::string(kCluster) + store + "bandwidth_gb_s = 0\n");
+  EXPECT_NE(bw.find("kv_tiers.store.bandwidth_gb_s"), std::string::npos) << bw;
+  const std::string total = error_of(std::string(kCluster) + store + "total_bandwidth_gb_s = -1\n");
+  EXPECT_NE(total.find("kv_tiers.store.total_bandwidth_gb_s"), std::string::npos) << total;
+  const std::string lat = error_of(std::string(kCluster) + store + "latency_us = 1e9\n");
+  EXPECT_NE(lat.find("kv_tiers.store.latency_us"), std::string::npos) << lat;
+  const std::string kind = error_of(std::string(kCluster) + store + "[kv_tiers.store.write]\nkind = \"later\"\n");
+  EXPECT_NE(kind.find("kv_tiers.store.write.kind"), std::string::npos) << kind;
+  const std::string tiny = error_of(std::string(kCluster) + "[kv_tiers.store]\ncapacity_gb = 0.001\n");
+  EXPECT_NE(tiny.find("holds no KV block"), std::string::npos) << tiny;
+}
+
 }  // namespace
 }  // namespace servesim::experiments

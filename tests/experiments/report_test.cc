@@ -333,6 +333,14 @@ kind = "h100-sxm"
   const std::string fleet_index = file_bytes(dir.file("out_fleet/index.html"));
   EXPECT_NE(fleet_index.find("<h2>Fleet and KV-tier figures</h2>"), std::string::npos);
   EXPECT_NE(fleet_index.find("<th>replica_failures</th>"), std::string::npos);
+  // Per-replica tier figures ("replica<i>.<figure>", docs/kv-tiers.md) stay out of that table.
+  ReportData per_replica = df;
+  per_replica.fleet.push_back({df.fleet.front().run_id, "replica0.kv_store_loads", 3});
+  of.out_dir = dir.file("out_fleet_replicas");
+  write_report(per_replica, of);
+  const std::string replicas_index = file_bytes(dir.file("out_fleet_replicas/index.html"));
+  EXPECT_NE(replicas_index.find("<th>replica_failures</th>"), std::string::npos);
+  EXPECT_EQ(replicas_index.find("replica0.kv_store_loads"), std::string::npos);
 
   std::ostringstream out, err;
   const std::string missing = dir.file("missing.db");

@@ -52,7 +52,8 @@ struct Draw {
   bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
   bool rate_profile = false;                 // [workload.rate_profile]: a time-varying rate (issue 17)
   bool autoscale = false;                    // [autoscaler] (issue 17)
-  bool kv_tier = false;                      // [kv_tiers.host] (issue 16)
+  bool kv_tier = false;                      // [kv_tiers.host] or [kv_tiers.store] (issue 16)
+  bool kv_store = false;                     // [kv_tiers.store]
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
 };
 
@@ -488,6 +489,20 @@ Draw draw_config(uint64_t seed) {
          "\"\n[kv_tiers.host.load]\nkind = \"" + pick(tier_rng, std::vector<std::string>{"cost", "always", "never"}) +
          "\"\n";
   }
+  // A shared KV store on half of the same draws (with or without the host tier), from its own stream.
+  core::Rng store_rng(seed, "property-kv-store");
+  if (d.prefix_caching && !d.disaggregated && !d.expert_parallel && store_rng.uniform_int(2) == 0) {
+    d.kv_tier = d.kv_store = true;
+    t += "[kv_tiers.store]\ncapacity_gb = " + num(pick(store_rng, std::vector<double>{0.5, 8, 512})) +
+         "\nbandwidth_gb_s = " + num(pick(store_rng, std::vector<double>{0.5, 40, 400})) +
+         "\ntotal_bandwidth_gb_s = " + num(pick(store_rng, std::vector<double>{0, 10, 1000})) +
+         "\nlatency_us = " + num(pick(store_rng, std::vector<double>{0, 100, 20000})) +
+         "\n[kv_tiers.store.write]\nkind = \"" +
+         pick(store_rng, std::vector<std::string>{"on_eviction", "write_through"}) +
+         "\"\n[kv_tiers.store.eviction]\nkind = \"" + pick(store_rng, std::vector<std::string>{"lru", "fifo"}) +
+         "\"\n[kv_tiers.store.load]\nkind = \"" + pick(store_rng, std::vector<std::string>{"cost", "always", "never"}) +
+         "\"\n";
+  }
   d.toml = t;
   return d;
 }
@@ -596,6 +611,7 @@ struct Tally {
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
   uint64_t kv_tier_runs = 0, kv_host_loads = 0, kv_tier_pd_runs = 0, kv_host_loads_pd = 0, kv_host_stores_pd = 0;
+  uint64_t kv_store_runs = 0, kv_store_loads = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -733,11 +749,14 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.node_failure_runs += d.node_failure;
       tally.autoscale_runs += d.autoscale;
       tally.kv_tier_runs += d.kv_tier;
+      tally.kv_store_runs += d.kv_store;
       tally.kv_tier_pd_runs += d.kv_tier && d.disaggregated;
       for (const auto& v : s.fleet)
         if (v.name == "kv_host_loads") {
           tally.kv_host_loads += static_cast<uint64_t>(v.value);
           if (d.disaggregated) tally.kv_host_loads_pd += static_cast<uint64_t>(v.value);
+        } else if (v.name == "kv_store_loads") {
+          tally.kv_store_loads += static_cast<uint64_t>(v.value);
         } else if (v.name == "kv_host_stores" && d.disaggregated) {
           tally.kv_host_stores_pd += static_cast<uint64_t>(v.value);
         }
@@ -784,6 +803,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_host_loads, 0u);
   EXPECT_GT(tally.kv_tier_pd_runs, 0u);  // the tier on disaggregated clusters: its copies as flows
   EXPECT_GT(tally.kv_host_stores_pd, 0u);
+  EXPECT_GT(tally.kv_store_runs, kSeeds / 40);
+  EXPECT_GT(tally.kv_store_loads, 0u);
   EXPECT_GT(tally.kv_transfers, 100u);
   EXPECT_GT(tally.pd_push_runs, kSeeds / 40);
   EXPECT_GT(tally.pull_waits, 0u);  // decode pools that filled up: pulls held back
@@ -847,9 +868,10 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
             << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
-            << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a host KV tier ("
+            << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a KV tier ("
             << tally.kv_host_loads << " host loads; " << tally.kv_tier_pd_runs << " disaggregated, "
-            << tally.kv_host_loads_pd << " loads and " << tally.kv_host_stores_pd << " stores as flows); decoding:";
+            << tally.kv_host_loads_pd << " loads and " << tally.kv_host_stores_pd << " stores as flows; "
+            << tally.kv_store_runs << " with a shared store, " << tally.kv_store_loads << " store loads); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

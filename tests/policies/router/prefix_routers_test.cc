@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "policies/kvtier/kvtier.h"
 #include "policies/router/router.h"
 #include "sim/core/config.h"
 #include "tests/policies/router/make_router.h"
@@ -100,6 +101,79 @@ TEST(PrefixAffinityRouterTest, ReplicaEventsArriveLate) {
   EXPECT_EQ(h.obs.find(1)->replica, 1u);
   EXPECT_EQ(h.obs.find(2)->replica, 0u);
   EXPECT_EQ(h.obs.find(2)->cached_tokens, 24);
+}
+
+// tiered_prefix_affinity on replicas whose tiers are filled by hand: 3 replicas, each with a host
+// tier (on_eviction), and a shared store written through (every unit HBM registers is copied there).
+// Units of 8 tokens; a prompt of 16 tokens is 2 units. With the default weights a replica scores
+// 1 per unit in its HBM, 0.75 in its host memory, 0.5 in the store:
+//   prefix P: in replica 0's HBM (2.0), in replica 1's host memory (1.5), replica 2 only through the
+//             store (1.0): replica 0, though it is the busiest.
+//   prefix Q: in replica 1's host memory (1.5), elsewhere in the store (1.0): replica 1.
+//   prefix S: only in the store, for every replica (1.0 each, 0.5 of the prompt > cache_threshold
+//             0.4): the least loaded, replica 1, not replica 0 which computed it.
+TEST(TieredPrefixAffinityRouterTest, PrefersHbmThenHostThenStoreAndSpreadsStoreHits) {
+  testing::ClusterSetup s;
+  s.replicas = 3;
+  s.prefix_unit_tokens = 8;
+  s.kv_blocks = 100;
+  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
+                                               core::ParamSpec::section("t", "kv_tier_writes", "write_through", "t"),
+                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
+                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
+  const core::Params cfg = core::parse_config("[w]\n[t]\n[e]\n[l]\n", "t.toml", schema);
+  auto host = std::make_shared<sim::HostTierSpec>();
+  host->write = kv_tier_write_registry().make(cfg.section("w"));
+  host->eviction = kv_tier_eviction_registry().make(cfg.section("e"));
+  host->load = kv_tier_load_registry().make(cfg.section("l"));
+  host->capacity_blocks = 100;
+  host->block_bytes_per_gpu = 100;
+  host->link_bytes_per_s = 1e9;
+  s.host_tier = host;
+  auto store = std::make_shared<sim::StoreSpec>();
+  store->write = kv_tier_write_registry().make(cfg.section("t"));
+  store->eviction = host->eviction;
+  store->load = host->load;
+  store->capacity_blocks = 1000;
+  store->block_bytes_per_gpu = 100;
+  store->link_bytes_per_s = 1e9;
+  s.kv_store = store;
+  testing::Harness h(std::vector<traces::RequestSpec>{}, s);
+  std::vector<sim::Replica*> reps;
+  for (const auto& r : h.cluster->replicas()) reps.push_back(r.get());
+  auto router = make("kind = \"tiered_prefix_affinity\"\ncache_threshold = 0.4\n");
+  router->bind(reps, h.sim);
+  // Registers a prompt's units in a replica's HBM; `evict`: then pushes them out (to its host tier).
+  auto cache = [&](uint32_t replica, std::vector<uint64_t> hashes, bool evict) {
+    sim::KvCache& kv = reps[replica]->kv_cache();
+    uint64_t key = 0;
+    for (uint64_t hsh : hashes) {
+      key = sim::KvCache::chain(key, hsh);
+      kv.unref(kv.insert(key, 2));
+    }
+    if (evict) {
+      const int64_t all = kv.available();
+      ASSERT_TRUE(kv.try_allocate(all));
+      kv.release(all);
+    }
+  };
+  cache(1, {1, 2}, true);   // P to replica 1's host memory (and the store)
+  cache(1, {3, 4}, true);   // Q likewise
+  cache(0, {5, 6}, true);   // S to replica 0's host memory and the store ...
+  cache(0, {1, 2}, false);  // P in replica 0's HBM
+  ASSERT_TRUE(reps[1]->host_tier()->contains(sim::KvCache::chain(0, 1)));
+  std::vector<sim::ReplicaLoad> loads(3);
+  loads[0].queued = 3;  // replica 0 is the busiest (not imbalanced: within 32 requests)
+  loads[2].queued = 1;
+  EXPECT_EQ(router->route(with(1, 0, {1, 2}, 16), loads), 0u);
+  EXPECT_EQ(router->route(with(2, 0, {3, 4}, 16), loads), 1u);
+  // ... S in the store only: replica 0's host memory is lost (a failure; the store keeps S).
+  std::vector<sim::RequestId> lost;
+  reps[0]->fail(lost);
+  reps[0]->repair();
+  ASSERT_TRUE(h.cluster->kv_store()->contains(sim::KvCache::chain(0, 5)));
+  ASSERT_FALSE(reps[0]->host_tier()->contains(sim::KvCache::chain(0, 5)));
+  EXPECT_EQ(router->route(with(3, 0, {5, 6}, 16), loads), 1u);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ struct ClusterSetup {
   sim::ClientPath client;        // the engine's frontend delays (none by default)
   std::optional<core::Duration> client_timeout;  // of the vector workload
   std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per (prefill) replica (none by default)
+  std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
 };
 
 struct Harness {
@@ -122,6 +123,7 @@ struct Harness {
     rc.engine = engine ? &*engine : nullptr;
     rc.speculator = decoding.get();
     rc.seed = s.seed;
+    if (s.kv_store) cluster->set_kv_store(std::make_unique<sim::SharedKvStore>(*s.kv_store));
     for (int i = 0; i < s.replicas; ++i) {
       // Disaggregated: the host tier is the prefill replicas' (decode replicas have none).
       rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
@@ -139,6 +141,7 @@ struct Harness {
       r->kv_cache().check();
       if (r->host_tier()) r->host_tier()->check();
     }
+    if (cluster->kv_store()) cluster->kv_store()->check();
     for (const auto& st : obs.states) {
       ASSERT_GE(st.kv_blocks_used, 0);
       ASSERT_LE(st.kv_blocks_used, st.kv_blocks_total);
