@@ -376,8 +376,14 @@ Experiment Experiment::parse(const std::string& text, const std::string& source_
     try {
       e.base_text_ = core::read_input_file(bp.string(), "a TOML run configuration", core::kMaxConfigBytes);
     } catch (const core::InputError& err) {
-      // The path may hold a line break or control characters (TOML escapes): shown escaped.
-      p.fail(*base, "base", "cannot read the base configuration: " + core::printable(err.what(), 2000));
+      // The path may hold a line break or control characters (TOML escapes): shown escaped, and a
+      // long one cut short, so that the reason after it still shows.
+      const std::string what = err.what();
+      const bool named = !err.file().empty() && what.rfind(err.file(), 0) == 0;
+      p.fail(*base, "base",
+             "cannot read the base configuration: " +
+                 (named ? core::printable(err.file(), 400) + core::printable(what.substr(err.file().size()), 400)
+                        : core::printable(what, 800)));
     }
     e.base_file_ = bp.string();
     e.base_source_ = bp.string();
