@@ -108,7 +108,9 @@ class ChunkedScheduler final : public sim::BatchScheduler {
 
   void admit_new(sim::Replica& replica, sim::IterationPlan& plan, int64_t left) {
     const int64_t reserved = reserved_blocks(replica.kv());
-    while (left > 0 && !replica.waiting().empty()) {
+    while (left > 0) {
+      // Its host/store hit first: a load takes it out of the queue; one waiting for blocks stops here.
+      if (replica.settle_tier_hits() || replica.waiting().empty()) break;
       const sim::RequestId id = replica.waiting().front();
       const sim::Request& r = replica.request(id);
       if (replica.resumable(r)) break;

@@ -59,7 +59,9 @@ class ContinuousScheduler final : public sim::BatchScheduler {
   void admit_prefills(sim::Replica& replica, sim::IterationPlan& plan) {
     const int64_t reserved = reserved_blocks(replica.kv());
     int64_t tokens = 0;
-    while (!replica.waiting().empty()) {
+    while (true) {
+      // Its host/store hit first: a load takes it out of the queue; one waiting for blocks stops here.
+      if (replica.settle_tier_hits() || replica.waiting().empty()) break;
       const sim::RequestId id = replica.waiting().front();
       const sim::Request& r = replica.request(id);
       if (replica.resumable(r)) break;

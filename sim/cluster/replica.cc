@@ -610,7 +610,6 @@ void Replica::try_start_iteration() {
   const bool after_idle = !chained_;
   chained_ = false;
   if (!arriving_.empty()) admit_arrivals(!after_idle);
-  if (host_ || store_) [[unlikely]] start_loads();
   if (waiting_.empty() && running_.empty()) {
     publish_state();
     return;
@@ -846,13 +845,12 @@ void Replica::set_host_fabric() {
   host_->set_traffic(host_fabric_.get());
 }
 
-void Replica::start_loads() {
-  const int64_t reserved = scheduler_->reserved_blocks(kv_);
+bool Replica::start_loads() {
   const int64_t u_tokens = kv_.unit_tokens();
   while (!waiting_.empty()) {
     const RequestId id = waiting_.front();
     Request& r = requests_[id];
-    if (r.decoding || r.kv_tokens > 0 || r.tier_checked) return;
+    if (r.decoding || r.kv_tokens > 0 || r.tier_checked) return false;
     if (!prefetches_.empty()) [[unlikely]] {
       // Its prefetch (if any): wait for it as the policy says (out of the queue), then cut it off;
       // the units that arrived are host units for the lookup below.
@@ -929,7 +927,7 @@ void Replica::start_loads() {
     }
     if (host_tokens == 0 && store_tokens == 0) {
       r.tier_checked = true;
-      return;
+      return false;
     }
     // Load or recompute: the copy's time against the prefill time the hit saves, the cost model's
     // prefill of the rest of the prompt from HBM's hit less that from the end of the loaded units.
@@ -974,7 +972,7 @@ void Replica::start_loads() {
     }
     if (host_tokens == 0 && store_tokens == 0) {
       settle();
-      return;
+      return false;
     }
     if (store_tokens == 0) {
       load_s = host_->copy_seconds(host_blocks);
@@ -983,10 +981,10 @@ void Replica::start_loads() {
         settle();
         ++host_->stats().declined;
         host_->stats().declined_tokens += host_tokens;
-        return;
+        return false;
       }
     }
-    if (need > kv_.available() - reserved) return;  // tried again when blocks free up
+    if (need > kv_.available() - scheduler_->reserved_blocks(kv_)) return true;  // tried again when blocks free up
     settle();
     // Pin what HBM holds, then bring in the tiers' units (inserting may evict other units).
     uint64_t k = 0;
@@ -1047,6 +1045,7 @@ void Replica::start_loads() {
           core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
           load_seq_);
   }
+  return false;
 }
 
 void Replica::finish_load(uint64_t seq) {

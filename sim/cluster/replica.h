@@ -285,6 +285,18 @@ class Replica final : public EventHandler {
   size_t loading() const { return loading_.size(); }
 
   // ---- scheduler side: the mechanism policies use ----
+  // Called by a scheduler before it considers the head of the waiting queue for admission (each
+  // time, as vLLM V1 asks its KV connector about each waiting request it considers): with KV tiers
+  // below HBM, a fresh prefill whose prefix continues in host memory or the store is decided there
+  // (load or recompute, once per request); a load takes it out of the queue until the copy ends,
+  // and the next request is decided in turn. Returns true when the head's load waits for HBM
+  // blocks: the scheduler admits nothing more this step (as vLLM's scheduler stops when it cannot
+  // allocate a waiting request's external tokens), so no request is admitted before its tier hit
+  // is decided. Without tiers it does nothing.
+  bool settle_tier_hits() {
+    if (host_ || store_) [[unlikely]] return start_loads();
+    return false;
+  }
   const std::deque<RequestId>& waiting() const { return waiting_; }
   const std::vector<RequestId>& running() const { return running_; }  // in arrival order
   Request& request(RequestId id) { return requests_[id]; }
@@ -393,7 +405,7 @@ class Replica final : public EventHandler {
   // Host KV tier: while the request at the head of the waiting queue is a fresh prefill whose prefix
   // chain continues past HBM's hit in the host tier and the load policy says load, takes HBM blocks
   // for the units (the hit's pinned, the loaded ones inserted), and parks it until the copy ends.
-  void start_loads();
+  bool start_loads();  // see settle_tier_hits()
   // The load numbered `seq` is over: its request goes back to the front of the waiting queue, its
   // units left cached (unreferenced, most recently used) for its admission to hit in HBM.
   void finish_load(uint64_t seq);

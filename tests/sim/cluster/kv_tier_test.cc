@@ -348,5 +348,37 @@ TEST(KvTierTest, UnitsAreConservedAcrossHbmAndHostOverALongRandomRun) {
   }
 }
 
+TEST(KvTierTest, ARequestAdmittedInTheSameStepAsTheHeadOfTheQueueHasItsHostHitDecidedToo) {
+  // vLLM V1 asks its KV connector about every waiting request its scheduler considers, not only the
+  // first. 16 HBM blocks (64 tokens), 4 MB/s and 1 ms to host. A (0 s, units 1, 2) runs; B (1 s, 56
+  // tokens, units 5-11, 14 blocks + 1) makes HBM evict A's units to host memory. E (1.99 s, 4
+  // tokens) keeps the replica busy until 1.99 + 10 + 4 ms = 2.004 s, so D (2 s, 4 tokens, no unit)
+  // and C (2 s, units 1, 2, 9) wait together. At 2.004 s the (continuous) scheduler admits D, then
+  // considers C: its 16 host tokens are loaded (16,000 B / 4 MB/s + 1 ms = 5 ms < 16 ms saved) and
+  // C leaves the queue until 2.009 s while D prefills alone (10 + 4 = 14 ms, to 2.018 s). At 2.018 s
+  // C prefills its last 8 tokens: 10 + 8 = 18 ms, first token at 2.036 s. (Deciding only the head
+  // of the queue, C would prefill all 24 tokens with D: 10 + 28 ms, first token at 2.042 s.)
+  ClusterSetup s = tier_case(4e6, 0.001);
+  s.kv_blocks = 16;
+  const std::vector<traces::RequestSpec> trace = {
+      hashed(0.0, 16, 2, {1, 2}), hashed(1.0, 56, 2, {5, 6, 7, 8, 9, 10, 11}), hashed(1.99, 4, 2, {90}),
+      hashed(2.0, 4, 2, {80}), hashed(2.0, 24, 2, {1, 2, 9})};
+  Harness h(trace, s);
+  h.run();
+  const KvTierStats& st = h.cluster->replicas()[0]->host_tier()->stats();
+  EXPECT_EQ(st.loads, 1u);
+  EXPECT_EQ(st.loaded_tokens, 16);
+  EXPECT_EQ(h.obs.find(4)->cached_tokens, 16);
+  EXPECT_NEAR(static_cast<double>(h.obs.find(3)->first_token.ns()), 2018.0 * kMs, 1);
+  EXPECT_NEAR(static_cast<double>(h.obs.find(4)->first_token.ns()), 2036.0 * kMs, 1);
+  // The same under chunked prefill: C's host hit is decided when the scheduler reaches it.
+  ClusterSetup chunked = s;
+  chunked.scheduler = "kind = \"chunked\"\nwatermark = 0.0\n";
+  Harness c(trace, chunked);
+  c.run();
+  EXPECT_EQ(c.cluster->replicas()[0]->host_tier()->stats().loaded_tokens, 16);
+  EXPECT_EQ(c.obs.find(4)->cached_tokens, 16);
+}
+
 }  // namespace
 }  // namespace servesim::sim
