@@ -321,5 +321,21 @@ TEST(KvTierRunTest, OnAPdClusterTheStoresLinkIsTotalBandwidthGbS) {
             (metric(slow, "kv_store_load_gb") / 10 + metric(slow, "kv_store_loads") * 5e-6) * (1 - 1e-9));
 }
 
+TEST(KvTierRunTest, TheStoresLinkCanFailAndItsCopiesWaitForTheRepair) {
+  // "store - spine" down from 60 s to 120 s: loads and writes to the store have no path meanwhile
+  // and wait with their bytes (a load's request waits with them); every request still completes,
+  // and the loads' time grows by the wait. PD transfers never cross the store: they are unaffected
+  // in number.
+  const std::string store = "[kv_tiers.store]\ncapacity_gb = 256\n";
+  const RunResult up = pd_run(store);
+  const RunResult cut = pd_run(store + "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"store - spine\"\n"
+                                       "at_s = 60\nrepair_s = 60\n");
+  EXPECT_EQ(cut.summary.requests_completed, cut.summary.requests_total);
+  EXPECT_EQ(cut.summary.kv_transfers, up.summary.kv_transfers);
+  EXPECT_GT(metric(cut, "kv_store_loads"), 0);
+  EXPECT_GT(metric(cut, "kv_store_load_seconds") / metric(cut, "kv_store_loads"),
+            metric(up, "kv_store_load_seconds") / metric(up, "kv_store_loads"));
+}
+
 }  // namespace
 }  // namespace servesim::experiments
