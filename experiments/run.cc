@@ -176,7 +176,9 @@ const std::vector<core::ParamSpec>& run_schema() {
                           .range(0.01, 1e4),
                       ParamSpec::real("total_bandwidth_gb_s", 0, "GB/s",
                                       "the store's bandwidth for one copy of a whole replica's bytes (0 = no limit); "
-                                      "a copy takes max(bytes per GPU / bandwidth_gb_s, bytes / this) + latency")
+                                      "a copy takes max(bytes per GPU / bandwidth_gb_s, bytes / this) + latency; on "
+                                      "a network topology, the store's link to the spine, shared by every copy "
+                                      "(0 = non-blocking)")
                           .range(0, 1e6),
                       ParamSpec::real("latency_us", 100, "us",
                                       "fixed time of one load (lookup, RDMA setup)").range(0, 1e7),
@@ -192,8 +194,8 @@ const std::vector<core::ParamSpec>& run_schema() {
                           .optional(),
                   },
                   "a KV store on the network shared by every replica (Mooncake store, LMCache server): units a "
-                  "replica writes there are loaded by any replica on a later prefix hit (unified clusters with "
-                  "cluster.prefix_caching; docs/kv-tiers.md)")
+                  "replica writes there are loaded by any replica on a later prefix hit (needs cluster.prefix_caching; "
+                  "disaggregated: the prefill replicas'; docs/kv-tiers.md)")
                   .optional(),
           },
           "KV-cache tiers below GPU memory (issue 16: host DRAM per replica, a shared store)")
@@ -787,17 +789,13 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
 
 // [kv_tiers.store]: refused where it is not modelled; capacity in the replicas' HBM blocks.
 sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec& model, int64_t tp,
-                          const policies::DecodingMethod* decoding, bool disaggregated, bool ep, bool prefix_caching,
+                          const policies::DecodingMethod* decoding, bool ep, bool prefix_caching,
                           int64_t block_size) {
   const core::Params& h = config.section("kv_tiers").section("store");
   if (!prefix_caching)
     h.fail("capacity_gb",
            "a shared KV store keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
            "prefix block hashes)");
-  if (disaggregated)
-    h.fail("capacity_gb",
-           "a shared KV store on a disaggregated cluster ([cluster.prefill] / [cluster.decode]) is not modelled yet; "
-           "use a unified cluster");
   if (ep) h.fail("capacity_gb", "a shared KV store with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
   const sim::KvLayout layout = kv_layout(model, tp, decoding);
   const double block_bytes = layout.block_bytes(block_size);
@@ -1236,9 +1234,16 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   // expert-parallel replicas.
   std::unique_ptr<sim::Network> network;
   sim::Simulation simulation;
-  if (disaggregated || multi_node_replicas)
-    network = std::make_unique<sim::Network>(simulation,
-                                             sim::Topology(net.topology(*pools[0].gpu, next_gpu)));
+  if (disaggregated || multi_node_replicas) {
+    sim::TopologyConfig topology = net.topology(*pools[0].gpu, next_gpu);
+    // A shared KV store is an endpoint on the spine, its link the store's own bandwidth
+    // (kv_tiers.store.total_bandwidth_gb_s; 0 = non-blocking): docs/kv-tiers.md, "One fabric".
+    if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) {
+      topology.store = true;
+      topology.store_bytes_per_s = config.section("kv_tiers").section("store").get_float("total_bandwidth_gb_s") * 1e9;
+    }
+    network = std::make_unique<sim::Network>(simulation, sim::Topology(topology));
+  }
 
   policies::SchedulerContext sched_ctx;
   sched_ctx.max_context = model->max_context;
@@ -1301,7 +1306,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     host_tier = std::move(spec);
   }
   std::optional<sim::StoreSpec> kv_store;
-  if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), disaggregated, pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
+  if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
 
   const core::Params& slo_cfg = config.section("slo");
   metrics::Slo slo;

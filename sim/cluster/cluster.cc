@@ -59,27 +59,31 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   }
   exchange_pairs_.push_back(std::move(pairs));
   ranks_.push_back(attention_ranks);
-  if (network_ && !gpus.empty()) replicas_.back()->set_host_fabric();  // a no-op without a host tier
+  if (network_ && !gpus.empty()) replicas_.back()->set_tier_fabric();  // used only with a tier
   gpus_.push_back(std::move(gpus));
-  if (kv_store_) replicas_.back()->attach_store(kv_store_.get());
+  if (kv_store_ && c.role != ReplicaRole::kDecode) replicas_.back()->attach_store(kv_store_.get());
   return *replicas_.back();
 }
 
-void Cluster::host_copy(Replica& replica, bool to_gpu, double bytes, uint64_t tag, TransferListener* done) {
+void Cluster::tier_copy(Replica& replica, KvTierEndpoint tier, bool to_gpu, double bytes, uint64_t tag,
+                        TransferListener* done) {
   const Topology& topo = network_->topology();
+  if (tier == KvTierEndpoint::kStore && !topo.has_store())
+    throw core::Error("internal: a KV store copy on a topology without the store");
   host_pairs_.clear();
   for (int64_t g : gpus_[replica.index()]) {
-    const int64_t host = topo.host_endpoint(topo.node_of(g));
-    host_pairs_.emplace_back(to_gpu ? host : g, to_gpu ? g : host);
+    const int64_t end = tier == KvTierEndpoint::kStore ? topo.store_endpoint() : topo.host_endpoint(topo.node_of(g));
+    host_pairs_.emplace_back(to_gpu ? end : g, to_gpu ? g : end);
   }
   network_->start_transfer(tag, host_pairs_, bytes, done);
   if (links_down_ > 0) check_cut_off();
 }
 
 void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
-  if (disaggregated()) throw core::Error("internal: a shared KV store on a disaggregated cluster");
+  // Disaggregated: the prefill replicas' (they look prefixes up; decode replicas do not).
   kv_store_ = std::move(store);
-  for (auto& r : replicas_) r->attach_store(kv_store_.get());
+  for (auto& r : replicas_)
+    if (r->role() != ReplicaRole::kDecode) r->attach_store(kv_store_.get());
 }
 
 double Cluster::exchange_seconds(Replica& replica, double bytes) {

@@ -277,7 +277,8 @@ class Cluster final : public EventHandler,
   double exchange_seconds(Replica& replica, double bytes) override;
   // ReplicaListener: a host KV tier's load or store as flows between each of the replica's GPUs and
   // its node's host (sim/cluster/network.h, Topology::host_endpoint).
-  void host_copy(Replica& replica, bool to_gpu, double bytes, uint64_t tag, TransferListener* done) override;
+  void tier_copy(Replica& replica, KvTierEndpoint tier, bool to_gpu, double bytes, uint64_t tag,
+                 TransferListener* done) override;
 
   // ---- fleet dynamics (sim/cluster/faults.cc) ----
   struct FaultTimer final : EventHandler {  // payload: index into fault_actions_
@@ -363,7 +364,7 @@ class Cluster final : public EventHandler,
   std::unique_ptr<Admission> admission_;
   std::unique_ptr<Router> decode_router_;
   Network* network_;
-  std::vector<std::pair<int64_t, int64_t>> host_pairs_;  // scratch of host_copy
+  std::vector<std::pair<int64_t, int64_t>> host_pairs_;  // scratch of tier_copy
   core::LifecycleObserver& observer_;
   ClusterLayout layout_;
   RequestTable requests_;

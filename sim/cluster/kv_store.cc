@@ -43,15 +43,16 @@ StoreStats& SharedKvStore::stats(uint32_t replica) {
   return per_replica_[replica];
 }
 
-void SharedKvStore::store(uint64_t key, int64_t blocks, uint32_t replica) {
+bool SharedKvStore::store(uint64_t key, int64_t blocks, uint32_t replica) {
   const uint64_t before = units_.stats().stores;
   units_.store(key, blocks);
-  if (units_.stats().stores == before) return;  // here already (refreshed), or too large
+  if (units_.stats().stores == before) return false;  // here already (refreshed), or too large
   writer_[key] = replica;
   StoreStats& st = stats(replica);
   ++st.stores;
   st.store_bytes += copy_bytes(blocks);
   st.store_seconds += copy_seconds(blocks);
+  return true;
 }
 
 void SharedKvStore::check() const {

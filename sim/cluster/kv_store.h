@@ -15,11 +15,14 @@
 // (the same LRU / FIFO mechanism), with a record of which replica wrote each unit, for the
 // cross-replica hits.
 //
-// Copy time, analytic in this slice and computed in ONE place (SharedKvStore::copy_seconds; the
-// combined wait of a request's host and store units in tier_load_seconds): every GPU of the replica
-// pulls its share of the bytes over its own path (its NIC share) in parallel, so a copy takes
-// max(bytes per GPU / path bandwidth, bytes / total store bandwidth) + latency. Concurrent loads do
-// not slow each other (no contention; a flow model of the network can replace these functions).
+// Copy time without a network topology (unified clusters), analytic and computed in ONE place
+// (SharedKvStore::copy_seconds; the combined wait of a request's host and store units in
+// tier_load_seconds): every GPU of the replica pulls its share of the bytes over its own path (its
+// NIC share) in parallel, so a copy takes max(bytes per GPU / path bandwidth, bytes / total store
+// bandwidth) + latency, and concurrent loads do not slow each other. On a cluster with a topology
+// (prefill/decode disaggregation) the store is an endpoint of it (Topology::store_endpoint) and the
+// replica puts its loads and writes on it as flows (StoreWriter's KvTierTraffic, Replica's tier
+// fabric); copy_seconds is then only the load policy's estimate and the writes' counted link time.
 
 #include <cstdint>
 #include <memory>
@@ -96,7 +99,8 @@ class SharedKvStore final : private KvTierSink {
   // A load read this unit (LRU refresh).
   void touch(uint64_t key) { units_.touch(key); }
   // `replica` writes a unit (a refresh when it is here already); evicts by policy to make room.
-  void store(uint64_t key, int64_t blocks, uint32_t replica);
+  // Returns whether the unit was written (false: here already, or larger than the whole store).
+  bool store(uint64_t key, int64_t blocks, uint32_t replica);
 
   // Per replica (the replica's loads and writes); grows as replicas are attached.
   StoreStats& stats(uint32_t replica);
@@ -130,22 +134,28 @@ inline double tier_load_seconds(double host_s, double store_s) { return host_s >
 class StoreWriter final : public KvTierSink {
  public:
   StoreWriter(SharedKvStore& store, uint32_t replica, HostKvTier* host) : store_(store), replica_(replica), host_(host) {}
+  // Where the writes go as traffic (null: nowhere, their time is analytic).
+  void set_traffic(KvTierTraffic* traffic) { traffic_ = traffic; }
   void on_hbm_insert(uint64_t key, int64_t blocks) override {
     if (host_) host_->on_hbm_insert(key, blocks);
-    if (store_.store_on_compute()) store_.store(key, blocks, replica_);
+    if (store_.store_on_compute()) write(key, blocks);
   }
   void on_hbm_evict(uint64_t key, int64_t blocks) override {
     if (host_) host_->on_hbm_evict(key, blocks);
-    else if (store_.store_on_eviction()) store_.store(key, blocks, replica_);
+    else if (store_.store_on_eviction()) write(key, blocks);
   }
   void on_tier_evict(uint64_t key, int64_t blocks) override {
-    if (store_.store_on_eviction()) store_.store(key, blocks, replica_);
+    if (store_.store_on_eviction()) write(key, blocks);
   }
 
  private:
+  void write(uint64_t key, int64_t blocks) {
+    if (store_.store(key, blocks, replica_) && traffic_) traffic_->on_store(KvTierEndpoint::kStore, store_.copy_bytes(blocks));
+  }
   SharedKvStore& store_;
   uint32_t replica_;
   HostKvTier* host_;
+  KvTierTraffic* traffic_ = nullptr;
 };
 
 }  // namespace servesim::sim

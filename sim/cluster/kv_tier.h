@@ -14,8 +14,9 @@
 // off the critical path (as the offloading connectors issue them on a separate stream): their bytes
 // and link time are counted, but they delay nothing. Without a network that is all (they do not
 // share the link with loads); on a cluster with a network (a topology), the replica puts every
-// load and store on it as flows between its GPUs and their node's host (KvTierTraffic), sharing
-// the PCIe links max-min fairly with PD transfers and each other (docs/kv-tiers.md).
+// load and store on it as flows between its GPUs and their node's host (KvTierTraffic; the shared
+// store's copies the same way, between its GPUs and the store's endpoint), sharing the links
+// max-min fairly with PD transfers and each other (docs/kv-tiers.md).
 
 #include <cstdint>
 #include <memory>
@@ -67,10 +68,14 @@ class KvTierPrefetchPolicy {
   virtual double wait_seconds(double elapsed_s, double remaining_s) const = 0;
 };
 
-// Told of every unit the tier writes (a store), to put its copy on the network.
+// Where a tier copy goes to or comes from on the network: the replica's nodes' hosts (the host
+// tier) or the cluster's shared store (SharedKvStore).
+enum class KvTierEndpoint : uint8_t { kHost, kStore };
+
+// Told of every unit a tier writes (a store), to put its copy on the network.
 class KvTierTraffic {
  public:
-  virtual void on_store(double bytes) = 0;  // the whole replica's bytes
+  virtual void on_store(KvTierEndpoint to, double bytes) = 0;  // the whole replica's bytes
 
  protected:
   ~KvTierTraffic() = default;

@@ -23,6 +23,7 @@ struct Topology::Graph {
   G g_host;  // g plus the hosts: paths with a host at one end
   std::vector<size_t> gpu_vertex;
   std::vector<size_t> host_in, host_out;  // per node, in g_host: the host as a destination, as a source
+  size_t store_in = 0, store_out = 0;      // in g_host: the store as a destination, as a source
   std::vector<G::edge_descriptor> edge_of;       // per link of g
   std::vector<G::edge_descriptor> host_edge_of;  // per link, in g_host
 };
@@ -132,6 +133,27 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
                                                 : boost::add_edge(out, at, e, gh).first);
       }
   }
+  // The store, on the same copy, after the hosts: two one-way vertices like a host's, on the spine
+  // (or on the one leaf), by one cable.
+  if (c.store) {
+    const double store_bw = c.store_bytes_per_s > 0
+                                ? c.store_bytes_per_s
+                                : static_cast<double>(nodes * c.nics_per_node) * c.nic_bytes_per_s;
+    const size_t at = leaves > 1 ? spine : leaf[0];
+    const std::string name = leaves > 1 ? "store - spine" : "store - leaf 0";
+    graph_->store_in = boost::add_vertex(gh);
+    graph_->store_out = boost::add_vertex(gh);
+    for (int dir = 0; dir < 2; ++dir) {  // (up): into the store (a write); (down): out of it (a load)
+      Graph::Edge e;
+      e.latency_s = c.switch_latency_s;
+      e.weight = e.latency_s + 1e-12;
+      e.link = static_cast<uint32_t>(link_bandwidth_.size());
+      link_bandwidth_.push_back(store_bw);
+      link_names_.push_back(name + (dir == 0 ? " (up)" : " (down)"));
+      graph_->host_edge_of.push_back(dir == 0 ? boost::add_edge(at, graph_->store_in, e, gh).first
+                                              : boost::add_edge(graph_->store_out, at, e, gh).first);
+    }
+  }
   link_down_.assign(link_bandwidth_.size(), 0);
 }
 
@@ -144,7 +166,7 @@ std::vector<uint32_t> Topology::links_named(const std::string& name) const {
 
 std::string Topology::link_name_examples() const {
   std::string out;
-  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - "};
+  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - ", "store - "};
   for (const char* k : kinds)
     for (const std::string& n : link_names_)
       if (n.find(k) != std::string::npos) {
@@ -172,22 +194,26 @@ Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 
 const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
-  const int64_t endpoints = config_.num_gpus + num_nodes();
+  const int64_t endpoints = config_.num_gpus + num_nodes() + (config_.store ? 1 : 0);
   if (from_gpu < 0 || to_gpu < 0 || from_gpu >= endpoints || to_gpu >= endpoints)
     throw core::Error("internal: path between endpoints outside the topology");
   const uint64_t key = (static_cast<uint64_t>(from_gpu) << 32) | static_cast<uint64_t>(to_gpu);
   auto it = paths_.find(key);
   if (it != paths_.end()) return *it->second;
 
-  const bool hosts = is_host(from_gpu) || is_host(to_gpu);
+  // Any endpoint past the GPUs is a host or the store: searched on the graph that has them.
+  const bool hosts = from_gpu >= config_.num_gpus || to_gpu >= config_.num_gpus;
   const auto& g = hosts ? graph_->g_host : graph_->g;
   const size_t n = boost::num_vertices(g);
   std::vector<size_t> pred(n);
   std::vector<double> dist(n);
-  const size_t src = is_host(from_gpu) ? graph_->host_out[static_cast<size_t>(from_gpu - config_.num_gpus)]
-                                       : graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
-  const size_t dst = is_host(to_gpu) ? graph_->host_in[static_cast<size_t>(to_gpu - config_.num_gpus)]
-                                     : graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
+  const int64_t store = store_endpoint();
+  const size_t src = from_gpu == store    ? graph_->store_out
+                     : is_host(from_gpu) ? graph_->host_out[static_cast<size_t>(from_gpu - config_.num_gpus)]
+                                         : graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
+  const size_t dst = to_gpu == store    ? graph_->store_in
+                     : is_host(to_gpu) ? graph_->host_in[static_cast<size_t>(to_gpu - config_.num_gpus)]
+                                       : graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
   auto weight = boost::get(&Graph::Edge::weight, g);
   boost::dijkstra_shortest_paths(
       g, src,

@@ -17,6 +17,14 @@
 // without the hosts, exactly as before they existed. Endpoint ids: GPUs 0..num_gpus-1, then the
 // host of node n at host_endpoint(n).
 //
+// Store (`store`, a KV store shared by the replicas: sim/cluster/kv_store.h): a storage server (a
+// Mooncake store, an LMCache server) attached to the spine (to the one leaf when there is no
+// spine) by a link of `store_bytes_per_s`, the store's own bandwidth shared by every copy to and
+// from it. Like a host it is an endpoint only, on the same copy of the graph (one-way links, never
+// transit), its links numbered after the hosts'; its endpoint id is store_endpoint(), after the
+// hosts. GPU <-> store paths cross the GPU's PCIe link, its NIC, the leaf (and the spine), so store
+// traffic meets PD transfers on the NICs and the switch links.
+//
 // Flows: every active flow gets a max-min fair share of each link on its path (progressive
 // filling), recomputed whenever a flow starts or drains, so transfers that share a link slow each
 // other down. A flow's data drains at its rate; it completes one path latency after draining.
@@ -48,6 +56,8 @@ struct TopologyConfig {
   double spine_bytes_per_s = 0;        // leaf <-> spine uplink; 0 = non-blocking (sum of the leaf's NICs)
   double switch_latency_s = 1e-6;      // per leaf-spine hop
   double host_bytes_per_s = 0;         // host <-> PCIe switch (or NIC vertex), one direction; 0 = pcie_bytes_per_s
+  bool store = false;                  // a shared KV store attached to the spine (or the one leaf)
+  double store_bytes_per_s = 0;        // its link, one direction; 0 = non-blocking (the sum of every NIC)
 };
 
 class Topology {
@@ -61,7 +71,10 @@ class Topology {
   int64_t num_nodes() const { return (config_.num_gpus + config_.gpus_per_node - 1) / config_.gpus_per_node; }
   // The endpoint id of node `node`'s host (CPU DRAM), for path() and flows.
   int64_t host_endpoint(int64_t node) const { return config_.num_gpus + node; }
-  bool is_host(int64_t endpoint) const { return endpoint >= config_.num_gpus; }
+  bool is_host(int64_t endpoint) const { return endpoint >= config_.num_gpus && endpoint < store_endpoint(); }
+  // The shared KV store's endpoint id (TopologyConfig::store; without it the id is out of range).
+  bool has_store() const { return config_.store; }
+  int64_t store_endpoint() const { return config_.num_gpus + num_nodes(); }
   size_t num_links() const { return link_bandwidth_.size(); }
   double link_bandwidth(uint32_t link) const { return link_bandwidth_[link]; }
   const std::string& link_name(uint32_t link) const { return link_names_[link]; }
@@ -73,14 +86,14 @@ class Topology {
     bool connected = true;  // false: every path crosses a link that is down
   };
   // The lowest-latency path from one endpoint to another over the links that are up (cached until a
-  // link changes; a returned reference stays valid for the topology's life). Endpoints are GPUs or
-  // hosts (host_endpoint); a path with a host at one end is computed on the graph with the hosts,
-  // one between GPUs on the graph without them.
+  // link changes; a returned reference stays valid for the topology's life). Endpoints are GPUs,
+  // hosts (host_endpoint) or the store (store_endpoint); a path with a host or the store at one end
+  // is computed on the graph with them, one between GPUs on the graph without them.
   const Path& path(int64_t from, int64_t to) const;
 
   // Link failures ([faults] kind = "link"): a cable or port is both directions of a named link
   // ("node 1 nic 0 - leaf", "leaf 0 - spine", "gpu 3 pcie", "gpu 3 nvlink", "node 0 host - pcie switch 1",
-  // "node 0 host - nic 2"; link_name without its
+  // "node 0 host - nic 2", "store - spine" or "store - leaf 0"; link_name without its
   // " (up)" / " (down)"). links_named: its two directed links, empty when no link has that name.
   std::vector<uint32_t> links_named(const std::string& name) const;
   // An example of the names, for errors.

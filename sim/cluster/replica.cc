@@ -49,11 +49,12 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
 }
 
 void Replica::attach_store(SharedKvStore* store) {
-  if (!kv_.prefix_caching() || role_ != ReplicaRole::kUnified)
-    throw core::Error("internal: a shared KV store needs prefix caching on unified replicas");
+  if (!kv_.prefix_caching() || role_ == ReplicaRole::kDecode)
+    throw core::Error("internal: a shared KV store needs prefix caching on unified or prefill replicas");
   store_ = store;
   store_->stats(index_);
   store_writer_ = std::make_unique<StoreWriter>(*store_, index_, host_.get());
+  if (tier_fabric_) store_writer_->set_traffic(tier_fabric_.get());
   kv_.set_tier(store_writer_.get());
   if (host_) host_->set_below(store_writer_.get());
 }
@@ -838,11 +839,12 @@ void Replica::on_event(uint64_t payload) {
 
 // ---- host KV tier -------------------------------------------------------------------------------
 
-void Replica::set_host_fabric() {
-  if (!host_ || !listener_) return;
-  host_fabric_ = std::make_unique<HostFabric>();
-  host_fabric_->replica = this;
-  host_->set_traffic(host_fabric_.get());
+void Replica::set_tier_fabric() {
+  if (!listener_ || role_ == ReplicaRole::kDecode) return;  // decode replicas have no tier
+  tier_fabric_ = std::make_unique<TierFabric>();
+  tier_fabric_->replica = this;
+  if (host_) host_->set_traffic(tier_fabric_.get());
+  if (store_writer_) store_writer_->set_traffic(tier_fabric_.get());
 }
 
 bool Replica::start_loads() {
@@ -867,7 +869,7 @@ bool Replica::start_loads() {
             ++st.prefetch_waits;
             st.prefetch_wait_seconds += static_cast<double>(wait_ns) * 1e-9;
             waiting_.pop_front();
-            loading_.push_back({id, ++load_seq_, sim_.now(), true});
+            loading_.push_back({id, ++load_seq_, sim_.now(), 1, true});
             sim_.schedule_after(core::Duration::from_ns(wait_ns), &load_done_, load_seq_);
             continue;
           }
@@ -1019,7 +1021,7 @@ bool Replica::start_loads() {
       st.loaded_units += host_tokens / u_tokens;
       st.loaded_tokens += host_tokens;
       st.load_bytes += host_->copy_bytes(host_blocks);
-      if (!host_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: the time it took (finish_load)
+      if (!tier_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: the time it took (finish_tier_copy)
       st.saved_prefill_seconds += save.first * host_share;
       st.saved_flops += save.second * host_share;
     }
@@ -1029,7 +1031,7 @@ bool Replica::start_loads() {
       st.loaded_units += store_tokens / u_tokens;
       st.loaded_tokens += store_tokens;
       st.load_bytes += store_->copy_bytes(store_blocks);
-      st.load_seconds += store_->copy_seconds(store_blocks);
+      if (!tier_fabric_) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * (1 - host_share);
       st.saved_flops += save.second * (1 - host_share);
       if (cross_tokens > 0) ++st.cross_loads;
@@ -1037,10 +1039,15 @@ bool Replica::start_loads() {
       store_hits_[r.id] = static_cast<uint32_t>(store_tokens);
     }
     waiting_.pop_front();
-    loading_.push_back({id, ++load_seq_, sim_.now()});
-    if (host_fabric_)  // flows host -> each GPU, sharing the links with everything else on them
-      listener_->host_copy(*this, true, host_->copy_bytes(host_blocks), load_seq_, host_fabric_.get());
-    else
+    loading_.push_back({id, ++load_seq_, sim_.now(), (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0)});
+    if (tier_fabric_) {  // flows tier -> each GPU, sharing the links with everything else on them
+      if (host_tokens > 0)
+        listener_->tier_copy(*this, KvTierEndpoint::kHost, true, host_->copy_bytes(host_blocks), load_seq_ * 2,
+                             tier_fabric_.get());
+      if (store_tokens > 0)
+        listener_->tier_copy(*this, KvTierEndpoint::kStore, true, store_->copy_bytes(store_blocks),
+                             load_seq_ * 2 + 1, tier_fabric_.get());
+    } else
       sim_.schedule_after(
           core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
           load_seq_);
@@ -1053,11 +1060,22 @@ void Replica::finish_load(uint64_t seq) {
   if (it == loading_.end()) return;  // its request timed out, or the replica failed
   const RequestId id = it->id;
   const bool prefetch = it->prefetch;
-  if (host_fabric_ && !prefetch) host_->stats().load_seconds += (sim_.now() - it->start).seconds();
   loading_.erase(it);
   if (!prefetch) release_kv(requests_[id]);
   waiting_.push_front(id);
   if (!busy_) try_start_iteration(); else publish_state();
+}
+
+void Replica::finish_tier_copy(uint64_t tag) {
+  const uint64_t seq = tag / 2;
+  auto it = std::find_if(loading_.begin(), loading_.end(), [seq](const Loading& l) { return l.seq == seq; });
+  if (it == loading_.end()) return;  // its request timed out, or the replica failed
+  const double took = (sim_.now() - it->start).seconds();
+  if (tag % 2 == 1)
+    store_->stats(index_).load_seconds += took;
+  else
+    host_->stats().load_seconds += took;
+  if (--it->copies == 0) finish_load(seq);  // a mixed load waits for the longer of its two copies
 }
 
 // ---- prefetch from the shared store into the host tier -----------------------------------------

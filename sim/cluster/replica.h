@@ -165,12 +165,12 @@ class ReplicaListener {
   // all-to-alls). Returns how long that takes on the network now, sharing links with the other
   // traffic; negative when there is no network (the cost model's uncontended time stands).
   virtual double exchange_seconds(Replica& /*replica*/, double /*bytes*/) { return -1.0; }
-  // The host KV tier on the network (Replica::set_host_fabric): moves `bytes` (the whole replica's;
-  // each GPU its share) between the replica's GPUs and their nodes' hosts as flows, host -> GPU for
-  // a load (`to_gpu`), GPU -> host for a store, and tells `done` with `tag` when the last one has
-  // arrived (null: nobody).
-  virtual void host_copy(Replica& /*replica*/, bool /*to_gpu*/, double /*bytes*/, uint64_t /*tag*/,
-                         TransferListener* /*done*/) {}
+  // The KV tiers on the network (Replica::set_tier_fabric): moves `bytes` (the whole replica's;
+  // each GPU its share) between the replica's GPUs and the tier's endpoint (their nodes' hosts, or
+  // the shared store) as flows, tier -> GPU for a load (`to_gpu`), GPU -> tier for a store, and
+  // tells `done` with `tag` when the last one has arrived (null: nobody).
+  virtual void tier_copy(Replica& /*replica*/, KvTierEndpoint /*tier*/, bool /*to_gpu*/, double /*bytes*/,
+                         uint64_t /*tag*/, TransferListener* /*done*/) {}
   // A decode replica with pulls waiting (Replica::pull_queued) may have blocks free now: an iteration
   // has ended (requests finished or were preempted, the next one is planned) or a request was aborted.
   virtual void on_kv_freed(Replica& /*replica*/) {}
@@ -275,9 +275,10 @@ class Replica final : public EventHandler {
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
-  // The cluster has a network with this replica's GPUs on it: the host tier's loads and stores
-  // become flows on it (ReplicaListener::host_copy) instead of taking their analytic time.
-  void set_host_fabric();
+  // The cluster has a network with this replica's GPUs on it: the host tier's and the shared
+  // store's loads and stores become flows on it (ReplicaListener::tier_copy) instead of taking their
+  // analytic time (a no-op without a listener; the store may be attached after).
+  void set_tier_fabric();
   // The cluster's shared KV store (null = none; not owned): HBM and host evictions are written to
   // it by its write policy, and start_loads() loads hits from it.
   void attach_store(SharedKvStore* store);
@@ -443,13 +444,19 @@ class Replica final : public EventHandler {
   std::unordered_set<uint64_t> prefetching_;    // keys of the units on the way (each in one prefetch)
   uint64_t prefetch_seq_ = 0;
   PrefetchDone prefetch_done_;
-  // The host tier on the network: a load's flows have arrived (tag: its seq); a store goes out.
-  struct HostFabric final : TransferListener, KvTierTraffic {
+  // The tiers on the network: one of a load's copies has arrived (tag: its seq x 2, + 1 for the
+  // store's copy); a store goes out to its tier.
+  struct TierFabric final : TransferListener, KvTierTraffic {
     Replica* replica = nullptr;
-    void on_transfer_done(uint64_t tag) override { replica->finish_load(tag); }
-    void on_store(double bytes) override { replica->listener_->host_copy(*replica, false, bytes, 0, nullptr); }
+    void on_transfer_done(uint64_t tag) override { replica->finish_tier_copy(tag); }
+    void on_store(KvTierEndpoint to, double bytes) override {
+      replica->listener_->tier_copy(*replica, to, false, bytes, 0, nullptr);
+    }
   };
-  std::unique_ptr<HostFabric> host_fabric_;
+  // A load's copy on the network is over: its tier counts the time it took, and the load is over
+  // when its last copy is.
+  void finish_tier_copy(uint64_t tag);
+  std::unique_ptr<TierFabric> tier_fabric_;
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
   int64_t incoming_ = 0;  // routed here, still on the client path (see incoming())
@@ -492,6 +499,7 @@ class Replica final : public EventHandler {
     RequestId id;
     uint64_t seq = 0;
     core::Time start;
+    int copies = 1;  // on the network: the copies (host, store) still under way
     bool prefetch = false;  // waiting for its prefetch (holds no blocks), not for a load
   };
   std::vector<Loading> loading_;  // in the order the loads started

@@ -228,10 +228,6 @@ TEST(KvTierRunTest, StoreConfigurationErrorsNameTheKey) {
   const std::string no_prefix = error_of("[cluster]\nreplicas = 2\n" + store);
   EXPECT_NE(no_prefix.find("kv_tiers.store.capacity_gb"), std::string::npos) << no_prefix;
   EXPECT_NE(no_prefix.find("prefix_caching"), std::string::npos) << no_prefix;
-  const std::string pd = error_of(
-      "[cluster]\nprefix_caching = true\n[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + store);
-  EXPECT_NE(pd.find("disaggregated"), std::string::npos) << pd;
-  EXPECT_NE(pd.find("kv_tiers.store"), std::string::npos) << pd;
   const std::string zero = error_of(std::string(kCluster) + "[kv_tiers.store]\ncapacity_gb = 0\n");
   EXPECT_NE(zero.find("kv_tiers.store.capacity_gb"), std::string::npos) << zero;
   const std::string bw = error_of(std::string(kCluster) + store + "bandwidth_gb_s = 0\n");
@@ -244,6 +240,101 @@ TEST(KvTierRunTest, StoreConfigurationErrorsNameTheKey) {
   EXPECT_NE(kind.find("kv_tiers.store.write.kind"), std::string::npos) << kind;
   const std::string tiny = error_of(std::string(kCluster) + "[kv_tiers.store]\ncapacity_gb = 0.001\n");
   EXPECT_NE(tiny.find("holds no KV block"), std::string::npos) << tiny;
+}
+
+// The shared store on a disaggregated cluster (the prefill replicas'), its loads and writes flows
+// between the prefill GPUs and the store on the spine. kPd's topology (dgx-h100, 2 GPUs a node): a
+// store -> prefill GPU path is store - spine (non-blocking: 2 nodes x 8 NICs x 50 GB/s), leaf k -
+// spine (2 NICs x 50), NIC k - leaf (50), NIC k's PCIe link (50), the GPU's PCIe link (50), 1 us a
+// hop: bottleneck 50 GB/s, latency 5 us.
+RunResult pd_run(const std::string& extra) {
+  return run_simulation(core::parse_config(std::string(kBase) + kPd + extra, "t.toml", run_schema()), checked());
+}
+
+TEST(KvTierRunTest, AStoreOnAPdClusterLoadsAndWritesOverTheFabric) {
+  const RunResult store = pd_run("[kv_tiers.store]\ncapacity_gb = 256\n");
+  EXPECT_EQ(store.summary.requests_completed, store.summary.requests_total);
+  EXPECT_GT(metric(store, "kv_store_loads"), 0);
+  EXPECT_GT(metric(store, "kv_store_stores"), 0);
+  EXPECT_EQ(metric(store, "kv_hbm_hit_tokens") + metric(store, "kv_store_hit_tokens"),
+            static_cast<double>(store.summary.prefix_hit_tokens));
+  EXPECT_NEAR(metric(store, "kv_store_load_gb"), metric(store, "kv_store_loaded_tokens") * 131072 * 1e-9, 1e-6);
+  // Each load: at least GB / 50 + 5 us (alone on an idle path), at most twice the drain time (the
+  // two prefill GPUs' loads sharing a NIC; nothing else goes store -> prefill GPU).
+  const double alone = metric(store, "kv_store_load_gb") / 50 + metric(store, "kv_store_loads") * 5e-6;
+  EXPECT_GE(metric(store, "kv_store_load_seconds"), alone * (1 - 1e-9));
+  EXPECT_LT(metric(store, "kv_store_load_seconds"), 2 * alone);
+  // Only the 2 prefill replicas have the store.
+  EXPECT_GT(metric(store, "replica0.kv_store_loads") + metric(store, "replica1.kv_store_loads"), 0);
+  for (const auto& v : store.summary.fleet) EXPECT_EQ(v.name.rfind("replica2.", 0), std::string::npos) << v.name;
+  // With a host tier too: HBM + host + store hits are the prefix hits, and every request completes.
+  const RunResult both = pd_run("[kv_tiers.host]\ncapacity_gb = 4\n[kv_tiers.store]\ncapacity_gb = 256\n");
+  EXPECT_EQ(both.summary.requests_completed, both.summary.requests_total);
+  EXPECT_GT(metric(both, "kv_store_loads"), 0);
+  EXPECT_GT(metric(both, "kv_host_loads"), 0);
+  EXPECT_EQ(metric(both, "kv_hbm_hit_tokens") + metric(both, "kv_host_hit_tokens") +
+                metric(both, "kv_store_hit_tokens"),
+            static_cast<double>(both.summary.prefix_hit_tokens));
+}
+
+TEST(KvTierRunTest, StoreWritesOnTheFabricSlowPdTransfersAndLeaveTtftAsItWas) {
+  // load = "never": every unit HBM registers (write_through) or evicts (on_eviction) is written GPU
+  // -> store over the PCIe link and the NIC that the PD transfers to node 1 leave by: the transfers
+  // take longer. With HBM to spare on the prefill replicas (gpu_memory_utilization 0.9), a prefill
+  // replica's schedule does not depend on when its hand-offs' blocks come back, so the prefills, and
+  // TTFT (the prefill replica's first token), are exactly those without a store. With a tight HBM
+  // (kPd's 0.25) slower transfers hold the prefill blocks longer, which changes what HBM evicts and
+  // so some later hits: the hits stay equal in total here, TTFT's tail moves (not asserted).
+  const std::string roomy = std::string(kBase) + kPd;
+  auto run_roomy = [&](const std::string& extra) {
+    std::string text = roomy;
+    text.replace(text.find("gpu_memory_utilization = 0.25"), 29, "gpu_memory_utilization = 0.9");
+    return run_simulation(core::parse_config(text + extra, "t.toml", run_schema()), checked());
+  };
+  const RunResult none = run_roomy("");
+  const RunResult writes = run_roomy(
+      "[kv_tiers.store]\ncapacity_gb = 256\n[kv_tiers.store.write]\nkind = \"write_through\"\n"
+      "[kv_tiers.store.load]\nkind = \"never\"\n");
+  EXPECT_GT(metric(writes, "kv_store_stores"), 0);
+  EXPECT_EQ(metric(writes, "kv_store_loads"), 0);
+  EXPECT_EQ(writes.summary.kv_transfers, none.summary.kv_transfers);
+  EXPECT_EQ(writes.summary.prefix_hit_tokens, none.summary.prefix_hit_tokens);
+  EXPECT_EQ(writes.summary.ttft_ms.p50, none.summary.ttft_ms.p50);
+  EXPECT_EQ(writes.summary.ttft_ms.p90, none.summary.ttft_ms.p90);
+  EXPECT_EQ(writes.summary.ttft_ms.mean, none.summary.ttft_ms.mean);
+  EXPECT_GT(writes.summary.kv_transfer_ms.mean, none.summary.kv_transfer_ms.mean);
+  // kPd (tight HBM), on_eviction: the same requests and transfers, the transfers slower.
+  const RunResult tight_none = pd_run("");
+  const RunResult tight = pd_run("[kv_tiers.store]\ncapacity_gb = 256\n[kv_tiers.store.load]\nkind = \"never\"\n");
+  EXPECT_GT(metric(tight, "kv_store_stores"), 0);
+  EXPECT_EQ(tight.summary.kv_transfers, tight_none.summary.kv_transfers);
+  EXPECT_GT(tight.summary.kv_transfer_ms.mean, tight_none.summary.kv_transfer_ms.mean);
+}
+
+TEST(KvTierRunTest, OnAPdClusterTheStoresLinkIsTotalBandwidthGbS) {
+  // total_bandwidth_gb_s = 10: the store's link to the spine carries 10 GB/s for every copy at once,
+  // so each load takes at least GB / 10 + 5 us.
+  const RunResult slow = pd_run("[kv_tiers.store]\ncapacity_gb = 256\ntotal_bandwidth_gb_s = 10\n"
+                                "[kv_tiers.store.load]\nkind = \"always\"\n");
+  EXPECT_GT(metric(slow, "kv_store_loads"), 0);
+  EXPECT_GE(metric(slow, "kv_store_load_seconds"),
+            (metric(slow, "kv_store_load_gb") / 10 + metric(slow, "kv_store_loads") * 5e-6) * (1 - 1e-9));
+}
+
+TEST(KvTierRunTest, TheStoresLinkCanFailAndItsCopiesWaitForTheRepair) {
+  // "store - spine" down from 60 s to 120 s: loads and writes to the store have no path meanwhile
+  // and wait with their bytes (a load's request waits with them); every request still completes,
+  // and the loads' time grows by the wait. PD transfers never cross the store: they are unaffected
+  // in number.
+  const std::string store = "[kv_tiers.store]\ncapacity_gb = 256\n";
+  const RunResult up = pd_run(store);
+  const RunResult cut = pd_run(store + "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"store - spine\"\n"
+                                       "at_s = 60\nrepair_s = 60\n");
+  EXPECT_EQ(cut.summary.requests_completed, cut.summary.requests_total);
+  EXPECT_EQ(cut.summary.kv_transfers, up.summary.kv_transfers);
+  EXPECT_GT(metric(cut, "kv_store_loads"), 0);
+  EXPECT_GT(metric(cut, "kv_store_load_seconds") / metric(cut, "kv_store_loads"),
+            metric(up, "kv_store_load_seconds") / metric(up, "kv_store_loads"));
 }
 
 TEST(KvTierRunTest, PrefetchedStoreUnitsBecomeHostHitsAndAreCounted) {

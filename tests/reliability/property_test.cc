@@ -489,9 +489,10 @@ Draw draw_config(uint64_t seed) {
          "\"\n[kv_tiers.host.load]\nkind = \"" + pick(tier_rng, std::vector<std::string>{"cost", "always", "never"}) +
          "\"\n";
   }
-  // A shared KV store on half of the same draws (with or without the host tier), from its own stream.
+  // A shared KV store on half of the same draws (with or without the host tier; disaggregated: the
+  // prefill replicas', its copies flows on the topology), from its own stream.
   core::Rng store_rng(seed, "property-kv-store");
-  if (d.prefix_caching && !d.disaggregated && !d.expert_parallel && store_rng.uniform_int(2) == 0) {
+  if (d.prefix_caching && !d.expert_parallel && store_rng.uniform_int(2) == 0) {
     d.kv_tier = d.kv_store = true;
     t += "[kv_tiers.store]\ncapacity_gb = " + num(pick(store_rng, std::vector<double>{0.5, 8, 512})) +
          "\nbandwidth_gb_s = " + num(pick(store_rng, std::vector<double>{0.5, 40, 400})) +
@@ -618,7 +619,7 @@ struct Tally {
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
   uint64_t kv_tier_runs = 0, kv_host_loads = 0, kv_tier_pd_runs = 0, kv_host_loads_pd = 0, kv_host_stores_pd = 0;
-  uint64_t kv_store_runs = 0, kv_store_loads = 0;
+  uint64_t kv_store_runs = 0, kv_store_loads = 0, kv_store_pd_runs = 0, kv_store_loads_pd = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
 };
@@ -757,6 +758,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.autoscale_runs += d.autoscale;
       tally.kv_tier_runs += d.kv_tier;
       tally.kv_store_runs += d.kv_store;
+      tally.kv_store_pd_runs += d.kv_store && d.disaggregated;
       tally.kv_tier_pd_runs += d.kv_tier && d.disaggregated;
       for (const auto& v : s.fleet)
         if (v.name == "kv_host_loads") {
@@ -764,6 +766,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
           if (d.disaggregated) tally.kv_host_loads_pd += static_cast<uint64_t>(v.value);
         } else if (v.name == "kv_store_loads") {
           tally.kv_store_loads += static_cast<uint64_t>(v.value);
+          if (d.disaggregated) tally.kv_store_loads_pd += static_cast<uint64_t>(v.value);
         } else if (v.name == "kv_host_stores" && d.disaggregated) {
           tally.kv_host_stores_pd += static_cast<uint64_t>(v.value);
         }
@@ -809,6 +812,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_tier_runs, kSeeds / 40);
   EXPECT_GT(tally.kv_host_loads, 0u);
   EXPECT_GT(tally.kv_tier_pd_runs, 0u);  // the tier on disaggregated clusters: its copies as flows
+  EXPECT_GT(tally.kv_store_pd_runs, 0u);  // the store on disaggregated clusters: its copies as flows
   EXPECT_GT(tally.kv_host_stores_pd, 0u);
   EXPECT_GT(tally.kv_store_runs, kSeeds / 40);
   EXPECT_GT(tally.kv_store_loads, 0u);
@@ -878,7 +882,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a KV tier ("
             << tally.kv_host_loads << " host loads; " << tally.kv_tier_pd_runs << " disaggregated, "
             << tally.kv_host_loads_pd << " loads and " << tally.kv_host_stores_pd << " stores as flows; "
-            << tally.kv_store_runs << " with a shared store, " << tally.kv_store_loads << " store loads); decoding:";
+            << tally.kv_store_runs << " with a shared store, " << tally.kv_store_loads << " store loads; "
+            << tally.kv_store_pd_runs << " disaggregated, " << tally.kv_store_loads_pd << " store loads as flows); decoding:";
   for (const auto& [kind, runs] : tally.decodings) std::cout << " " << kind << " " << runs;
   std::cout << "; wall s:";
   for (const auto& [w, secs] : tally.workload_seconds) std::cout << " " << w << " " << secs << " (" << tally.workloads[w] << " runs)";

@@ -190,6 +190,63 @@ TEST(KvStoreTest, HostAndStoreUnitsOfOneRequestAreOneWaitOnTwoLinks) {
   EXPECT_DOUBLE_EQ(tier_load_seconds(0.003, 0.010), 0.010);
 }
 
+// The same request on a disaggregated cluster, its copies flows on the topology (one prefill
+// replica on GPU 0, one decode replica on GPU 1, both in node 0: the PD transfers go over NVLink).
+// Links: the host's to GPU 0's PCIe endpoint 4 MB/s, the store's (on the one leaf) 1 MB/s, PCIe and
+// NIC 1 GB/s (never binding); latencies PCIe 1 us, NIC - leaf 2 us, store - leaf 1 us.
+//   host copy:  host -> GPU 0 ("node 0 host - nic 0 (down)", "gpu 0 pcie (down)"):
+//               8,000 B / 4 MB/s = 2 ms, + 2 us = 2.002 ms
+//   store copy: store -> GPU 0 ("store - leaf 0 (down)", "node 0 nic 0 - leaf (down)", "gpu 0 pcie
+//               (down)"): 8,000 B / 1 MB/s = 8 ms, + 4 us = 8.004 ms
+// The prefill replica has 7 HBM blocks, the decode replica 8 (a prefill replica holds B's prompt only,
+// 6 blocks: with 7, B still evicts both of A's units, one to host memory, one through it to the store).
+// Both copies start at 2 s and share only GPU 0's PCIe link, far from full (5 MB/s of 1 GB/s). C waits for
+// the later, 8.004 ms (the decision is still the analytic estimate: max(3, 10) = 10 ms < 16 ms
+// saved), then prefills its last 8 tokens in 18 ms: first token at 2 s + 8.004 + 18 = 2.026004 s.
+// Each tier counts its own copy's time.
+TEST(KvStoreTest, OnAPdFabricAMixedLoadWaitsForTheLaterOfItsHostAndStoreFlows) {
+  ClusterSetup s;
+  s.replicas = 2;
+  s.prefill_replicas = 1;
+  s.prefix_unit_tokens = 8;
+  s.kv_blocks = 8;
+  s.kv_blocks_of = {7, 8};  // a prefill replica holds B's prompt only (6 blocks): 7 evicts both of A's units
+  s.per_token_s = 0.001;
+  s.topology.pcie_bytes_per_s = 1e9;
+  s.topology.nic_bytes_per_s = 1e9;
+  s.topology.host_bytes_per_s = 4e6;
+  s.topology.store = true;
+  s.topology.store_bytes_per_s = 1e6;
+  auto host = std::make_shared<HostTierSpec>();
+  const Policies hp = policies_of("on_eviction", "lru", "cost");
+  host->write = hp.write;
+  host->eviction = hp.eviction;
+  host->load = hp.load;
+  host->capacity_blocks = 2;
+  host->block_bytes_per_gpu = 4000;
+  host->link_bytes_per_s = 4e6;
+  host->latency_s = 0.001;
+  s.host_tier = host;
+  s.kv_store = store_spec(1e6, 0.002);
+  Harness h({hashed(0.0, 16, 2, {1, 2}), hashed(1.0, 24, 2, {5, 6, 7}), hashed(2.0, 24, 2, {1, 2, 9})}, s);
+  h.run();
+  ASSERT_EQ(h.obs.lookups.size(), 3u);
+  EXPECT_EQ(h.obs.lookups[2].host_hit_tokens, 8);
+  EXPECT_EQ(h.obs.lookups[2].store_hit_tokens, 8);
+  EXPECT_EQ(h.obs.find(2)->first_token.ns(), 2'026'004'000);
+  const Replica& r = *h.cluster->replicas()[0];
+  EXPECT_EQ(r.host_tier()->stats().loads, 1u);
+  EXPECT_NEAR(r.host_tier()->stats().load_seconds, 0.002002, 1e-12);
+  const StoreStats& st = h.cluster->kv_store()->per_replica().at(0);
+  EXPECT_EQ(st.loads, 1u);
+  EXPECT_NEAR(st.load_seconds, 0.008004, 1e-12);
+  // Writes: the unit host memory pushed out at B, then more as C's and later insertions evict B's.
+  EXPECT_GT(st.stores, 0u);
+  // The decode replica has no tier and no store.
+  EXPECT_EQ(h.cluster->replicas()[1]->kv_store(), nullptr);
+  EXPECT_EQ(h.cluster->kv_store()->per_replica().size(), 1u);
+}
+
 TEST(KvStoreTest, StoreEvictsByItsPolicyAndForgetsTheWritersOfWhatItEvicts) {
   // Capacity 6 blocks, units of 2 blocks: k1 (replica 0), k2 (replica 1), k3 (replica 0) fill it;
   // k1 is read; k4 (replica 1) comes. LRU evicts the least recently used, k2; FIFO the first stored,
