@@ -23,6 +23,7 @@
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
 #include "sim/cluster/kv_store.h"
+#include "sim/cluster/kv_nvme.h"
 #include "sim/cluster/kv_tier.h"
 #include "sim/cluster/network.h"
 #include "sim/cluster/request.h"
@@ -153,6 +154,8 @@ struct ReplicaConfig {
   uint64_t seed = 0;
   // A host-DRAM KV tier below HBM (null = none; needs prefix caching, unified role).
   std::shared_ptr<const HostTierSpec> host_tier;
+  // A local NVMe KV tier below host DRAM (or below HBM without a host tier); null = none.
+  std::shared_ptr<const NvmeTierSpec> nvme_tier;
 };
 
 class ReplicaListener {
@@ -274,6 +277,8 @@ class Replica final : public EventHandler {
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
+  // The local NVMe KV tier (null = none).
+  const NvmeKvTier* nvme_tier() const { return nvme_.get(); }
   // The cluster has a network with this replica's GPUs on it: the host tier's loads and stores
   // become flows on it (ReplicaListener::host_copy) instead of taking their analytic time.
   void set_host_fabric();
@@ -440,6 +445,11 @@ class Replica final : public EventHandler {
   ReplicaListener* listener_;
   KvCache kv_;
   std::unique_ptr<HostKvTier> host_;
+  std::unique_ptr<NvmeKvTier> nvme_;
+  std::unique_ptr<LocalKvTiers> local_tiers_;  // host + NVMe: HBM's sink fanning out to both
+  std::vector<uint64_t> nvme_keys_;  // scratch of start_loads
+  // NVMe tokens loaded for a request (by request number), until its admission's lookup takes them.
+  std::unordered_map<uint64_t, uint32_t> nvme_hits_;
   SharedKvStore* store_ = nullptr;
   std::unique_ptr<StoreWriter> store_writer_;
   std::vector<uint64_t> store_keys_;  // scratch of start_loads
@@ -449,6 +459,7 @@ class Replica final : public EventHandler {
     RequestId id;
     uint64_t seq = 0;
     core::Time start;
+    bool analytic = false;  // on a topology, a load with NVMe units takes its analytic time (no flows)
   };
   std::vector<Loading> loading_;  // in the order the loads started
   uint64_t load_seq_ = 0;
