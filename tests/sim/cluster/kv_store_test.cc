@@ -195,7 +195,8 @@ TEST(KvStoreTest, StoreEvictsByItsPolicyAndForgetsTheWritersOfWhatItEvicts) {
   // Capacity 6 blocks, units of 2 blocks: k1 (replica 0), k2 (replica 1), k3 (replica 0) fill it;
   // k1 is read; k4 (replica 1) comes. LRU evicts the least recently used, k2; FIFO the first stored,
   // k1. Storing k3 again (replica 1) refreshes it and keeps its writer.
-  for (const std::string& policy : {"lru", "fifo"}) {
+  for (const char* policy_name : {"lru", "fifo"}) {
+    const std::string policy = policy_name;
     auto spec = store_spec(1e9, 0, "cost", "on_eviction", policy);
     spec->capacity_blocks = 6;
     SharedKvStore store(*spec);
@@ -448,7 +449,12 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostNvmeAndStoreOverALongRandomRun) 
       EXPECT_EQ(hbm, mirror.in_hbm.count(key) > 0) << name << " " << key;
       EXPECT_TRUE(hbm || in_host || in_nvme || in_store || ref_store.evicted.count(key))
           << name << " " << key << " vanished";
-      if (in_store) EXPECT_EQ(store.blocks_of(key), mirror.blocks.at(key));
+      if (in_store) {
+        EXPECT_EQ(store.blocks_of(key), mirror.blocks.at(key));
+      }
+      if (in_nvme) {
+        EXPECT_EQ(nvme->blocks_of(key), mirror.blocks.at(key));
+      }
     }
   }
 }
