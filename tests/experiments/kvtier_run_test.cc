@@ -298,6 +298,9 @@ TEST(KvTierRunTest, NvmeHitsAddToTheOtherTiersAndAnNvmeTierThatNeverLoadsChanges
   EXPECT_EQ(metric(pd, "kv_hbm_hit_tokens") + metric(pd, "kv_host_hit_tokens") + metric(pd, "kv_nvme_hit_tokens"),
             static_cast<double>(pd.summary.prefix_hit_tokens));
   EXPECT_EQ(pd.summary.requests_completed, pd.summary.requests_total);
+  // Analytic there too: GB / 6 GB/s of reads + 100 us a load (not the fabric's time).
+  EXPECT_NEAR(metric(pd, "kv_nvme_load_seconds"),
+              metric(pd, "kv_nvme_load_gb") / 6 + metric(pd, "kv_nvme_loads") * 100e-6, 1e-9);
 }
 
 TEST(KvTierRunTest, NvmeConfigurationErrorsNameTheKey) {
