@@ -187,6 +187,10 @@ const std::vector<core::ParamSpec>& run_schema() {
                       ParamSpec::section("eviction", "kv_tier_evictions", "lru", "what the full store evicts"),
                       ParamSpec::section("load", "kv_tier_loads", "cost",
                                          "whether a prefix hit in the store is loaded or recomputed"),
+                      ParamSpec::section("prefetch", "kv_tier_prefetches", "none",
+                                         "copying a queued request's store units into host memory before it is "
+                                         "scheduled (needs [kv_tiers.host]); unset = none")
+                          .optional(),
                   },
                   "a KV store on the network shared by every replica (Mooncake store, LMCache server): units a "
                   "replica writes there are loaded by any replica on a later prefix hit (unified clusters with "
@@ -786,6 +790,16 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
                    static_cast<double>(store->units()), static_cast<double>(store->used()), {},
                    {count("kv_store_cross_replica_loads", static_cast<double>(st.cross_loads)),
                     count("kv_store_cross_replica_tokens", static_cast<double>(st.cross_tokens))});
+    if (store->prefetch())
+      for (const metrics::NamedValue& v : {
+               count("kv_store_prefetches", static_cast<double>(st.prefetches)),
+               count("kv_store_prefetched_tokens", static_cast<double>(st.prefetched_tokens)),
+               real("kv_store_prefetch_gb", st.prefetch_bytes * 1e-9),
+               count("kv_store_prefetch_cut_tokens", static_cast<double>(st.prefetch_cut_tokens)),
+               count("kv_store_prefetch_waits", static_cast<double>(st.prefetch_waits)),
+               real("kv_store_prefetch_wait_seconds", st.prefetch_wait_seconds),
+           })
+        s.fleet.push_back(v);
   }
   if (nvme)
     push_tier_rows(s.fleet, "nvme", static_cast<double>(s.prefix_nvme_hit_tokens), prompt, nt,
@@ -807,6 +821,8 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
       s.fleet.push_back(count(p + "kv_store_loads", static_cast<double>(x.loads)));
       s.fleet.push_back(real(p + "kv_store_load_gb", x.load_bytes * 1e-9));
       s.fleet.push_back(real(p + "kv_store_store_gb", x.store_bytes * 1e-9));
+      if (store->prefetch())
+        s.fleet.push_back(count(p + "kv_store_prefetched_tokens", static_cast<double>(x.prefetched_tokens)));
     }
     if (const sim::NvmeKvTier* n = r->nvme_tier()) {
       const sim::KvTierStats& x = n->stats();
@@ -848,6 +864,11 @@ sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec&
   spec.write = policies::kv_tier_write_registry().make(h.section("write"));
   spec.eviction = policies::kv_tier_eviction_registry().make(h.section("eviction"));
   spec.load = policies::kv_tier_load_registry().make(h.section("load"));
+  if (h.has("prefetch")) {
+    spec.prefetch = policies::kv_tier_prefetch_registry().make(h.section("prefetch"));
+    if (spec.prefetch && !config.section("kv_tiers").has("host"))
+      h.section("prefetch").fail("kind", "a prefetch copies store units into host memory: it needs [kv_tiers.host]");
+  }
   return spec;
 }
 

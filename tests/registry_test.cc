@@ -44,6 +44,7 @@ TEST(RegistryTest, EveryExpectedKindIsRegistered) {
   expect_kinds("kv_tier_writes", {"on_eviction", "write_through"});
   expect_kinds("kv_tier_evictions", {"lru", "fifo"});
   expect_kinds("kv_tier_loads", {"cost", "always", "never"});
+  expect_kinds("kv_tier_prefetches", {"none", "best_effort", "wait_complete", "timeout"});
 }
 
 TEST(RegistryTest, LookupIgnoresCase) {

@@ -203,6 +203,13 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
         << grouped(static_cast<uint64_t>(get("kv_store_declined"))) << " store hits recomputed; "
         << grouped(static_cast<uint64_t>(get("kv_store_stores"))) << " stores (" << fixed(get("kv_store_store_gb"), 1)
         << " GB), " << grouped(static_cast<uint64_t>(get("kv_store_evictions"))) << " store evictions\n";
+    if (fleet_value("kv_store_prefetches"))
+      out << "kv prefetch  " << grouped(static_cast<uint64_t>(get("kv_store_prefetches")))
+          << " queued requests prefetched store units into host memory (" << fixed(get("kv_store_prefetch_gb"), 1)
+          << " GB arrived, " << grouped(static_cast<uint64_t>(get("kv_store_prefetch_cut_tokens")))
+          << " tokens cut off); " << grouped(static_cast<uint64_t>(get("kv_store_prefetch_waits")))
+          << " waited for theirs at the head of the queue (" << fixed(get("kv_store_prefetch_wait_seconds"), 2)
+          << " s)\n";
   }
   if (fleet_value("kv_nvme_loads")) {
     auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };

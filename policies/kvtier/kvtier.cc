@@ -1,5 +1,7 @@
 #include "policies/kvtier/kvtier.h"
 
+#include <algorithm>
+
 namespace servesim::policies {
 
 KvTierWriteRegistry& kv_tier_write_registry() {
@@ -14,6 +16,12 @@ KvTierEvictionRegistry& kv_tier_eviction_registry() {
 
 KvTierLoadRegistry& kv_tier_load_registry() {
   static KvTierLoadRegistry registry("kv_tier_loads", "whether a prefix hit in a host KV tier is loaded or recomputed");
+  return registry;
+}
+
+KvTierPrefetchRegistry& kv_tier_prefetch_registry() {
+  static KvTierPrefetchRegistry registry(
+      "kv_tier_prefetches", "how long a queued request waits for its store units' prefetch into host memory");
   return registry;
 }
 
@@ -85,6 +93,55 @@ const bool kLoads =
                                 [](const core::Params&) { return std::make_unique<AlwaysLoad>(); }) &&
     kv_tier_load_registry().add({"never", "recompute every host hit (the tier only counts what it could save)", {}},
                                 [](const core::Params&) { return std::make_unique<NeverLoad>(); });
+
+// A request at the head of the queue never waits: what has arrived is used, the rest is cut off.
+class BestEffortPrefetch final : public sim::KvTierPrefetchPolicy {
+ public:
+  double wait_seconds(double, double) const override { return 0; }
+};
+
+class WaitCompletePrefetch final : public sim::KvTierPrefetchPolicy {
+ public:
+  double wait_seconds(double, double remaining_s) const override { return remaining_s; }
+};
+
+// Waits until the prefetch has run `timeout_ms` in all (counted from its start, as HiCache counts
+// its prefetch timeout), or until it ends if sooner.
+class TimeoutPrefetch final : public sim::KvTierPrefetchPolicy {
+ public:
+  explicit TimeoutPrefetch(double timeout_s) : timeout_s_(timeout_s) {}
+  double wait_seconds(double elapsed_s, double remaining_s) const override {
+    return std::clamp(timeout_s_ - elapsed_s, 0.0, remaining_s);
+  }
+
+ private:
+  double timeout_s_;
+};
+
+const bool kPrefetches =
+    kv_tier_prefetch_registry().add({"none", "no prefetch: store units are loaded (or not) when the request is "
+                                             "at the head of the queue, straight from the store",
+                                     {}},
+                                    [](const core::Params&) { return std::unique_ptr<sim::KvTierPrefetchPolicy>(); }) &&
+    kv_tier_prefetch_registry().add(
+        {"best_effort",
+         "copy a request's store units into host memory while it is queued; at the head of the queue use what "
+         "has arrived and cut the rest off (SGLang HiCache's best_effort)",
+         {}},
+        [](const core::Params&) { return std::make_unique<BestEffortPrefetch>(); }) &&
+    kv_tier_prefetch_registry().add(
+        {"wait_complete",
+         "as best_effort, but the request at the head of the queue waits (out of the queue) until its prefetch "
+         "has arrived (HiCache's wait_complete)",
+         {}},
+        [](const core::Params&) { return std::make_unique<WaitCompletePrefetch>(); }) &&
+    kv_tier_prefetch_registry().add(
+        {"timeout",
+         "as wait_complete, but the wait ends when the prefetch has run timeout_ms since it started (HiCache's "
+         "timeout)",
+         {core::ParamSpec::real("timeout_ms", 50, "ms", "how long a prefetch may run before it is cut off")
+              .range(0, 1e7)}},
+        [](const core::Params& p) { return std::make_unique<TimeoutPrefetch>(p.get_float("timeout_ms") * 1e-3); });
 
 }  // namespace
 }  // namespace servesim::policies

@@ -40,6 +40,8 @@ struct StoreSpec {
   std::shared_ptr<const KvTierWritePolicy> write;
   std::shared_ptr<const KvTierEvictionPolicy> eviction;
   std::shared_ptr<const KvTierLoadPolicy> load;
+  // Null: no prefetch (a store hit is copied when its request is at the head of the queue).
+  std::shared_ptr<const KvTierPrefetchPolicy> prefetch;
 };
 
 // One replica's traffic with the store. `stores`/`store_bytes`/`store_seconds` count the units it
@@ -47,10 +49,23 @@ struct StoreSpec {
 struct StoreStats : KvTierStats {
   uint64_t cross_loads = 0;         // loads that took at least one unit another replica wrote
   int64_t cross_tokens = 0;         // loaded tokens of units another replica wrote
+  // Prefetch into the replica's host tier while requests are queued ([kv_tiers.store.prefetch]).
+  uint64_t prefetches = 0;          // requests whose store units a prefetch copied
+  int64_t prefetched_tokens = 0;    // tokens of the units that arrived in host memory
+  double prefetch_bytes = 0;        // bytes of those units (whole replica)
+  int64_t prefetch_cut_tokens = 0;  // tokens of units still on the way when their prefetch was cut off
+  uint64_t prefetch_waits = 0;      // requests that waited at the head of the queue for their prefetch
+  double prefetch_wait_seconds = 0; // summed over those waits
   void add(const StoreStats& o) {
     KvTierStats::add(o);
     cross_loads += o.cross_loads;
     cross_tokens += o.cross_tokens;
+    prefetches += o.prefetches;
+    prefetched_tokens += o.prefetched_tokens;
+    prefetch_bytes += o.prefetch_bytes;
+    prefetch_cut_tokens += o.prefetch_cut_tokens;
+    prefetch_waits += o.prefetch_waits;
+    prefetch_wait_seconds += o.prefetch_wait_seconds;
   }
 };
 
@@ -76,6 +91,7 @@ class SharedKvStore final : private KvTierSink {
   bool should_load(double load_s, double recompute_s) const { return spec_.load->load(load_s, recompute_s); }
   bool store_on_compute() const { return spec_.write->store_on_compute(); }
   bool store_on_eviction() const { return spec_.write->store_on_eviction(); }
+  const KvTierPrefetchPolicy* prefetch() const { return spec_.prefetch.get(); }
 
   // A load read this unit (LRU refresh).
   void touch(uint64_t key) { units_.touch(key); }

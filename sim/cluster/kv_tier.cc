@@ -49,16 +49,26 @@ void HostKvTier::touch(uint64_t key) {
 }
 
 void HostKvTier::store(uint64_t key, int64_t blocks) {
+  if (!insert(key, blocks)) return;
+  ++stats_.stores;
+  stats_.store_bytes += copy_bytes(blocks);
+  stats_.store_seconds += copy_seconds(blocks);
+  if (traffic_) traffic_->on_store(copy_bytes(blocks));
+}
+
+bool HostKvTier::land(uint64_t key, int64_t blocks) { return insert(key, blocks); }
+
+bool HostKvTier::insert(uint64_t key, int64_t blocks) {
   if (auto it = index_.find(key); it != index_.end()) {
     if (spec_.eviction->refresh_on_access()) {
       unlink(it->second);
       push_back(it->second);
     }
-    return;
+    return false;
   }
   if (blocks > spec_.capacity_blocks) {
     ++stats_.dropped;
-    return;
+    return false;
   }
   while (used_ + blocks > spec_.capacity_blocks) {
     const uint32_t victim = head_;
@@ -83,10 +93,7 @@ void HostKvTier::store(uint64_t key, int64_t blocks) {
   push_back(e);
   index_[key] = e;
   used_ += blocks;
-  ++stats_.stores;
-  stats_.store_bytes += copy_bytes(blocks);
-  stats_.store_seconds += copy_seconds(blocks);
-  if (traffic_) traffic_->on_store(copy_bytes(blocks));
+  return true;
 }
 
 void HostKvTier::clear() {

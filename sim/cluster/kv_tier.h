@@ -55,6 +55,18 @@ class KvTierLoadPolicy {
   virtual bool load(double load_s, double recompute_s) const = 0;
 };
 
+// How long a request at the head of the waiting queue waits for the prefetch of its store units
+// into host memory (started when it reached the replica) before the prefetch is cut off: the units
+// that arrived are host units from then on, the rest stay where they were (SGLang HiCache's
+// storage prefetch policies: best_effort, wait_complete, timeout).
+class KvTierPrefetchPolicy {
+ public:
+  virtual ~KvTierPrefetchPolicy() = default;
+  // `elapsed_s`: since the prefetch started; `remaining_s` (> 0): until its last unit arrives.
+  // Returns the wait, in [0, remaining_s].
+  virtual double wait_seconds(double elapsed_s, double remaining_s) const = 0;
+};
+
 // Told of every unit the tier writes (a store), to put its copy on the network.
 class KvTierTraffic {
  public:
@@ -120,6 +132,10 @@ class HostKvTier final : public KvTierSink {
   // Writes a unit down (a no-op but for the refresh when it is already here); evicts by policy to
   // make room.
   void store(uint64_t key, int64_t blocks);
+  // A unit that arrives from below (a prefetch from the shared store): placed as store() places it
+  // (evicting by policy), but it is no write, so no store is counted and nothing goes on the
+  // network. Returns whether it was new here.
+  bool land(uint64_t key, int64_t blocks);
   // Forgets everything (a failed replica's host memory is gone too; nothing is written below).
   void clear();
   // Where stores go as traffic (null: nowhere, their time is analytic).
@@ -150,6 +166,7 @@ class HostKvTier final : public KvTierSink {
   };
   void push_back(uint32_t e);
   void unlink(uint32_t e);
+  bool insert(uint64_t key, int64_t blocks);  // see land()
 
   HostTierSpec spec_;
   int64_t used_ = 0;

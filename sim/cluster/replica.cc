@@ -39,6 +39,7 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
   load_.kv_blocks_total = kv_.total();
   if (engine_) first_token_delay_ns_ = std::llround(engine_->first_token_s * 1e9);
   load_done_.replica = this;
+  prefetch_done_.replica = this;
   if (config.host_tier) {
     if (!kv_.prefix_caching() || role_ == ReplicaRole::kDecode)
       throw core::Error("internal: a host KV tier needs prefix caching on a unified or prefill replica");
@@ -116,6 +117,7 @@ void Replica::enqueue(RequestId id) {
     --incoming_;  // counted since it was routed
   else
     account(r, +1);
+  if (store_ && host_ && store_->prefetch()) [[unlikely]] start_prefetch(id);
   if (busy_) {
     publish_state();
     return;
@@ -452,6 +454,7 @@ void Replica::abort(RequestId id) {
     // In the waiting queue, or (async scheduling) among the arrivals the scheduler has not seen yet.
     auto it = std::find(waiting_.begin(), waiting_.end(), id);
     auto l = std::find_if(loading_.begin(), loading_.end(), [id](const Loading& e) { return e.id == id; });
+    if (!prefetches_.empty()) [[unlikely]] drop_prefetch(id);
     if (it != waiting_.end()) {
       waiting_.erase(it);
     } else if (l != loading_.end()) {
@@ -591,6 +594,8 @@ void Replica::fail(std::vector<RequestId>& lost) {
   kv_.set_tier(sink);
   store_hits_.clear();
   nvme_hits_.clear();
+  prefetches_.clear();  // their completions find nothing; what was on the way is lost with the host
+  prefetching_.clear();
   down_ = true;
   load_.up = false;
   publish_state();
@@ -869,6 +874,31 @@ void Replica::start_loads() {
     const RequestId id = waiting_.front();
     Request& r = requests_[id];
     if (r.decoding || r.kv_tokens > 0 || r.tier_checked) return;
+    if (!prefetches_.empty()) [[unlikely]] {
+      // Its prefetch (if any): wait for it as the policy says (out of the queue), then cut it off;
+      // the units that arrived are host units for the lookup below.
+      auto p = std::find_if(prefetches_.begin(), prefetches_.end(), [id](const Prefetch& e) { return e.id == id; });
+      if (p != prefetches_.end()) {
+        const int64_t elapsed = (sim_.now() - p->start).ns(), remaining = p->end_ns - elapsed;
+        if (remaining > 0 && !p->waited) {
+          const double wait = store_->prefetch()->wait_seconds(static_cast<double>(elapsed) * 1e-9,
+                                                               static_cast<double>(remaining) * 1e-9);
+          const int64_t wait_ns = std::min<int64_t>(remaining, std::llround(wait * 1e9));
+          if (wait_ns > 0) {
+            p->waited = true;
+            StoreStats& st = store_->stats(index_);
+            ++st.prefetch_waits;
+            st.prefetch_wait_seconds += static_cast<double>(wait_ns) * 1e-9;
+            waiting_.pop_front();
+            loading_.push_back({id, ++load_seq_, sim_.now(), true});
+            sim_.schedule_after(core::Duration::from_ns(wait_ns), &load_done_, load_seq_);
+            continue;
+          }
+        }
+        end_prefetch(*p);
+        prefetches_.erase(p);
+      }
+    }
     const Lookup hbm = lookup(r);
     // Continue the chain past HBM's hit: full units before the last prompt token, each in HBM
     // (a unit whose parent was evicted), in the host tier, in the NVMe tier, or in the shared store
@@ -1087,7 +1117,7 @@ void Replica::start_loads() {
       nvme_hits_[r.id] = static_cast<uint32_t>(nvme_tokens);
     }
     waiting_.pop_front();
-    loading_.push_back({id, ++load_seq_, sim_.now(), analytic});
+    loading_.push_back({id, ++load_seq_, sim_.now(), false, analytic});
     if (host_fabric_ && !analytic)  // flows host -> each GPU, sharing the links with everything else on them
       listener_->host_copy(*this, true, host_->copy_bytes(host_blocks), load_seq_, host_fabric_.get());
     else
@@ -1101,11 +1131,89 @@ void Replica::finish_load(uint64_t seq) {
   auto it = std::find_if(loading_.begin(), loading_.end(), [seq](const Loading& l) { return l.seq == seq; });
   if (it == loading_.end()) return;  // its request timed out, or the replica failed
   const RequestId id = it->id;
-  if (host_fabric_ && !it->analytic) host_->stats().load_seconds += (sim_.now() - it->start).seconds();
+  const bool prefetch = it->prefetch;
+  if (host_fabric_ && !prefetch && !it->analytic) host_->stats().load_seconds += (sim_.now() - it->start).seconds();
   loading_.erase(it);
-  release_kv(requests_[id]);
+  if (!prefetch) release_kv(requests_[id]);
   waiting_.push_front(id);
   if (!busy_) try_start_iteration(); else publish_state();
+}
+
+// ---- prefetch from the shared store into the host tier -----------------------------------------
+
+void Replica::start_prefetch(RequestId id) {
+  const Request& r = requests_[id];
+  if (r.decoding || r.kv_tokens > 0 || r.tier_checked) return;
+  // The chain as start_loads() follows it (full units before the last prompt token), past the
+  // units HBM, the host tier or a prefetch under way holds, up to the first unit found nowhere;
+  // the store units on the way are copied.
+  const int64_t u_tokens = kv_.unit_tokens();
+  const size_t n = hashed_units(r, u_tokens);
+  const int64_t limit = r.prefill_target() - 1;
+  Prefetch p{id, 0, sim_.now(), 0, {}, {}, false};
+  int64_t blocks = 0;
+  uint64_t key = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t end = unit_end(r, j);
+    if (end - static_cast<int64_t>(j) * u_tokens != u_tokens || end > limit) break;
+    key = KvCache::chain(key, r.block_hashes[j]);
+    if (kv_.find(key) != KvCache::kNone || host_->contains(key) || prefetching_.count(key) > 0) continue;
+    const int64_t b = store_->blocks_of(key);
+    if (b <= 0) break;
+    p.units.emplace_back(key, 0);
+    p.blocks.push_back(b);
+    blocks += b;
+  }
+  if (p.units.empty()) return;
+  // One copy of all the units (SharedKvStore::copy_seconds: the latency, then the bytes at the
+  // copy's rate); unit i has arrived when the bytes of units 0..i have.
+  const double latency = store_->spec().latency_s;
+  const double stream = store_->copy_seconds(blocks) - latency;
+  int64_t sum = 0;
+  for (size_t i = 0; i < p.units.size(); ++i) {
+    sum += p.blocks[i];
+    p.units[i].second = std::max<int64_t>(
+        1, std::llround((latency + stream * static_cast<double>(sum) / static_cast<double>(blocks)) * 1e9));
+    prefetching_.insert(p.units[i].first);
+    store_->touch(p.units[i].first);
+  }
+  p.end_ns = p.units.back().second;
+  p.seq = ++prefetch_seq_;
+  ++store_->stats(index_).prefetches;
+  sim_.schedule_after(core::Duration::from_ns(p.end_ns), &prefetch_done_, p.seq);
+  prefetches_.push_back(std::move(p));
+}
+
+void Replica::end_prefetch(Prefetch& p) {
+  const int64_t elapsed = (sim_.now() - p.start).ns();
+  StoreStats& st = store_->stats(index_);
+  const int64_t u_tokens = kv_.unit_tokens();
+  for (size_t i = 0; i < p.units.size(); ++i) {
+    const uint64_t key = p.units[i].first;
+    prefetching_.erase(key);
+    if (p.units[i].second <= elapsed) {
+      host_->land(key, p.blocks[i]);
+      st.prefetched_tokens += u_tokens;
+      st.prefetch_bytes += store_->copy_bytes(p.blocks[i]);
+    } else {
+      st.prefetch_cut_tokens += u_tokens;
+    }
+  }
+}
+
+void Replica::finish_prefetch(uint64_t seq) {
+  auto p = std::find_if(prefetches_.begin(), prefetches_.end(), [seq](const Prefetch& e) { return e.seq == seq; });
+  if (p == prefetches_.end()) return;  // cut off at the head of the queue, or the replica failed
+  end_prefetch(*p);
+  prefetches_.erase(p);
+}
+
+bool Replica::drop_prefetch(RequestId id) {
+  auto p = std::find_if(prefetches_.begin(), prefetches_.end(), [id](const Prefetch& e) { return e.id == id; });
+  if (p == prefetches_.end()) return false;
+  end_prefetch(*p);
+  prefetches_.erase(p);
+  return true;
 }
 
 void Replica::publish_state() {

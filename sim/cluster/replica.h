@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "hwmodels/cost_model.h"
@@ -405,6 +406,36 @@ class Replica final : public EventHandler {
     Replica* replica = nullptr;
     void on_event(uint64_t payload) override { replica->finish_load(payload); }
   };
+  // ---- prefetch of store units into the host tier while requests are queued ----
+  // A fresh prefill that reaches the replica starts one copy of the store units its prefix chain
+  // continues with (past what HBM, the host tier or another prefetch hold): the latency, then the
+  // units stream in chain order at the copy's rate, each landing in the host tier when its last
+  // byte arrives. At the head of the queue the store's prefetch policy says how long the request
+  // waits for the rest (out of the queue, as for a load); then the prefetch is cut off.
+  struct Prefetch {
+    RequestId id;
+    uint64_t seq = 0;
+    core::Time start;
+    int64_t end_ns = 0;                                // from start: the last unit's arrival
+    std::vector<std::pair<uint64_t, int64_t>> units;   // key, its arrival (ns from start)
+    std::vector<int64_t> blocks;                       // of each unit
+    bool waited = false;                               // its request has waited for it once
+  };
+  void start_prefetch(RequestId id);
+  // The units of `p` that have arrived by now land in the host tier, the rest are cut off; `p`
+  // is then over (the caller erases it).
+  void end_prefetch(Prefetch& p);
+  void finish_prefetch(uint64_t seq);  // the prefetch numbered `seq` has arrived in full
+  // Ends the prefetch of `id` (if any) as end_prefetch does; true if it had one.
+  bool drop_prefetch(RequestId id);
+  struct PrefetchDone final : EventHandler {
+    Replica* replica = nullptr;
+    void on_event(uint64_t payload) override { replica->finish_prefetch(payload); }
+  };
+  std::vector<Prefetch> prefetches_;            // in flight, in the order they started
+  std::unordered_set<uint64_t> prefetching_;    // keys of the units on the way (each in one prefetch)
+  uint64_t prefetch_seq_ = 0;
+  PrefetchDone prefetch_done_;
   // The host tier on the network: a load's flows have arrived (tag: its seq); a store goes out.
   struct HostFabric final : TransferListener, KvTierTraffic {
     Replica* replica = nullptr;
@@ -459,6 +490,7 @@ class Replica final : public EventHandler {
     RequestId id;
     uint64_t seq = 0;
     core::Time start;
+    bool prefetch = false;  // waiting for its prefetch (holds no blocks), not for a load
     bool analytic = false;  // on a topology, a load with NVMe units takes its analytic time (no flows)
   };
   std::vector<Loading> loading_;  // in the order the loads started

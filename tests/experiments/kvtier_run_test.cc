@@ -326,5 +326,44 @@ TEST(KvTierRunTest, NvmeConfigurationErrorsNameTheKey) {
   EXPECT_EQ(error_of(std::string(kCluster) + nvme + "pcie_gb_s = 50\n"), "");  // without a host tier, its own
 }
 
+TEST(KvTierRunTest, PrefetchedStoreUnitsBecomeHostHitsAndAreCounted) {
+  const std::string tiers = "[kv_tiers.host]\ncapacity_gb = 4\n[kv_tiers.store]\ncapacity_gb = 256\nbandwidth_gb_s = 40\n";
+  const RunResult plain = run(tiers);
+  const RunResult pre = run(tiers + "[kv_tiers.store.prefetch]\nkind = \"best_effort\"\n");
+  EXPECT_GT(metric(pre, "kv_store_prefetches"), 0);
+  EXPECT_GT(metric(pre, "kv_store_prefetched_tokens"), 0);
+  // Every hit is HBM's, the host tier's or the store's.
+  EXPECT_EQ(metric(pre, "kv_hbm_hit_tokens") + metric(pre, "kv_host_hit_tokens") + metric(pre, "kv_store_hit_tokens"),
+            static_cast<double>(pre.summary.prefix_hit_tokens));
+  // 131,072 bytes per token (Llama-3-8B, TP 1) for the units that arrived.
+  EXPECT_NEAR(metric(pre, "kv_store_prefetch_gb"), metric(pre, "kv_store_prefetched_tokens") * 131072 * 1e-9, 1e-6);
+  EXPECT_EQ(metric(pre, "replica0.kv_store_prefetched_tokens") + metric(pre, "replica1.kv_store_prefetched_tokens"),
+            metric(pre, "kv_store_prefetched_tokens"));
+  EXPECT_EQ(metric(pre, "kv_store_prefetch_waits"), 0);  // best_effort never waits
+  // Units that arrived in host memory are loaded from there: more host hits, fewer store loads.
+  EXPECT_GT(metric(pre, "kv_host_hit_tokens"), metric(plain, "kv_host_hit_tokens"));
+  EXPECT_LT(metric(pre, "kv_store_loaded_tokens"), metric(plain, "kv_store_loaded_tokens"));
+  // Without a prefetch policy there are no prefetch rows.
+  for (const auto& v : plain.summary.fleet) EXPECT_EQ(v.name.find("prefetch"), std::string::npos) << v.name;
+  // wait_complete: nothing is cut off at the head of the queue (a request waits for all of it).
+  const RunResult wait = run(tiers + "[kv_tiers.store.prefetch]\nkind = \"wait_complete\"\n");
+  EXPECT_GT(metric(wait, "kv_store_prefetched_tokens"), 0);
+  EXPECT_GE(metric(wait, "kv_store_prefetched_tokens"), metric(pre, "kv_store_prefetched_tokens"));
+}
+
+TEST(KvTierRunTest, PrefetchConfigurationErrorsNameTheKey) {
+  const std::string store = "[kv_tiers.store]\ncapacity_gb = 64\n";
+  const std::string no_host =
+      error_of(std::string(kCluster) + store + "[kv_tiers.store.prefetch]\nkind = \"best_effort\"\n");
+  EXPECT_NE(no_host.find("kv_tiers.store.prefetch.kind"), std::string::npos) << no_host;
+  EXPECT_NE(no_host.find("kv_tiers.host"), std::string::npos) << no_host;
+  const std::string timeout = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 4\n" + store +
+                                       "[kv_tiers.store.prefetch]\nkind = \"timeout\"\ntimeout_ms = -1\n");
+  EXPECT_NE(timeout.find("kv_tiers.store.prefetch.timeout_ms"), std::string::npos) << timeout;
+  const std::string kind = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 4\n" + store +
+                                    "[kv_tiers.store.prefetch]\nkind = \"eager\"\n");
+  EXPECT_NE(kind.find("kv_tiers.store.prefetch.kind"), std::string::npos) << kind;
+}
+
 }  // namespace
 }  // namespace servesim::experiments

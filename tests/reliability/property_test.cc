@@ -502,6 +502,13 @@ Draw draw_config(uint64_t seed) {
          "\"\n[kv_tiers.store.eviction]\nkind = \"" + pick(store_rng, std::vector<std::string>{"lru", "fifo"}) +
          "\"\n[kv_tiers.store.load]\nkind = \"" + pick(store_rng, std::vector<std::string>{"cost", "always", "never"}) +
          "\"\n";
+    // With a host tier, a prefetch policy on half of those draws (its own stream).
+    core::Rng prefetch_rng(seed, "property-kv-prefetch");
+    if (t.find("[kv_tiers.host]") != std::string::npos && prefetch_rng.uniform_int(2) == 0)
+      t += "[kv_tiers.store.prefetch]\n" + pick(prefetch_rng, std::vector<std::string>{
+                                                 "kind = \"best_effort\"", "kind = \"wait_complete\"",
+                                                 "kind = \"timeout\"\ntimeout_ms = 2"}) +
+           "\n";
   }
   d.toml = t;
   return d;

@@ -46,7 +46,7 @@ const std::map<std::string, std::string> kSectionOf = {
     {"arrivals", "workload.arrival"}, {"engines", "engine"},     {"decoding", "decoding"},
     {"admission", "admission"}, {"rate_profiles", "workload.rate_profile"}, {"autoscalers", "autoscaler"},
     {"kv_tier_writes", "kv_tiers.host.write"}, {"kv_tier_evictions", "kv_tiers.host.eviction"},
-    {"kv_tier_loads", "kv_tiers.host.load"}};
+    {"kv_tier_loads", "kv_tiers.host.load"}, {"kv_tier_prefetches", "kv_tiers.store.prefetch"}};
 
 std::vector<NumericParam> numeric_params() {
   std::vector<NumericParam> out;
@@ -142,6 +142,9 @@ std::string config_choosing(const NumericParam& p) {
            (p.kind == "slo"                  ? "max_ttft_ms = 100\n"
             : p.kind == "target_utilisation" ? "target_requests = 4\n"
                                              : "times_s = [1]\nreplicas = [2]\n");
+  } else if (p.family == "kv_tier_prefetches") {  // a prefetch needs a store and a host tier
+    rest = "[cluster]\nprefix_caching = true\n[kv_tiers.host]\ncapacity_gb = 4\n[kv_tiers.store]\ncapacity_gb = 4\n"
+           "[kv_tiers.store.prefetch]\n" + choose;
   } else if (!p.family.empty()) {
     rest = "[" + kSectionOf.at(p.family) + "]\n" + choose;
   } else if (p.key.rfind("cluster.prefill.", 0) == 0 || p.key.rfind("cluster.decode.", 0) == 0) {
