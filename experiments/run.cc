@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 
@@ -197,8 +198,42 @@ const std::vector<core::ParamSpec>& run_schema() {
                   "replica writes there are loaded by any replica on a later prefix hit (needs cluster.prefix_caching; "
                   "disaggregated: the prefill replicas'; docs/kv-tiers.md)")
                   .optional(),
+              ParamSpec::table(
+                  "nvme",
+                  {
+                      ParamSpec::real("capacity_gb", 2000, "GB",
+                                      "local NVMe per replica for prefix KV (1e9 bytes; whole replica, every GPU's "
+                                      "share), in blocks of cluster.block_size tokens")
+                          .range(1e-3, 1e8),
+                      ParamSpec::real("read_gb_s", 6, "GB/s",
+                                      "the replica's share of its node's SSD read bandwidth, for the whole "
+                                      "replica's bytes (a node's NVMe is shared by its GPUs: node read GB/s / "
+                                      "replicas on the node)")
+                          .range(0.01, 1e4),
+                      ParamSpec::real("write_gb_s", 3, "GB/s",
+                                      "the replica's share of its node's SSD write bandwidth (SSDs write slower "
+                                      "than they read)")
+                          .range(0.01, 1e4),
+                      ParamSpec::real("latency_us", 100, "us", "fixed time of one load (one I/O batch)")
+                          .range(0, 1e7),
+                      ParamSpec::real("pcie_gb_s", 25, "GB/s",
+                                      "host bounce buffer -> GPU copy bandwidth per GPU (unset: the host tier's "
+                                      "bandwidth_gb_s, the same link, or 25 without a host tier)")
+                          .range(0.01, 1e4)
+                          .optional(),
+                      ParamSpec::section("write", "kv_tier_writes", "on_eviction",
+                                         "when a prefix unit is written to NVMe (on_eviction: when host memory "
+                                         "evicts it, or HBM without a host tier)"),
+                      ParamSpec::section("eviction", "kv_tier_evictions", "lru", "what the full NVMe tier evicts"),
+                      ParamSpec::section("load", "kv_tier_loads", "cost",
+                                         "whether a prefix hit on NVMe is loaded or recomputed"),
+                  },
+                  "a local-NVMe KV tier per replica below host DRAM (SGLang HiCache's file backend, LMCache's "
+                  "local disk): units host memory (or HBM) evicts are kept there and loaded back through a host "
+                  "bounce buffer (needs cluster.prefix_caching; docs/kv-tiers.md)")
+                  .optional(),
           },
-          "KV-cache tiers below GPU memory (issue 16: host DRAM per replica, a shared store)")
+          "KV-cache tiers below GPU memory (issue 16: host DRAM and NVMe per replica, a shared store)")
           .optional(),
       ParamSpec::table(
           "network",
@@ -680,15 +715,54 @@ metrics::MeasurementConfig measurement_config(const core::Params& m) {
 
 namespace {
 
-// The host KV tier's per-run figures, summed over the replicas, as optional metrics (the
-// fleet_metrics table, like client retries'), so that runs without a tier keep their layout. With
-// --check, every replica's HBM cache and host tier are checked for conservation first.
+// The KV tiers' per-run figures, summed over the replicas, as optional metrics (the fleet_metrics
+// table, like client retries'), so that runs without a tier keep their layout. With --check, every
+// replica's HBM cache and tiers are checked for conservation first.
+//
+// One tier's rows, kv_<tier>_*: its hits, loads, saves, declines, stores, evictions and what it
+// holds at the end; `after_hits` and `after_loaded` go after the hit tokens and the loaded tokens
+// (the host tier's HBM hit rate, the store's cross-replica counts), where the rows always were.
+void push_tier_rows(std::vector<metrics::NamedValue>& out, const std::string& tier, double hits, double prompt,
+                    const sim::KvTierStats& t, double units, double blocks,
+                    std::initializer_list<metrics::NamedValue> after_hits,
+                    std::initializer_list<metrics::NamedValue> after_loaded) {
+  const std::string p = "kv_" + tier + "_";
+  auto count = [&](const char* name, double v) { out.push_back(metrics::NamedValue{p + name, v, true}); };
+  auto real = [&](const char* name, double v) { out.push_back(metrics::NamedValue{p + name, v, false}); };
+  count("hit_tokens", hits);
+  for (const metrics::NamedValue& v : after_hits) out.push_back(v);
+  real("token_hit_rate", prompt > 0 ? hits / prompt : 0);
+  count("loads", static_cast<double>(t.loads));
+  count("loaded_tokens", static_cast<double>(t.loaded_tokens));
+  for (const metrics::NamedValue& v : after_loaded) out.push_back(v);
+  real("load_gb", t.load_bytes * 1e-9);
+  real("load_seconds", t.load_seconds);
+  real("saved_prefill_seconds", t.saved_prefill_seconds);
+  real("saved_tflop", t.saved_flops * 1e-12);
+  count("declined", static_cast<double>(t.declined));
+  count("declined_tokens", static_cast<double>(t.declined_tokens));
+  count("stores", static_cast<double>(t.stores));
+  real("store_gb", t.store_bytes * 1e-9);
+  real("store_seconds", t.store_seconds);
+  count("evictions", static_cast<double>(t.evictions));
+  count("dropped", static_cast<double>(t.dropped));
+  count("units_at_end", units);
+  count("blocks_at_end", blocks);
+}
+
 void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s, bool check) {
-  sim::KvTierStats t;
-  int64_t host_units = 0, host_blocks = 0;
+  sim::KvTierStats t, nt;
+  int64_t host_units = 0, host_blocks = 0, nvme_units = 0, nvme_blocks = 0;
   const bool host = !cluster.replicas().empty() && cluster.replicas()[0]->host_tier();
+  const bool nvme = !cluster.replicas().empty() && cluster.replicas()[0]->nvme_tier();
   for (const auto& r : cluster.replicas()) {
     if (check) r->kv_cache().check();
+    if (const sim::NvmeKvTier* n = r->nvme_tier()) {
+      if (check) n->check();
+      nt.add(n->totals());
+      nvme_units += static_cast<int64_t>(n->units());
+      nvme_blocks += n->used();
+    }
     if (!r->host_tier()) continue;
     if (check) r->host_tier()->check();
     t.add(r->host_tier()->stats());
@@ -697,32 +771,14 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
   }
   auto count = [](std::string name, double v) { return metrics::NamedValue{std::move(name), v, true}; };
   auto real = [](std::string name, double v) { return metrics::NamedValue{std::move(name), v, false}; };
-  const auto tier_hits = s.prefix_host_hit_tokens + s.prefix_store_hit_tokens;
+  const auto tier_hits = s.prefix_host_hit_tokens + s.prefix_store_hit_tokens + s.prefix_nvme_hit_tokens;
   const auto hbm_hit = static_cast<double>(s.prefix_hit_tokens - tier_hits);
   const auto prompt = static_cast<double>(s.prefix_prompt_tokens);
   s.fleet.push_back(count("kv_hbm_hit_tokens", hbm_hit));
   if (host)
-    for (const metrics::NamedValue& v : {
-             count("kv_host_hit_tokens", static_cast<double>(s.prefix_host_hit_tokens)),
-             real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0),
-             real("kv_host_token_hit_rate", prompt > 0 ? static_cast<double>(s.prefix_host_hit_tokens) / prompt : 0),
-             count("kv_host_loads", static_cast<double>(t.loads)),
-             count("kv_host_loaded_tokens", static_cast<double>(t.loaded_tokens)),
-             real("kv_host_load_gb", t.load_bytes * 1e-9),
-             real("kv_host_load_seconds", t.load_seconds),
-             real("kv_host_saved_prefill_seconds", t.saved_prefill_seconds),
-             real("kv_host_saved_tflop", t.saved_flops * 1e-12),
-             count("kv_host_declined", static_cast<double>(t.declined)),
-             count("kv_host_declined_tokens", static_cast<double>(t.declined_tokens)),
-             count("kv_host_stores", static_cast<double>(t.stores)),
-             real("kv_host_store_gb", t.store_bytes * 1e-9),
-             real("kv_host_store_seconds", t.store_seconds),
-             count("kv_host_evictions", static_cast<double>(t.evictions)),
-             count("kv_host_dropped", static_cast<double>(t.dropped)),
-             count("kv_host_units_at_end", static_cast<double>(host_units)),
-             count("kv_host_blocks_at_end", static_cast<double>(host_blocks)),
-         })
-      s.fleet.push_back(v);
+    push_tier_rows(s.fleet, "host", static_cast<double>(s.prefix_host_hit_tokens), prompt, t,
+                   static_cast<double>(host_units), static_cast<double>(host_blocks),
+                   {real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0)}, {});
   else
     s.fleet.push_back(real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0));
   const sim::SharedKvStore* store = cluster.kv_store();
@@ -730,29 +786,12 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
     if (check) store->check();
     sim::StoreStats st;
     for (const sim::StoreStats& r : store->per_replica()) st.add(r);
-    const double hits = static_cast<double>(s.prefix_store_hit_tokens);
-    for (const metrics::NamedValue& v : {
-             count("kv_store_hit_tokens", hits),
-             real("kv_store_token_hit_rate", prompt > 0 ? hits / prompt : 0),
-             count("kv_store_loads", static_cast<double>(st.loads)),
-             count("kv_store_loaded_tokens", static_cast<double>(st.loaded_tokens)),
-             count("kv_store_cross_replica_loads", static_cast<double>(st.cross_loads)),
-             count("kv_store_cross_replica_tokens", static_cast<double>(st.cross_tokens)),
-             real("kv_store_load_gb", st.load_bytes * 1e-9),
-             real("kv_store_load_seconds", st.load_seconds),
-             real("kv_store_saved_prefill_seconds", st.saved_prefill_seconds),
-             real("kv_store_saved_tflop", st.saved_flops * 1e-12),
-             count("kv_store_declined", static_cast<double>(st.declined)),
-             count("kv_store_declined_tokens", static_cast<double>(st.declined_tokens)),
-             count("kv_store_stores", static_cast<double>(st.stores)),
-             real("kv_store_store_gb", st.store_bytes * 1e-9),
-             real("kv_store_store_seconds", st.store_seconds),
-             count("kv_store_evictions", static_cast<double>(store->totals().evictions)),
-             count("kv_store_dropped", static_cast<double>(store->totals().dropped)),
-             count("kv_store_units_at_end", static_cast<double>(store->units())),
-             count("kv_store_blocks_at_end", static_cast<double>(store->used())),
-         })
-      s.fleet.push_back(v);
+    st.evictions = store->totals().evictions;
+    st.dropped = store->totals().dropped;
+    push_tier_rows(s.fleet, "store", static_cast<double>(s.prefix_store_hit_tokens), prompt, st,
+                   static_cast<double>(store->units()), static_cast<double>(store->used()), {},
+                   {count("kv_store_cross_replica_loads", static_cast<double>(st.cross_loads)),
+                    count("kv_store_cross_replica_tokens", static_cast<double>(st.cross_tokens))});
     if (store->prefetch())
       for (const metrics::NamedValue& v : {
                count("kv_store_prefetches", static_cast<double>(st.prefetches)),
@@ -764,6 +803,9 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
            })
         s.fleet.push_back(v);
   }
+  if (nvme)
+    push_tier_rows(s.fleet, "nvme", static_cast<double>(s.prefix_nvme_hit_tokens), prompt, nt,
+                   static_cast<double>(nvme_units), static_cast<double>(nvme_blocks), {}, {});
   // Per replica (whole run, not the measurement window): "replica<i>.<figure>", after the totals.
   for (const auto& r : cluster.replicas()) {
     const std::string p = "replica" + std::to_string(r->index()) + ".";
@@ -783,6 +825,13 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
       s.fleet.push_back(real(p + "kv_store_store_gb", x.store_bytes * 1e-9));
       if (store->prefetch())
         s.fleet.push_back(count(p + "kv_store_prefetched_tokens", static_cast<double>(x.prefetched_tokens)));
+    }
+    if (const sim::NvmeKvTier* n = r->nvme_tier()) {
+      const sim::KvTierStats& x = n->stats();
+      s.fleet.push_back(count(p + "kv_nvme_loaded_tokens", static_cast<double>(x.loaded_tokens)));
+      s.fleet.push_back(count(p + "kv_nvme_loads", static_cast<double>(x.loads)));
+      s.fleet.push_back(real(p + "kv_nvme_load_gb", x.load_bytes * 1e-9));
+      s.fleet.push_back(real(p + "kv_nvme_store_gb", x.store_bytes * 1e-9));
     }
   }
 }
@@ -818,6 +867,42 @@ sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec&
     if (spec.prefetch && !config.section("kv_tiers").has("host"))
       h.section("prefetch").fail("kind", "a prefetch copies store units into host memory: it needs [kv_tiers.host]");
   }
+  return spec;
+}
+
+// [kv_tiers.nvme]: refused where it is not modelled; capacity in the replica's HBM blocks; the
+// bounce buffer's PCIe link is the host tier's when there is one (`host`: its spec, or null).
+std::shared_ptr<const sim::NvmeTierSpec> nvme_spec(const core::Params& config, const hwmodels::ModelSpec& model,
+                                                   int64_t tp, const policies::DecodingMethod* decoding, bool ep,
+                                                   bool prefix_caching, int64_t block_size,
+                                                   const sim::HostTierSpec* host) {
+  const core::Params& h = config.section("kv_tiers").section("nvme");
+  if (!prefix_caching)
+    h.fail("capacity_gb",
+           "an NVMe KV tier keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
+           "prefix block hashes)");
+  if (ep) h.fail("capacity_gb", "an NVMe KV tier with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
+  if (host && h.has("pcie_gb_s"))
+    h.fail("pcie_gb_s",
+           "NVMe loads reach the GPU through host memory over the host tier's PCIe link: with [kv_tiers.host], set "
+           "kv_tiers.host.bandwidth_gb_s instead");
+  const sim::KvLayout layout = kv_layout(model, tp, decoding);
+  const double block_bytes = layout.block_bytes(block_size);
+  const double replica_block_bytes = block_bytes * static_cast<double>(tp);
+  auto spec = std::make_shared<sim::NvmeTierSpec>();
+  spec->capacity_blocks = static_cast<int64_t>(std::floor(h.get_float("capacity_gb") * 1e9 / replica_block_bytes));
+  if (spec->capacity_blocks < 1)
+    h.fail("capacity_gb", "holds no KV block (" + core::format_double(replica_block_bytes) +
+                              " bytes per block per replica); give at least that much");
+  spec->block_bytes_per_gpu = block_bytes;
+  spec->gpus = tp;
+  spec->read_bytes_per_s = h.get_float("read_gb_s") * 1e9;
+  spec->write_bytes_per_s = h.get_float("write_gb_s") * 1e9;
+  spec->pcie_bytes_per_s = host ? host->link_bytes_per_s : (h.has("pcie_gb_s") ? h.get_float("pcie_gb_s") : 25) * 1e9;
+  spec->latency_s = h.get_float("latency_us") * 1e-6;
+  spec->write = policies::kv_tier_write_registry().make(h.section("write"));
+  spec->eviction = policies::kv_tier_eviction_registry().make(h.section("eviction"));
+  spec->load = policies::kv_tier_load_registry().make(h.section("load"));
   return spec;
 }
 
@@ -1305,6 +1390,11 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     spec->load = policies::kv_tier_load_registry().make(h.section("load"));
     host_tier = std::move(spec);
   }
+  // Disaggregated: as the host tier, the prefill replicas'.
+  std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;
+  if (config.has("kv_tiers") && config.section("kv_tiers").has("nvme"))
+    nvme_tier = nvme_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching,
+                          cluster_cfg.get_int("block_size"), host_tier.get());
   std::optional<sim::StoreSpec> kv_store;
   if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
 
@@ -1444,6 +1534,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     rc.speculator = decoding.get();
     rc.seed = seed;
     rc.host_tier = &p == &pools[0] ? host_tier : nullptr;  // disaggregated: the prefill pool only
+    rc.nvme_tier = &p == &pools[0] ? nvme_tier : nullptr;
     for (int64_t i = 0; i < p.replicas; ++i, ++r)
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
@@ -1467,7 +1558,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                              "changed while the run read it (its content digest, part of the run's identity, was "
                              "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
-  if (host_tier || kv_store) append_kv_tier_metrics(cluster, result.summary, outputs.check);
+  if (host_tier || kv_store || nvme_tier) append_kv_tier_metrics(cluster, result.summary, outputs.check);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
   // Every output is written where it is not yet visible, then committed: the database first, so

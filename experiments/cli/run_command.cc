@@ -211,6 +211,16 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
           << " waited for theirs at the head of the queue (" << fixed(get("kv_store_prefetch_wait_seconds"), 2)
           << " s)\n";
   }
+  if (fleet_value("kv_nvme_loads")) {
+    auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
+    out << "kv nvme      " << percent(get("kv_nvme_token_hit_rate")) << " of prompt tokens from local NVMe ("
+        << percent(get("kv_hbm_token_hit_rate")) << " HBM); " << grouped(static_cast<uint64_t>(get("kv_nvme_loads")))
+        << " NVMe loads (" << fixed(get("kv_nvme_load_gb"), 1) << " GB, " << fixed(get("kv_nvme_load_seconds"), 2)
+        << " s of copies, " << fixed(get("kv_nvme_saved_tflop"), 1) << " TFLOP of prefill saved), "
+        << grouped(static_cast<uint64_t>(get("kv_nvme_declined"))) << " NVMe hits recomputed; "
+        << grouped(static_cast<uint64_t>(get("kv_nvme_stores"))) << " stores (" << fixed(get("kv_nvme_store_gb"), 1)
+        << " GB), " << grouped(static_cast<uint64_t>(get("kv_nvme_evictions"))) << " NVMe evictions\n";
+  }
   // An autoscaled run (no [faults] with it) has its own line below.
   const bool elastic = fleet_value("replica_provisions").has_value();
   if (fleet_value("replica_failures")) {

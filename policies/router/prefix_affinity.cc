@@ -10,8 +10,8 @@
 // delayed by staleness_ms (real routers learn cache state from such events, late).
 //
 // tiered_prefix_affinity (issue 16): the same, but a replica's match continues past its HBM view
-// into its host KV tier and the cluster's shared KV store, unit by unit, and each unit is worth
-// 1 in HBM, host_weight in host memory, store_weight in the store (read from the tiers as they are
+// into its host KV tier, its NVMe tier and the cluster's shared KV store, unit by unit, and each
+// unit is worth 1 in HBM, host_weight in host memory, nvme_weight on NVMe, store_weight in the store (read from the tiers as they are
 // now, as LMCache's controller or Mooncake's master report them). A unit in the store counts for
 // every replica alike, so it no longer pulls a request to the replica that computed it: equal
 // scores go to the least loaded replica. Its default view is replica_events, and it also records
@@ -66,7 +66,7 @@ class LruKeySet {
 // Tiered matching: the weights of a unit found in host memory and in the shared store (HBM: 1).
 struct TierWeights {
   bool enabled = false;
-  double host = 0, store = 0;
+  double host = 0, store = 0, nvme = 0;
 };
 
 class PrefixAffinityRouter final : public sim::Router, private sim::CacheListener {
@@ -147,7 +147,8 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
 
  private:
   // The tiered match: per replica, the prompt's units in order, each worth 1 in its HBM view,
-  // host_weight in its host tier, store_weight in the shared store, up to the first found nowhere.
+  // host_weight in its host tier, nvme_weight in its NVMe tier, store_weight in the shared store, up
+  // to the first found nowhere.
   uint32_t tiered_pick(std::span<const sim::ReplicaLoad> replicas, uint32_t least) {
     double best_score = 0;
     uint32_t best = least;
@@ -155,10 +156,12 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
         replicas_.size() == replicas.size() && !replicas_.empty() ? replicas_[0]->kv_store() : nullptr;
     for (uint32_t i = 0; i < replicas.size(); ++i) {
       const sim::HostKvTier* host = i < replicas_.size() ? replicas_[i]->host_tier() : nullptr;
+      const sim::NvmeKvTier* nvme = i < replicas_.size() ? replicas_[i]->nvme_tier() : nullptr;
       double score = 0;
       for (uint64_t k : keys_) {
         if (views_[i].contains(k)) score += 1;
         else if (host && host->contains(k)) score += tiers_.host;
+        else if (nvme && nvme->contains(k)) score += tiers_.nvme;
         else if (store && store->contains(k)) score += tiers_.store;
         else break;
       }
@@ -264,14 +267,19 @@ const bool kRegistered =
     router_registry().add(
         {"tiered_prefix_affinity",
          "prefix_affinity that sees the KV tiers (docs/kv-tiers.md): a prompt unit counts 1 in a replica's HBM, "
-         "host_weight in its host tier, store_weight in the shared store (the same for every replica; ties go to "
-         "the least loaded)",
+         "host_weight in its host tier, nvme_weight on its NVMe, store_weight in the shared store (the same for "
+         "every replica; ties go to the least loaded)",
          [] {
            std::vector<core::ParamSpec> ps = affinity_params("replica_events");
            ps.push_back(core::ParamSpec::real("host_weight", 0.75, "fraction",
                                               "worth of a prompt unit in a replica's host memory (HBM: 1): it saves "
                                               "the prefill but the request waits for its copy")
                             .range(0, 1));
+           ps.push_back(core::ParamSpec::real("nvme_weight", 0.625, "fraction",
+                                              "worth of a prompt unit in a replica's local NVMe tier (unset: "
+                                              "0.625, between host_weight's and store_weight's defaults)")
+                            .range(0, 1)
+                            .optional());
            ps.push_back(core::ParamSpec::real("store_weight", 0.5, "fraction",
                                               "worth of a prompt unit in the shared store, for every replica: a "
                                               "slower copy than from host memory")
@@ -283,6 +291,7 @@ const bool kRegistered =
           w.enabled = true;
           w.host = p.get_float("host_weight");
           w.store = p.get_float("store_weight");
+          w.nvme = p.has("nvme_weight") ? p.get_float("nvme_weight") : 0.625;
           return std::make_unique<PrefixAffinityRouter>(
               p.get_float("cache_threshold"), p.get_int("balance_abs_threshold"), p.get_float("balance_rel_threshold"),
               p.get_int("max_tree_blocks"), p.get_string("cache_view") == "replica_events",

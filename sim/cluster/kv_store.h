@@ -128,20 +128,22 @@ class SharedKvStore final : private KvTierSink {
 inline double tier_load_seconds(double host_s, double store_s) { return host_s > store_s ? host_s : store_s; }
 
 // A replica's sink below its HBM when the cluster has a store: passes HBM's registrations and
-// evictions to the replica's host tier (if any) and writes units to the store by the store's write
-// policy (on_eviction: from the lowest local tier, i.e. the host tier's evictions when there is one,
-// else HBM's; write_through: every unit HBM registers).
+// evictions to the replica's local tiers (host and/or NVMe; null = none) and writes units to the
+// store by the store's write policy (on_eviction: from the lowest local tier, i.e. the evictions of
+// the NVMe tier, else of the host tier, when there is one, else HBM's; write_through: every unit HBM
+// registers).
 class StoreWriter final : public KvTierSink {
  public:
-  StoreWriter(SharedKvStore& store, uint32_t replica, HostKvTier* host) : store_(store), replica_(replica), host_(host) {}
+  StoreWriter(SharedKvStore& store, uint32_t replica, KvTierSink* local)
+      : store_(store), replica_(replica), local_(local) {}
   // Where the writes go as traffic (null: nowhere, their time is analytic).
   void set_traffic(KvTierTraffic* traffic) { traffic_ = traffic; }
   void on_hbm_insert(uint64_t key, int64_t blocks) override {
-    if (host_) host_->on_hbm_insert(key, blocks);
+    if (local_) local_->on_hbm_insert(key, blocks);
     if (store_.store_on_compute()) write(key, blocks);
   }
   void on_hbm_evict(uint64_t key, int64_t blocks) override {
-    if (host_) host_->on_hbm_evict(key, blocks);
+    if (local_) local_->on_hbm_evict(key, blocks);
     else if (store_.store_on_eviction()) write(key, blocks);
   }
   void on_tier_evict(uint64_t key, int64_t blocks) override {
@@ -154,7 +156,7 @@ class StoreWriter final : public KvTierSink {
   }
   SharedKvStore& store_;
   uint32_t replica_;
-  HostKvTier* host_;
+  KvTierSink* local_;
   KvTierTraffic* traffic_ = nullptr;
 };
 

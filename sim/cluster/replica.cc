@@ -46,6 +46,18 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
     host_ = std::make_unique<HostKvTier>(*config.host_tier);
     kv_.set_tier(host_.get());
   }
+  if (config.nvme_tier) {
+    if (!kv_.prefix_caching() || role_ == ReplicaRole::kDecode)
+      throw core::Error("internal: an NVMe KV tier needs prefix caching on a unified or prefill replica");
+    nvme_ = std::make_unique<NvmeKvTier>(*config.nvme_tier);
+    if (host_) {  // below host memory: what it evicts goes down (HBM's evictions go to host)
+      host_->set_below(nvme_.get());
+      local_tiers_ = std::make_unique<LocalKvTiers>(*host_, *nvme_);
+      kv_.set_tier(local_tiers_.get());
+    } else {
+      kv_.set_tier(nvme_.get());
+    }
+  }
 }
 
 void Replica::attach_store(SharedKvStore* store) {
@@ -53,10 +65,11 @@ void Replica::attach_store(SharedKvStore* store) {
     throw core::Error("internal: a shared KV store needs prefix caching on unified or prefill replicas");
   store_ = store;
   store_->stats(index_);
-  store_writer_ = std::make_unique<StoreWriter>(*store_, index_, host_.get());
+  store_writer_ = std::make_unique<StoreWriter>(*store_, index_, kv_.tier());  // the local tiers, if any
   if (tier_fabric_) store_writer_->set_traffic(tier_fabric_.get());
   kv_.set_tier(store_writer_.get());
-  if (host_) host_->set_below(store_writer_.get());
+  if (nvme_) nvme_->set_below(store_writer_.get());  // the lowest local tier writes to the store
+  else if (host_) host_->set_below(store_writer_.get());
 }
 
 static size_t hashed_units(const Request& r, int64_t unit_tokens);
@@ -351,6 +364,12 @@ bool Replica::admit_front(int64_t kv_tokens) {
           rec.store_hit_tokens = std::min<int64_t>(s->second, hit.usable_tokens - rec.host_hit_tokens);
           store_hits_.erase(s);
         }
+      if (!nvme_hits_.empty()) [[unlikely]]
+        if (auto s = nvme_hits_.find(r.id); s != nvme_hits_.end()) {
+          rec.nvme_hit_tokens =
+              std::min<int64_t>(s->second, hit.usable_tokens - rec.host_hit_tokens - rec.store_hit_tokens);
+          nvme_hits_.erase(s);
+        }
       if (hit.usable_tokens > 0) {
         hwmodels::BatchShape skipped;
         hwmodels::add_prefill_chunk(skipped, plan_.limits, 0, hit.usable_tokens, false);
@@ -443,6 +462,7 @@ void Replica::abort(RequestId id) {
       loading_.erase(l);  // its load's completion finds nothing
       release_kv(r);
       if (store_) store_hits_.erase(r.id);
+      if (nvme_) nvme_hits_.erase(r.id);
     } else {
       auto a = std::find_if(arriving_.begin(), arriving_.end(), [id](const auto& e) { return e.first == id; });
       if (a == arriving_.end()) throw core::Error("internal: aborting a request that is not in the waiting queue");
@@ -571,9 +591,10 @@ void Replica::fail(std::vector<RequestId>& lost) {
   KvTierSink* const sink = kv_.tier();
   kv_.set_tier(nullptr);  // nothing is written down: the host memory is lost with the rest
   kv_.drop_unreferenced();
-  if (host_) host_->clear();  // (a shared store keeps what the replica wrote to it)
+  if (host_) host_->clear();  // (a shared store keeps what the replica wrote to it, the NVMe tier its files)
   kv_.set_tier(sink);
   store_hits_.clear();
+  nvme_hits_.clear();
   prefetches_.clear();  // their completions find nothing; what was on the way is lost with the host
   prefetching_.clear();
   down_ = true;
@@ -880,7 +901,8 @@ bool Replica::start_loads() {
     }
     const Lookup hbm = lookup(r);
     // Continue the chain past HBM's hit: full units before the last prompt token, each in HBM
-    // (a unit whose parent was evicted), in the host tier, or in the shared store (that order).
+    // (a unit whose parent was evicted), in the host tier, in the NVMe tier, or in the shared store
+    // (that order).
     const size_t n = hashed_units(r, u_tokens);
     const int64_t limit = r.prefill_target() - 1;
     uint64_t key = 0;
@@ -891,16 +913,35 @@ bool Replica::start_loads() {
       if (!kv_.referenced(u)) need += kv_.unit_blocks(u);
     }
     int64_t end_tokens = hbm.usable_tokens, host_blocks = 0, host_tokens = 0, store_blocks = 0, store_tokens = 0;
+    int64_t nvme_blocks = 0, nvme_tokens = 0;
     size_t end_units = static_cast<size_t>(hbm.usable_units);
     std::vector<uint64_t>& keys = unit_keys_;
     std::vector<uint64_t>& skeys = store_keys_;
+    std::vector<uint64_t>& nkeys = nvme_keys_;
     keys.clear();
     skeys.clear();
-    // Where the chain stood before its first store unit: what a declined store load falls back to.
+    nkeys.clear();
+    // Where the chain stood before its first store unit (`cut`) and before its first NVMe unit
+    // (`nvme_cut`): what a declined store or NVMe load falls back to.
     struct Cut {
-      int64_t tokens, need, host_blocks, host_tokens;
-      size_t units, host_keys;
-    } cut{};
+      int64_t tokens, need, host_blocks, host_tokens, nvme_blocks, nvme_tokens;
+      size_t units, host_keys, nvme_keys;
+    } cut{}, nvme_cut{};
+    auto here = [&] {
+      return Cut{end_tokens, need, host_blocks, host_tokens, nvme_blocks, nvme_tokens, end_units, keys.size(),
+                 nkeys.size()};
+    };
+    auto restore = [&](const Cut& c) {
+      end_tokens = c.tokens;
+      need = c.need;
+      host_blocks = c.host_blocks;
+      host_tokens = c.host_tokens;
+      nvme_blocks = c.nvme_blocks;
+      nvme_tokens = c.nvme_tokens;
+      end_units = c.units;
+      keys.resize(c.host_keys);
+      nkeys.resize(c.nvme_keys);
+    };
     for (size_t j = end_units; j < n; ++j) {
       const int64_t end = unit_end(r, j);
       if (end - static_cast<int64_t>(j) * u_tokens != u_tokens || end > limit) break;
@@ -914,8 +955,14 @@ bool Replica::start_loads() {
         host_blocks += b;
         host_tokens += u_tokens;
         keys.push_back(next);
+      } else if (const int64_t nb = nvme_ ? nvme_->blocks_of(next) : -1; nb > 0) {
+        if (nvme_tokens == 0) nvme_cut = here();
+        need += nb;
+        nvme_blocks += nb;
+        nvme_tokens += u_tokens;
+        nkeys.push_back(next);
       } else if (const int64_t sb = store_ ? store_->blocks_of(next) : -1; sb > 0) {
-        if (store_tokens == 0) cut = {end_tokens, need, host_blocks, host_tokens, end_units, keys.size()};
+        if (store_tokens == 0) cut = here();
         need += sb;
         store_blocks += sb;
         store_tokens += u_tokens;
@@ -927,7 +974,7 @@ bool Replica::start_loads() {
       end_tokens = end;
       end_units = j + 1;
     }
-    if (host_tokens == 0 && store_tokens == 0) {
+    if (host_tokens == 0 && store_tokens == 0 && nvme_tokens == 0) {
       r.tier_checked = true;
       return false;
     }
@@ -944,7 +991,7 @@ bool Replica::start_loads() {
     };
     double load_s = 0;
     std::pair<double, double> save{0, 0};
-    int64_t declined_store_tokens = 0;
+    int64_t declined_store_tokens = 0, declined_nvme_tokens = 0;
     auto settle = [&] {  // the request's tier hit is decided (counted once, when it is)
       r.tier_checked = true;
       if (declined_store_tokens > 0) {
@@ -952,31 +999,45 @@ bool Replica::start_loads() {
         ++st.declined;
         st.declined_tokens += declined_store_tokens;
       }
+      if (declined_nvme_tokens > 0) {
+        ++nvme_->stats().declined;
+        nvme_->stats().declined_tokens += declined_nvme_tokens;
+      }
+    };
+    // The local units' copy (host memory and NVMe share the GPU's PCIe link: kv_nvme.h).
+    auto local_s = [&] {
+      if (nvme_tokens == 0) return host_tokens > 0 ? host_->copy_seconds(host_blocks) : 0.0;
+      return nvme_->local_copy_seconds(nvme_blocks, host_blocks, host_ ? host_->spec().latency_s : 0.0);
     };
     if (store_tokens > 0) {
-      // A store hit: the store's load policy decides for the whole chain (host and store units:
-      // one wait, tier_load_seconds); declined, the host units before the first store unit are
-      // decided on their own by the host's policy.
-      load_s = tier_load_seconds(host_tokens > 0 ? host_->copy_seconds(host_blocks) : 0,
-                                 store_->copy_seconds(store_blocks));
+      // A store hit: the store's load policy decides for the whole chain (local and store units:
+      // one wait, tier_load_seconds); declined, the units before the first store unit are decided
+      // as without a store (NVMe's policy if there are NVMe units among them, else host's).
+      load_s = tier_load_seconds(local_s(), store_->copy_seconds(store_blocks));
       save = saved(end_tokens);
       if (!store_->should_load(load_s, save.first)) {
         declined_store_tokens = store_tokens;
-        end_tokens = cut.tokens;
-        need = cut.need;
-        host_blocks = cut.host_blocks;
-        host_tokens = cut.host_tokens;
-        end_units = cut.units;
-        keys.resize(cut.host_keys);
+        restore(cut);
         store_blocks = store_tokens = 0;
         skeys.clear();
       }
     }
-    if (host_tokens == 0 && store_tokens == 0) {
+    if (store_tokens == 0 && nvme_tokens > 0) {
+      // An NVMe hit (no store units): the NVMe tier's policy decides for the chain (host and NVMe
+      // units: one local copy); declined, the host units before the first NVMe unit are decided on
+      // their own by the host's policy.
+      load_s = local_s();
+      save = saved(end_tokens);
+      if (!nvme_->should_load(load_s, save.first)) {
+        declined_nvme_tokens = nvme_tokens;
+        restore(nvme_cut);
+      }
+    }
+    if (host_tokens == 0 && store_tokens == 0 && nvme_tokens == 0) {
       settle();
       return false;
     }
-    if (store_tokens == 0) {
+    if (store_tokens == 0 && nvme_tokens == 0) {
       load_s = host_->copy_seconds(host_blocks);
       save = saved(end_tokens);
       if (!host_->should_load(load_s, save.first)) {
@@ -998,6 +1059,7 @@ bool Replica::start_loads() {
     }
     if (host_)
       for (uint64_t hk : keys) host_->touch(hk);
+    for (uint64_t nk : nkeys) nvme_->touch(nk);
     int64_t cross_tokens = 0;
     for (uint64_t sk : skeys) {
       store_->touch(sk);
@@ -1011,17 +1073,22 @@ bool Replica::start_loads() {
     r.last_unit_key = k;
     r.shared_tokens = end_tokens;
     r.host_hit_tokens = static_cast<uint32_t>(host_tokens);
-    // Each tier counts its own units, bytes and link time; the prefill time and FLOPs saved are
-    // shared between them in proportion to their tokens.
+    // Each tier counts its own units, bytes and link time (its copy alone); the prefill time and
+    // FLOPs saved are shared between them in proportion to their tokens.
     const double host_share =
-        static_cast<double>(host_tokens) / static_cast<double>(host_tokens + store_tokens);
+        static_cast<double>(host_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
+    const double nvme_share =
+        static_cast<double>(nvme_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
+    // On a topology, a load with NVMe units takes its analytic time (the NVMe path is not on the
+    // network: docs/kv-tiers.md), host units included; others are flows as before.
+    const bool analytic = tier_fabric_ && nvme_tokens > 0;
     if (host_tokens > 0) {
       KvTierStats& st = host_->stats();
       ++st.loads;
       st.loaded_units += host_tokens / u_tokens;
       st.loaded_tokens += host_tokens;
       st.load_bytes += host_->copy_bytes(host_blocks);
-      if (!tier_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: the time it took (finish_tier_copy)
+      if (!tier_fabric_ || analytic) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * host_share;
       st.saved_flops += save.second * host_share;
     }
@@ -1031,16 +1098,28 @@ bool Replica::start_loads() {
       st.loaded_units += store_tokens / u_tokens;
       st.loaded_tokens += store_tokens;
       st.load_bytes += store_->copy_bytes(store_blocks);
-      if (!tier_fabric_) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
-      st.saved_prefill_seconds += save.first * (1 - host_share);
-      st.saved_flops += save.second * (1 - host_share);
+      if (!tier_fabric_ || analytic) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
+      st.saved_prefill_seconds += save.first * (1 - host_share - nvme_share);
+      st.saved_flops += save.second * (1 - host_share - nvme_share);
       if (cross_tokens > 0) ++st.cross_loads;
       st.cross_tokens += cross_tokens;
       store_hits_[r.id] = static_cast<uint32_t>(store_tokens);
     }
+    if (nvme_tokens > 0) {
+      KvTierStats& st = nvme_->stats();
+      ++st.loads;
+      st.loaded_units += nvme_tokens / u_tokens;
+      st.loaded_tokens += nvme_tokens;
+      st.load_bytes += nvme_->copy_bytes(nvme_blocks);
+      st.load_seconds += nvme_->copy_seconds(nvme_blocks);
+      st.saved_prefill_seconds += save.first * nvme_share;
+      st.saved_flops += save.second * nvme_share;
+      nvme_hits_[r.id] = static_cast<uint32_t>(nvme_tokens);
+    }
     waiting_.pop_front();
-    loading_.push_back({id, ++load_seq_, sim_.now(), (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0)});
-    if (tier_fabric_) {  // flows tier -> each GPU, sharing the links with everything else on them
+    loading_.push_back({id, ++load_seq_, sim_.now(),
+                        analytic ? 1 : (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0), false, analytic});
+    if (tier_fabric_ && !analytic) {  // flows tier -> each GPU, sharing the links with everything else on them
       if (host_tokens > 0)
         listener_->tier_copy(*this, KvTierEndpoint::kHost, true, host_->copy_bytes(host_blocks), load_seq_ * 2,
                              tier_fabric_.get());

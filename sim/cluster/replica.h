@@ -24,6 +24,7 @@
 #include "hwmodels/engine/engine_model.h"
 #include "sim/cluster/kv_cache.h"
 #include "sim/cluster/kv_store.h"
+#include "sim/cluster/kv_nvme.h"
 #include "sim/cluster/kv_tier.h"
 #include "sim/cluster/network.h"
 #include "sim/cluster/request.h"
@@ -154,6 +155,8 @@ struct ReplicaConfig {
   uint64_t seed = 0;
   // A host-DRAM KV tier below HBM (null = none; needs prefix caching, unified role).
   std::shared_ptr<const HostTierSpec> host_tier;
+  // A local NVMe KV tier below host DRAM (or below HBM without a host tier); null = none.
+  std::shared_ptr<const NvmeTierSpec> nvme_tier;
 };
 
 class ReplicaListener {
@@ -275,9 +278,12 @@ class Replica final : public EventHandler {
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
+  // The local NVMe KV tier (null = none).
+  const NvmeKvTier* nvme_tier() const { return nvme_.get(); }
   // The cluster has a network with this replica's GPUs on it: the host tier's and the shared
   // store's loads and stores become flows on it (ReplicaListener::tier_copy) instead of taking their
-  // analytic time (a no-op without a listener; the store may be attached after).
+  // analytic time (a no-op without a listener; the store may be attached after). NVMe copies stay
+  // analytic.
   void set_tier_fabric();
   // The cluster's shared KV store (null = none; not owned): HBM and host evictions are written to
   // it by its write policy, and start_loads() loads hits from it.
@@ -295,7 +301,7 @@ class Replica final : public EventHandler {
   // allocate a waiting request's external tokens), so no request is admitted before its tier hit
   // is decided. Without tiers it does nothing.
   bool settle_tier_hits() {
-    if (host_ || store_) [[unlikely]] return start_loads();
+    if (host_ || store_ || nvme_) [[unlikely]] return start_loads();
     return false;
   }
   const std::deque<RequestId>& waiting() const { return waiting_; }
@@ -490,6 +496,11 @@ class Replica final : public EventHandler {
   ReplicaListener* listener_;
   KvCache kv_;
   std::unique_ptr<HostKvTier> host_;
+  std::unique_ptr<NvmeKvTier> nvme_;
+  std::unique_ptr<LocalKvTiers> local_tiers_;  // host + NVMe: HBM's sink fanning out to both
+  std::vector<uint64_t> nvme_keys_;  // scratch of start_loads
+  // NVMe tokens loaded for a request (by request number), until its admission's lookup takes them.
+  std::unordered_map<uint64_t, uint32_t> nvme_hits_;
   SharedKvStore* store_ = nullptr;
   std::unique_ptr<StoreWriter> store_writer_;
   std::vector<uint64_t> store_keys_;  // scratch of start_loads
@@ -501,6 +512,7 @@ class Replica final : public EventHandler {
     core::Time start;
     int copies = 1;  // on the network: the copies (host, store) still under way
     bool prefetch = false;  // waiting for its prefetch (holds no blocks), not for a load
+    bool analytic = false;  // on a topology, a load with NVMe units takes its analytic time (no flows)
   };
   std::vector<Loading> loading_;  // in the order the loads started
   uint64_t load_seq_ = 0;

@@ -86,6 +86,7 @@ struct PrefixLookup {
   double saved_flops = 0;      // prefill FLOPs (whole TP group) the hit skipped
   int64_t host_hit_tokens = 0; // of hit_tokens, those loaded from a host KV tier (0 without one)
   int64_t store_hit_tokens = 0; // of hit_tokens, those loaded from the shared KV store (0 without one)
+  int64_t nvme_hit_tokens = 0;  // of hit_tokens, those loaded from a local NVMe KV tier (0 without one)
 };
 
 // A request's KV cache moved from a prefill replica to a decode replica.

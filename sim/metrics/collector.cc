@@ -69,6 +69,7 @@ void MetricsCollector::on_prefix_lookup(const core::PrefixLookup& l) {
   s_.prefix_saved_tflop += l.saved_flops * 1e-12;
   s_.prefix_host_hit_tokens += l.host_hit_tokens;
   s_.prefix_store_hit_tokens += l.store_hit_tokens;
+  s_.prefix_nvme_hit_tokens += l.nvme_hit_tokens;
   ReplicaStats& r = replica_stats_[l.replica];
   r.prefix_prompt_blocks += static_cast<uint64_t>(l.prompt_units);
   r.prefix_matched_blocks += static_cast<uint64_t>(l.matched_units);

@@ -159,6 +159,8 @@ struct RunSummary {
   int64_t prefix_host_hit_tokens = 0;
   // Of prefix_hit_tokens, those loaded from the shared KV store ([kv_tiers.store]; 0 without one).
   int64_t prefix_store_hit_tokens = 0;
+  // Of prefix_hit_tokens, those loaded from a local NVMe KV tier ([kv_tiers.nvme]; 0 without one).
+  int64_t prefix_nvme_hit_tokens = 0;
   // Shed by admission control ([admission]); counted in requests_rejected, kept out of the `runs`
   // columns (class_stats has it per class) so that runs without admission control keep their layout.
   uint64_t rejected_admission = 0;

@@ -184,7 +184,7 @@ TEST(KvTierRunTest, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(kind.find("cost"), std::string::npos) << kind;  // the valid kinds are listed
   const std::string tiny = error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 0.001\n");
   EXPECT_NE(tiny.find("holds no KV block"), std::string::npos) << tiny;
-  const std::string unknown = error_of(std::string(kCluster) + "[kv_tiers.nvme]\ncapacity_gb = 1\n");
+  const std::string unknown = error_of(std::string(kCluster) + "[kv_tiers.cxl]\ncapacity_gb = 1\n");
   EXPECT_NE(unknown.find("kv_tiers"), std::string::npos) << unknown;
 }
 
@@ -335,6 +335,86 @@ TEST(KvTierRunTest, TheStoresLinkCanFailAndItsCopiesWaitForTheRepair) {
   EXPECT_GT(metric(cut, "kv_store_loads"), 0);
   EXPECT_GT(metric(cut, "kv_store_load_seconds") / metric(cut, "kv_store_loads"),
             metric(up, "kv_store_load_seconds") / metric(up, "kv_store_loads"));
+}
+
+TEST(KvTierRunTest, NvmeHitsAddToTheOtherTiersAndAnNvmeTierThatNeverLoadsChangesNothing) {
+  const std::string host = "[kv_tiers.host]\ncapacity_gb = 4\n";
+  const std::string nvme = "[kv_tiers.nvme]\ncapacity_gb = 64\nread_gb_s = 6\nwrite_gb_s = 3\n";
+  const RunResult tier = run(host);
+  const RunResult both = run(host + nvme);
+  const double hbm = metric(both, "kv_hbm_hit_tokens"), host_hits = metric(both, "kv_host_hit_tokens"),
+               nvme_hits = metric(both, "kv_nvme_hit_tokens");
+  EXPECT_GT(nvme_hits, 0);
+  EXPECT_EQ(hbm + host_hits + nvme_hits, static_cast<double>(both.summary.prefix_hit_tokens));
+  EXPECT_GT(both.summary.prefix_token_hit_rate, tier.summary.prefix_token_hit_rate);
+  EXPECT_GT(metric(both, "kv_nvme_stores"), 0);
+  // 131,072 bytes per token (Llama-3-8B, TP 1). An NVMe copy is max(bytes / 6 GB/s read, bytes / 25
+  // GB/s PCIe) + 100 us: the read is the slower stage, so the load seconds are GB / 6 + 100 us a load;
+  // the stores GB / 3.
+  EXPECT_NEAR(metric(both, "kv_nvme_load_gb"), metric(both, "kv_nvme_loaded_tokens") * 131072 * 1e-9, 1e-6);
+  EXPECT_NEAR(metric(both, "kv_nvme_load_seconds"),
+              metric(both, "kv_nvme_load_gb") / 6 + metric(both, "kv_nvme_loads") * 100e-6, 1e-9);
+  EXPECT_NEAR(metric(both, "kv_nvme_store_seconds"), metric(both, "kv_nvme_store_gb") / 3, 1e-9);
+  EXPECT_GT(metric(both, "kv_nvme_saved_tflop"), 0);
+  // Per replica: the two replicas' figures add up to the totals.
+  for (const char* f : {"kv_nvme_loads", "kv_nvme_loaded_tokens"})
+    EXPECT_EQ(metric(both, std::string("replica0.") + f) + metric(both, std::string("replica1.") + f), metric(both, f))
+        << f;
+  EXPECT_NEAR(metric(both, "replica0.kv_nvme_store_gb") + metric(both, "replica1.kv_nvme_store_gb"),
+              metric(both, "kv_nvme_store_gb"), 1e-9);
+  // An NVMe tier that never loads leaves the host tier's results as they were.
+  const RunResult never = run(host + nvme + "[kv_tiers.nvme.load]\nkind = \"never\"\n");
+  EXPECT_EQ(metric(never, "kv_nvme_loads"), 0);
+  EXPECT_GT(metric(never, "kv_nvme_declined"), 0);
+  EXPECT_EQ(never.summary.prefix_hit_tokens, tier.summary.prefix_hit_tokens);
+  EXPECT_EQ(never.summary.ttft_ms.p90, tier.summary.ttft_ms.p90);
+  EXPECT_EQ(never.summary.e2e_ms.mean, tier.summary.e2e_ms.mean);
+  EXPECT_EQ(never.summary.iterations, tier.summary.iterations);
+  EXPECT_EQ(metric(never, "kv_host_loads"), metric(tier, "kv_host_loads"));
+  // NVMe without a host tier (HBM's evictions go there), and with a store below it.
+  const RunResult alone = run(nvme);
+  EXPECT_GT(metric(alone, "kv_nvme_hit_tokens"), 0);
+  EXPECT_EQ(metric(alone, "kv_hbm_hit_tokens") + metric(alone, "kv_nvme_hit_tokens"),
+            static_cast<double>(alone.summary.prefix_hit_tokens));
+  const RunResult all = run("[kv_tiers.host]\ncapacity_gb = 2\n[kv_tiers.nvme]\ncapacity_gb = 4\n"
+                            "[kv_tiers.store]\ncapacity_gb = 256\n");
+  EXPECT_GT(metric(all, "kv_store_hit_tokens"), 0);
+  EXPECT_EQ(metric(all, "kv_hbm_hit_tokens") + metric(all, "kv_host_hit_tokens") + metric(all, "kv_nvme_hit_tokens") +
+                metric(all, "kv_store_hit_tokens"),
+            static_cast<double>(all.summary.prefix_hit_tokens));
+  // On a disaggregated cluster the tier is the prefill replicas' (its copies stay analytic).
+  const RunResult pd = run_simulation(
+      core::parse_config(std::string(kBase) + kPd + host + nvme, "t.toml", run_schema()), checked());
+  EXPECT_GT(metric(pd, "kv_nvme_loads"), 0);
+  EXPECT_EQ(metric(pd, "kv_hbm_hit_tokens") + metric(pd, "kv_host_hit_tokens") + metric(pd, "kv_nvme_hit_tokens"),
+            static_cast<double>(pd.summary.prefix_hit_tokens));
+  EXPECT_EQ(pd.summary.requests_completed, pd.summary.requests_total);
+  // Analytic there too: GB / 6 GB/s of reads + 100 us a load (not the fabric's time).
+  EXPECT_NEAR(metric(pd, "kv_nvme_load_seconds"),
+              metric(pd, "kv_nvme_load_gb") / 6 + metric(pd, "kv_nvme_loads") * 100e-6, 1e-9);
+}
+
+TEST(KvTierRunTest, NvmeConfigurationErrorsNameTheKey) {
+  const std::string nvme = "[kv_tiers.nvme]\ncapacity_gb = 64\n";
+  const std::string no_prefix = error_of("[cluster]\nreplicas = 2\n" + nvme);
+  EXPECT_NE(no_prefix.find("kv_tiers.nvme.capacity_gb"), std::string::npos) << no_prefix;
+  EXPECT_NE(no_prefix.find("prefix_caching"), std::string::npos) << no_prefix;
+  const std::string read = error_of(std::string(kCluster) + nvme + "read_gb_s = 0\n");
+  EXPECT_NE(read.find("kv_tiers.nvme.read_gb_s"), std::string::npos) << read;
+  const std::string write = error_of(std::string(kCluster) + nvme + "write_gb_s = 1e5\n");
+  EXPECT_NE(write.find("kv_tiers.nvme.write_gb_s"), std::string::npos) << write;
+  const std::string lat = error_of(std::string(kCluster) + nvme + "latency_us = -1\n");
+  EXPECT_NE(lat.find("kv_tiers.nvme.latency_us"), std::string::npos) << lat;
+  const std::string kind = error_of(std::string(kCluster) + nvme + "[kv_tiers.nvme.eviction]\nkind = \"lfu\"\n");
+  EXPECT_NE(kind.find("kv_tiers.nvme.eviction.kind"), std::string::npos) << kind;
+  const std::string tiny = error_of(std::string(kCluster) + "[kv_tiers.nvme]\ncapacity_gb = 0.001\n");
+  EXPECT_NE(tiny.find("holds no KV block"), std::string::npos) << tiny;
+  // The bounce buffer's PCIe link is the host tier's when there is one: one key for one link.
+  const std::string pcie =
+      error_of(std::string(kCluster) + "[kv_tiers.host]\ncapacity_gb = 4\n" + nvme + "pcie_gb_s = 50\n");
+  EXPECT_NE(pcie.find("kv_tiers.nvme.pcie_gb_s"), std::string::npos) << pcie;
+  EXPECT_NE(pcie.find("kv_tiers.host.bandwidth_gb_s"), std::string::npos) << pcie;
+  EXPECT_EQ(error_of(std::string(kCluster) + nvme + "pcie_gb_s = 50\n"), "");  // without a host tier, its own
 }
 
 TEST(KvTierRunTest, PrefetchedStoreUnitsBecomeHostHitsAndAreCounted) {

@@ -176,5 +176,60 @@ TEST(TieredPrefixAffinityRouterTest, PrefersHbmThenHostThenStoreAndSpreadsStoreH
   EXPECT_EQ(router->route(with(3, 0, {5, 6}, 16), loads), 1u);
 }
 
+// tiered_prefix_affinity with NVMe tiers (no host tier): 2 replicas, each with an NVMe tier written
+// on HBM's evictions, and a store written through. Prefix P (2 units) is evicted from replica 1's
+// HBM to its NVMe; it is in the store for both. Replica 1 is the busier (1 queued vs 0):
+//   default nvme_weight (0.625): replica 1 scores 2 x 0.625 = 1.25, replica 0 2 x 0.5 = 1.0 (the
+//     store): replica 1.
+//   nvme_weight = 0.5: 1.0 each, equal scores go to the least loaded: replica 0.
+TEST(TieredPrefixAffinityRouterTest, NvmeUnitsCountNvmeWeightBetweenHostAndStore) {
+  testing::ClusterSetup s;
+  s.replicas = 2;
+  s.prefix_unit_tokens = 8;
+  s.kv_blocks = 100;
+  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
+                                               core::ParamSpec::section("t", "kv_tier_writes", "write_through", "t"),
+                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
+                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
+  const core::Params cfg = core::parse_config("[w]\n[t]\n[e]\n[l]\n", "t.toml", schema);
+  auto nvme = std::make_shared<sim::NvmeTierSpec>();
+  nvme->write = kv_tier_write_registry().make(cfg.section("w"));
+  nvme->eviction = kv_tier_eviction_registry().make(cfg.section("e"));
+  nvme->load = kv_tier_load_registry().make(cfg.section("l"));
+  nvme->capacity_blocks = 100;
+  nvme->block_bytes_per_gpu = 100;
+  nvme->read_bytes_per_s = nvme->write_bytes_per_s = nvme->pcie_bytes_per_s = 1e9;
+  s.nvme_tier = nvme;
+  auto store = std::make_shared<sim::StoreSpec>();
+  store->write = kv_tier_write_registry().make(cfg.section("t"));
+  store->eviction = nvme->eviction;
+  store->load = nvme->load;
+  store->capacity_blocks = 1000;
+  store->block_bytes_per_gpu = 100;
+  store->link_bytes_per_s = 1e9;
+  s.kv_store = store;
+  for (const char* weight : {"", "nvme_weight = 0.5\n"}) {
+    testing::Harness h(std::vector<traces::RequestSpec>{}, s);
+    std::vector<sim::Replica*> reps;
+    for (const auto& r : h.cluster->replicas()) reps.push_back(r.get());
+    auto router = make(std::string("kind = \"tiered_prefix_affinity\"\ncache_threshold = 0.4\n") + weight);
+    router->bind(reps, h.sim);
+    sim::KvCache& kv = reps[1]->kv_cache();
+    uint64_t key = 0;
+    for (uint64_t hsh : {1, 2}) {
+      key = sim::KvCache::chain(key, hsh);
+      kv.unref(kv.insert(key, 2));
+    }
+    const int64_t all = kv.available();
+    ASSERT_TRUE(kv.try_allocate(all));
+    kv.release(all);
+    ASSERT_TRUE(reps[1]->nvme_tier()->contains(sim::KvCache::chain(0, 1)));
+    ASSERT_TRUE(h.cluster->kv_store()->contains(sim::KvCache::chain(0, 1)));
+    std::vector<sim::ReplicaLoad> loads(2);
+    loads[1].queued = 1;
+    EXPECT_EQ(router->route(with(1, 0, {1, 2}, 16), loads), *weight ? 0u : 1u) << weight;
+  }
+}
+
 }  // namespace
 }  // namespace servesim::policies

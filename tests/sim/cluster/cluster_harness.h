@@ -54,6 +54,7 @@ struct ClusterSetup {
   std::optional<core::Duration> client_timeout;  // of the vector workload
   std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per (prefill) replica (none by default)
   std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
+  std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;  // an NVMe KV tier per (prefill) replica (none by default)
 };
 
 struct Harness {
@@ -127,6 +128,7 @@ struct Harness {
     for (int i = 0; i < s.replicas; ++i) {
       // Disaggregated: the host tier is the prefill replicas' (decode replicas have none).
       rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
+      rc.nvme_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.nvme_tier : nullptr;
       rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
       cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
     }
@@ -140,6 +142,7 @@ struct Harness {
     for (const auto& r : cluster->replicas()) {
       r->kv_cache().check();
       if (r->host_tier()) r->host_tier()->check();
+      if (r->nvme_tier()) r->nvme_tier()->check();
     }
     if (cluster->kv_store()) cluster->kv_store()->check();
     for (const auto& st : obs.states) {

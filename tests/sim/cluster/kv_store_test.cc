@@ -10,6 +10,7 @@
 #include <set>
 
 #include "policies/kvtier/kvtier.h"
+#include "sim/cluster/kv_nvme.h"
 #include "sim/cluster/kv_store.h"
 #include "sim/core/config.h"
 #include "sim/core/rng.h"
@@ -251,7 +252,8 @@ TEST(KvStoreTest, StoreEvictsByItsPolicyAndForgetsTheWritersOfWhatItEvicts) {
   // Capacity 6 blocks, units of 2 blocks: k1 (replica 0), k2 (replica 1), k3 (replica 0) fill it;
   // k1 is read; k4 (replica 1) comes. LRU evicts the least recently used, k2; FIFO the first stored,
   // k1. Storing k3 again (replica 1) refreshes it and keeps its writer.
-  for (const std::string& policy : {"lru", "fifo"}) {
+  for (const char* policy_name : {"lru", "fifo"}) {
+    const std::string policy = policy_name;
     auto spec = store_spec(1e9, 0, "cost", "on_eviction", policy);
     spec->capacity_blocks = 6;
     SharedKvStore store(*spec);
@@ -330,37 +332,51 @@ struct RefQueue {
 };
 
 // HBM's registrations and evictions (seen as a CacheListener) fed to the references as the replica's
-// tiers see them: host first (its evictions to the store when it writes on eviction), then the store.
+// tiers see them: host first, then NVMe, then the store; what a tier evicts goes to the next one down
+// when that one writes on eviction (host -> NVMe -> store; without NVMe host -> store).
 struct Mirror final : CacheListener {
   RefQueue* host = nullptr;  // null: no host tier
+  RefQueue* nvme = nullptr;  // null: no NVMe tier
   RefQueue* store = nullptr;
-  bool host_through = false, store_through = false;
+  bool host_through = false, nvme_through = false, store_through = false;
   std::set<uint64_t> in_hbm;
   std::map<uint64_t, int64_t> blocks;
   void to_store(uint64_t key) { store->store(key, blocks.at(key)); }
+  void to_nvme(uint64_t key) {
+    for (const auto& e : nvme->store(key, blocks.at(key)))
+      if (!store_through) to_store(e.first);
+  }
+  void to_host(uint64_t key) {
+    for (const auto& e : host->store(key, blocks.at(key)))
+      if (nvme) {
+        if (!nvme_through) to_nvme(e.first);
+      } else if (!store_through) {
+        to_store(e.first);
+      }
+  }
   void on_unit_cached(uint32_t, uint64_t key) override {
     in_hbm.insert(key);
-    if (host && host_through)
-      for (const auto& e : host->store(key, blocks.at(key)))
-        if (!store_through) to_store(e.first);
+    if (host && host_through) to_host(key);
+    if (nvme && nvme_through) to_nvme(key);
     if (store_through) to_store(key);
   }
   void on_unit_evicted(uint32_t, uint64_t key) override {
     in_hbm.erase(key);
     if (host) {
-      if (!host_through)
-        for (const auto& e : host->store(key, blocks.at(key)))
-          if (!store_through) to_store(e.first);
+      if (!host_through) to_host(key);
+    } else if (nvme) {
+      if (!nvme_through) to_nvme(key);
     } else if (!store_through) {
       to_store(key);
     }
   }
 };
 
-TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostAndStoreOverALongRandomRun) {
+TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostNvmeAndStoreOverALongRandomRun) {
   struct Case {
     std::string host_write;  // "" = no host tier
     std::string store_write, eviction;
+    std::string nvme_write = "";  // "" = no NVMe tier
   };
   for (const Case& c : std::vector<Case>{{"", "on_eviction", "lru"},
                                           {"", "write_through", "fifo"},
@@ -368,8 +384,16 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostAndStoreOverALongRandomRun) {
                                           {"on_eviction", "on_eviction", "fifo"},
                                           {"write_through", "on_eviction", "lru"},
                                           {"on_eviction", "write_through", "lru"},
-                                          {"write_through", "write_through", "fifo"}}) {
-    const std::string name = (c.host_write.empty() ? "none" : c.host_write) + "/" + c.store_write + "/" + c.eviction;
+                                          {"write_through", "write_through", "fifo"},
+                                          {"on_eviction", "on_eviction", "lru", "on_eviction"},
+                                          {"on_eviction", "on_eviction", "fifo", "on_eviction"},
+                                          {"", "on_eviction", "lru", "on_eviction"},
+                                          {"", "write_through", "fifo", "write_through"},
+                                          {"write_through", "on_eviction", "lru", "on_eviction"},
+                                          {"on_eviction", "on_eviction", "lru", "write_through"},
+                                          {"on_eviction", "write_through", "fifo", "on_eviction"}}) {
+    const std::string name = (c.host_write.empty() ? "none" : c.host_write) + "/" +
+                             (c.nvme_write.empty() ? "none" : c.nvme_write) + "/" + c.store_write + "/" + c.eviction;
     std::unique_ptr<HostKvTier> host;
     if (!c.host_write.empty()) {
       HostTierSpec hs;
@@ -382,18 +406,46 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostAndStoreOverALongRandomRun) {
       hs.link_bytes_per_s = 1e9;
       host = std::make_unique<HostKvTier>(hs);
     }
+    std::unique_ptr<NvmeKvTier> nvme;
+    if (!c.nvme_write.empty()) {
+      NvmeTierSpec ns;
+      const Policies p = policies_of(c.nvme_write, c.eviction, "cost");
+      ns.write = p.write;
+      ns.eviction = p.eviction;
+      ns.load = p.load;
+      ns.capacity_blocks = 19;
+      ns.block_bytes_per_gpu = 10;
+      ns.read_bytes_per_s = ns.write_bytes_per_s = ns.pcie_bytes_per_s = 1e9;
+      nvme = std::make_unique<NvmeKvTier>(ns);
+    }
     auto ss = store_spec(1e9, 0, "cost", c.store_write, c.eviction);
     ss->capacity_blocks = 29;
     SharedKvStore store(*ss);
-    StoreWriter writer(store, 0, host.get());
+    // The replica's wiring (Replica's constructor and attach_store): HBM -> host / NVMe -> store.
+    std::unique_ptr<LocalKvTiers> local;
+    KvTierSink* top = host.get();
+    if (nvme) {
+      if (host) {
+        host->set_below(nvme.get());
+        local = std::make_unique<LocalKvTiers>(*host, *nvme);
+        top = local.get();
+      } else {
+        top = nvme.get();
+      }
+    }
+    StoreWriter writer(store, 0, top);
     KvCache kv(40, 4, 8);
     kv.set_tier(&writer);
-    if (host) host->set_below(&writer);
-    RefQueue ref_host{13, c.eviction == "lru", {}, {}, 0}, ref_store{29, c.eviction == "lru", {}, {}, 0};
+    if (nvme) nvme->set_below(&writer);
+    else if (host) host->set_below(&writer);
+    RefQueue ref_host{13, c.eviction == "lru", {}, {}, 0}, ref_store{29, c.eviction == "lru", {}, {}, 0},
+        ref_nvme{19, c.eviction == "lru", {}, {}, 0};
     Mirror mirror;
     mirror.host = host ? &ref_host : nullptr;
+    mirror.nvme = nvme ? &ref_nvme : nullptr;
     mirror.store = &ref_store;
     mirror.host_through = c.host_write == "write_through";
+    mirror.nvme_through = c.nvme_write == "write_through";
     mirror.store_through = c.store_write == "write_through";
     kv.set_listener(&mirror, 0);
     core::Rng rng(11, "kv-store-conservation-" + name);
@@ -434,18 +486,32 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostAndStoreOverALongRandomRun) {
         host->check();
         ASSERT_EQ(host->eviction_order(), ref_host.keys()) << name << " at step " << step;
       }
+      if (nvme) {
+        nvme->check();
+        ASSERT_EQ(nvme->eviction_order(), ref_nvme.keys()) << name << " at step " << step;
+      }
       ASSERT_EQ(store.eviction_order(), ref_store.keys()) << name << " at step " << step;
     }
     EXPECT_EQ(store.totals().evictions, ref_store.evictions) << name;
     EXPECT_GT(store.totals().evictions, 50u) << name;  // the store did fill up and evict
-    // Every unit ever registered is in HBM, in host memory or in the store, or the store evicted
-    // it (after the tiers above let it go): none is lost.
+    if (nvme) {
+      EXPECT_EQ(nvme->totals().evictions, ref_nvme.evictions) << name;
+      EXPECT_GT(nvme->totals().evictions, 50u) << name;
+    }
+    // Every unit ever registered is in HBM, in host memory, on NVMe or in the store, or the store
+    // evicted it (after the tiers above let it go): none is lost.
     for (uint64_t key : ever) {
       const bool hbm = kv.find(key) != KvCache::kNone, in_host = host && host->contains(key),
-                 in_store = store.contains(key);
+                 in_nvme = nvme && nvme->contains(key), in_store = store.contains(key);
       EXPECT_EQ(hbm, mirror.in_hbm.count(key) > 0) << name << " " << key;
-      EXPECT_TRUE(hbm || in_host || in_store || ref_store.evicted.count(key)) << name << " " << key << " vanished";
-      if (in_store) EXPECT_EQ(store.blocks_of(key), mirror.blocks.at(key));
+      EXPECT_TRUE(hbm || in_host || in_nvme || in_store || ref_store.evicted.count(key))
+          << name << " " << key << " vanished";
+      if (in_store) {
+        EXPECT_EQ(store.blocks_of(key), mirror.blocks.at(key));
+      }
+      if (in_nvme) {
+        EXPECT_EQ(nvme->blocks_of(key), mirror.blocks.at(key));
+      }
     }
   }
 }
