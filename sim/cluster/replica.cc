@@ -865,6 +865,7 @@ void Replica::set_tier_fabric() {
   tier_fabric_ = std::make_unique<TierFabric>();
   tier_fabric_->replica = this;
   if (host_) host_->set_traffic(tier_fabric_.get());
+  if (nvme_) nvme_->set_traffic(tier_fabric_.get());
   if (store_writer_) store_writer_->set_traffic(tier_fabric_.get());
 }
 
@@ -1079,16 +1080,13 @@ bool Replica::start_loads() {
         static_cast<double>(host_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
     const double nvme_share =
         static_cast<double>(nvme_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
-    // On a topology, a load with NVMe units takes its analytic time (the NVMe path is not on the
-    // network: docs/kv-tiers.md), host units included; others are flows as before.
-    const bool analytic = tier_fabric_ && nvme_tokens > 0;
     if (host_tokens > 0) {
       KvTierStats& st = host_->stats();
       ++st.loads;
       st.loaded_units += host_tokens / u_tokens;
       st.loaded_tokens += host_tokens;
       st.load_bytes += host_->copy_bytes(host_blocks);
-      if (!tier_fabric_ || analytic) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: finish_tier_copy
+      if (!tier_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * host_share;
       st.saved_flops += save.second * host_share;
     }
@@ -1098,7 +1096,7 @@ bool Replica::start_loads() {
       st.loaded_units += store_tokens / u_tokens;
       st.loaded_tokens += store_tokens;
       st.load_bytes += store_->copy_bytes(store_blocks);
-      if (!tier_fabric_ || analytic) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
+      if (!tier_fabric_) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * (1 - host_share - nvme_share);
       st.saved_flops += save.second * (1 - host_share - nvme_share);
       if (cross_tokens > 0) ++st.cross_loads;
@@ -1111,21 +1109,25 @@ bool Replica::start_loads() {
       st.loaded_units += nvme_tokens / u_tokens;
       st.loaded_tokens += nvme_tokens;
       st.load_bytes += nvme_->copy_bytes(nvme_blocks);
-      st.load_seconds += nvme_->copy_seconds(nvme_blocks);
+      if (!tier_fabric_) st.load_seconds += nvme_->copy_seconds(nvme_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * nvme_share;
       st.saved_flops += save.second * nvme_share;
       nvme_hits_[r.id] = static_cast<uint32_t>(nvme_tokens);
     }
     waiting_.pop_front();
     loading_.push_back({id, ++load_seq_, sim_.now(),
-                        analytic ? 1 : (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0), false, analytic});
-    if (tier_fabric_ && !analytic) {  // flows tier -> each GPU, sharing the links with everything else on them
+                        (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0) + (nvme_tokens > 0 ? 1 : 0), false});
+    if (tier_fabric_) {  // flows tier -> each GPU, sharing the links with everything else on them
+      constexpr KvTierEndpoint gpu = KvTierEndpoint::kGpu;
       if (host_tokens > 0)
-        listener_->tier_copy(*this, KvTierEndpoint::kHost, true, host_->copy_bytes(host_blocks), load_seq_ * 2,
+        listener_->tier_copy(*this, KvTierEndpoint::kHost, gpu, host_->copy_bytes(host_blocks), load_seq_ * 4,
                              tier_fabric_.get());
       if (store_tokens > 0)
-        listener_->tier_copy(*this, KvTierEndpoint::kStore, true, store_->copy_bytes(store_blocks),
-                             load_seq_ * 2 + 1, tier_fabric_.get());
+        listener_->tier_copy(*this, KvTierEndpoint::kStore, gpu, store_->copy_bytes(store_blocks), load_seq_ * 4 + 1,
+                             tier_fabric_.get());
+      if (nvme_tokens > 0)  // through the host (its bounce buffer), sharing the GPU's PCIe link with the host's copy
+        listener_->tier_copy(*this, KvTierEndpoint::kNvme, gpu, nvme_->copy_bytes(nvme_blocks), load_seq_ * 4 + 2,
+                             tier_fabric_.get());
     } else
       sim_.schedule_after(
           core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
@@ -1146,15 +1148,17 @@ void Replica::finish_load(uint64_t seq) {
 }
 
 void Replica::finish_tier_copy(uint64_t tag) {
-  const uint64_t seq = tag / 2;
+  const uint64_t seq = tag / 4;
   auto it = std::find_if(loading_.begin(), loading_.end(), [seq](const Loading& l) { return l.seq == seq; });
   if (it == loading_.end()) return;  // its request timed out, or the replica failed
   const double took = (sim_.now() - it->start).seconds();
-  if (tag % 2 == 1)
+  if (tag % 4 == 1)
     store_->stats(index_).load_seconds += took;
+  else if (tag % 4 == 2)
+    nvme_->stats().load_seconds += took;
   else
     host_->stats().load_seconds += took;
-  if (--it->copies == 0) finish_load(seq);  // a mixed load waits for the longer of its two copies
+  if (--it->copies == 0) finish_load(seq);  // a mixed load waits for the longest of its copies
 }
 
 // ---- prefetch from the shared store into the host tier -----------------------------------------

@@ -1,0 +1,159 @@
+// Every KV tier copy a flow on a disaggregated cluster's topology (issue 16, "one fabric"): a node's
+// NVMe SSDs are a vertex behind its host (an SSD read link NVMe -> host, a write link host -> NVMe,
+// never transit), so an NVMe load crosses the SSD link, the host's uplink and the GPU's PCIe link,
+// sharing them max-min fairly with PD transfers and the other tiers' copies. Hand computations in
+// the comments.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/cluster/network.h"
+
+namespace servesim::sim {
+namespace {
+
+struct Done : TransferListener {
+  Simulation* sim = nullptr;
+  std::vector<std::pair<uint64_t, int64_t>> at;
+  void on_transfer_done(uint64_t tag) override { at.emplace_back(tag, sim->now().ns()); }
+};
+
+// store_fabric_test's topology: two nodes of 2 GPUs behind one PCIe switch each, with the node's
+// single NIC on that switch, each node on its own leaf under a spine: PCIe 50 GB/s and 1 us a hop,
+// NIC 100 GB/s and 2 us, leaf - spine 1 us, host uplink 50 GB/s (1 us), the store on the spine
+// (40 GB/s). Node 0 has SSDs: 20 GB/s of reads, 10 GB/s of writes, 100 us; node 1 has none.
+TopologyConfig with_nvme() {
+  TopologyConfig c;
+  c.num_gpus = 4;
+  c.gpus_per_node = 2;
+  c.gpus_per_pcie_switch = 2;
+  c.nics_per_node = 1;
+  c.nvlink_bytes_per_s = 400e9;
+  c.nvlink_latency_s = 1e-6;
+  c.pcie_bytes_per_s = 50e9;
+  c.pcie_latency_s = 1e-6;
+  c.nic_bytes_per_s = 100e9;
+  c.nic_latency_s = 2e-6;
+  c.nodes_per_switch = 1;
+  c.switch_latency_s = 1e-6;
+  c.host_bytes_per_s = 50e9;
+  c.store = true;
+  c.store_bytes_per_s = 40e9;
+  c.nvme_read_bytes_per_s = {20e9, 0};
+  c.nvme_write_bytes_per_s = {10e9, 0};
+  c.nvme_latency_s = 100e-6;
+  return c;
+}
+
+std::vector<std::string> names(const Topology& t, const Topology::Path& p) {
+  std::vector<std::string> out;
+  for (uint32_t l : p.links) out.push_back(t.link_name(l));
+  return out;
+}
+
+TEST(TierFlowsTest, ANodesNvmeSitsBehindItsHost) {
+  Topology t(with_nvme());
+  // Endpoints: GPUs 0-3, hosts 4-5, the store 6, node 0's NVMe 7 (node 1 has none).
+  EXPECT_EQ(t.nvme_endpoint(0), 7);
+  EXPECT_TRUE(t.has_nvme(0));
+  EXPECT_FALSE(t.has_nvme(1));
+  EXPECT_FALSE(t.is_host(t.nvme_endpoint(0)));
+  // NVMe -> GPU 1 (a load): the SSD read link, the host's uplink to the PCIe switch, the GPU's PCIe
+  // link. Bottleneck min(20, 50, 50) = 20 GB/s; latency 100 + 1 + 1 = 102 us.
+  const auto& load = t.path(t.nvme_endpoint(0), 1);
+  EXPECT_EQ(names(t, load), (std::vector<std::string>{"node 0 nvme (down)", "node 0 host - pcie switch 0 (down)",
+                                                      "gpu 1 pcie (down)"}));
+  EXPECT_DOUBLE_EQ(load.bottleneck_bytes_per_s, 20e9);
+  EXPECT_NEAR(load.latency_s, 102e-6, 1e-15);
+  // GPU 1 -> NVMe (HBM's write): the other directions, bottleneck the 10 GB/s write link.
+  const auto& write = t.path(1, t.nvme_endpoint(0));
+  EXPECT_EQ(names(t, write), (std::vector<std::string>{"gpu 1 pcie (up)", "node 0 host - pcie switch 0 (up)",
+                                                       "node 0 nvme (up)"}));
+  EXPECT_DOUBLE_EQ(write.bottleneck_bytes_per_s, 10e9);
+  // Host -> NVMe (what host memory evicts): the SSD write link alone, 100 us.
+  const auto& evict = t.path(t.host_endpoint(0), t.nvme_endpoint(0));
+  EXPECT_EQ(names(t, evict), (std::vector<std::string>{"node 0 nvme (up)"}));
+  EXPECT_NEAR(evict.latency_s, 100e-6, 1e-15);
+  // The NVMe links come after the store's (34 links: store_fabric_test), 2 for node 0.
+  EXPECT_EQ(t.num_links(), 36u);
+  EXPECT_EQ(t.link_name(34), "node 0 nvme (up)");
+  EXPECT_DOUBLE_EQ(t.link_bandwidth(35), 20e9);
+  EXPECT_EQ(t.links_named("node 0 nvme").size(), 2u);
+}
+
+// Never transit: with NVMe vertices every GPU -> GPU, GPU <-> host and GPU <-> store path is the
+// one without them (the same links, numbered the same).
+TEST(TierFlowsTest, NvmeChangesNoOtherPath) {
+  TopologyConfig without = with_nvme();
+  without.nvme_read_bytes_per_s.clear();
+  without.nvme_write_bytes_per_s.clear();
+  Topology a(without), b(with_nvme());
+  ASSERT_EQ(b.num_links(), a.num_links() + 2);
+  for (uint32_t l = 0; l < a.num_links(); ++l) EXPECT_EQ(a.link_name(l), b.link_name(l));
+  for (int64_t from = 0; from < 7; ++from)
+    for (int64_t to = 0; to < 7; ++to) {
+      if (from >= 4 && to >= 4) continue;  // host/store to host/store: not a pair anything uses
+      EXPECT_EQ(a.path(from, to).links, b.path(from, to).links) << from << " -> " << to;
+    }
+}
+
+// The SSD links can fail ("node 0 nvme"): both edges of the write link (from the host's two
+// vertices) go down with it.
+TEST(TierFlowsTest, TheSsdLinksCanGoDown) {
+  Simulation sim;
+  Network net(sim, Topology(with_nvme()));
+  const Topology& t = net.topology();
+  net.set_links_down(t.links_named("node 0 nvme"), true);
+  EXPECT_FALSE(t.path(t.nvme_endpoint(0), 0).connected);
+  EXPECT_FALSE(t.path(0, t.nvme_endpoint(0)).connected);
+  EXPECT_FALSE(t.path(t.host_endpoint(0), t.nvme_endpoint(0)).connected);
+  EXPECT_TRUE(t.path(t.host_endpoint(0), 0).connected);
+  net.set_links_down(t.links_named("node 0 nvme"), false);
+  EXPECT_TRUE(t.path(t.host_endpoint(0), t.nvme_endpoint(0)).connected);
+}
+
+// An NVMe load alone on an idle fabric: bytes per GPU / the path's bottleneck + its latency.
+TEST(TierFlowsTest, AnNvmeLoadAloneTakesBytesOverTheSsdLinkPlusThePathLatency) {
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(with_nvme()));
+  const int64_t nvme = net.topology().nvme_endpoint(0);
+  // GPU 0 alone: 1 GB at min(20 SSD, 50 host, 50 PCIe) = 20 GB/s = 50 ms, + 102 us.
+  net.start_transfer(1, {{nvme, 0}}, 1e9, &done);
+  sim.run();
+  // A replica of GPUs 0 and 1 (1 GB each): both on the SSD read link, 10 GB/s each (the shared host
+  // uplink's 50 does not bind): 100 ms, + 102 us, from 50.102 ms.
+  net.start_transfer(2, {{nvme, 0}, {nvme, 1}}, 2e9, &done);
+  sim.run();
+  ASSERT_EQ(done.at.size(), 2u);
+  EXPECT_EQ(done.at[0].second, 50'000'000 + 102'000);
+  EXPECT_EQ(done.at[1].second, 50'102'000 + 100'000'000 + 102'000);
+}
+
+// An NVMe load and a PD transfer into the same GPU share its PCIe link (50 GB/s) max-min.
+TEST(TierFlowsTest, AnNvmeLoadAndAPdTransferSharingAGpusPcieLinkTakeTheirMaxMinTimes) {
+  TopologyConfig c = with_nvme();
+  c.nvme_read_bytes_per_s = {100e9, 0};  // the SSDs do not bind; GPU 0's PCIe link (down) does
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(c));
+  const int64_t nvme = net.topology().nvme_endpoint(0);
+  // The NVMe load (0.5 GB) and the PD transfer GPU 2 -> GPU 0 (1 GB) both end on "gpu 0 pcie
+  // (down)": 25 GB/s each (the PD path's other links are 50 or 100, the NVMe's 100 and 50). The
+  // load drains at 0.5 / 25 = 20 ms; the transfer then has 0.5 GB left alone at 50 GB/s: 10 ms more,
+  // drained at 30 ms. Latencies: the load 102 us; the transfer PCIe 1 + NIC PCIe 1 + NIC 2 + leaf -
+  // spine 1 + spine - leaf 1 + NIC 2 + NIC PCIe 1 + PCIe 1 = 10 us.
+  net.start_transfer(1, {{nvme, 0}}, 0.5e9, &done);
+  net.start_transfer(2, {{2, 0}}, 1e9, &done);
+  ASSERT_NEAR(net.topology().path(2, 0).latency_s, 10e-6, 1e-15);
+  sim.run();
+  ASSERT_EQ(done.at.size(), 2u);
+  EXPECT_EQ(done.at[0], (std::pair<uint64_t, int64_t>{1, 20'000'000 + 102'000}));
+  EXPECT_EQ(done.at[1], (std::pair<uint64_t, int64_t>{2, 30'000'000 + 10'000}));
+}
+
+}  // namespace
+}  // namespace servesim::sim
