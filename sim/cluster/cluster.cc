@@ -85,6 +85,8 @@ void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to
   if (links_down_ > 0) check_cut_off();
 }
 
+void Cluster::cancel_tier_copy(uint64_t tag, const TransferListener* done) { network_->cancel_transfer(tag, done); }
+
 void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
   // Disaggregated: the prefill replicas' (they look prefixes up; decode replicas do not).
   kv_store_ = std::move(store);

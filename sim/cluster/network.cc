@@ -336,6 +336,21 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
   reschedule();
 }
 
+bool Network::cancel_transfer(uint64_t tag, const TransferListener* listener) {
+  uint32_t t = 0;
+  for (; t < transfers_.size(); ++t)
+    if (transfers_[t].flows_left > 0 && transfers_[t].tag == tag && transfers_[t].listener == listener) break;
+  if (t == transfers_.size()) return false;
+  advance();
+  auto of_it = [t](const Flow& f) { return f.transfer == t; };
+  flows_.erase(std::remove_if(flows_.begin(), flows_.end(), of_it), flows_.end());
+  stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), of_it), stalled_.end());
+  transfers_[t].flows_left = 0;
+  free_transfers_.push_back(t);
+  reschedule();
+  return true;
+}
+
 uint32_t Network::new_transfer() {
   if (!free_transfers_.empty()) {
     const uint32_t t = free_transfers_.back();

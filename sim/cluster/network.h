@@ -149,6 +149,10 @@ class Network final : public EventHandler {
   // `listener` with `tag` when the last flow has arrived.
   void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
                       TransferListener* listener);
+  // Stops the transfer `tag` of `listener` while its flows still move bytes: they leave the network
+  // (what they have not moved is never sent, bytes_delivered() does not count it) and nobody is
+  // told. Returns false when there is none (done, or only its latency left: it completes as usual).
+  bool cancel_transfer(uint64_t tag, const TransferListener* listener);
   // Expert parallelism's cross-node all-to-all of one step: moves `bytes_per_pair` along each
   // (from GPU, to GPU) pair as flows that share links max-min fairly with every other flow (KV
   // transfers, other replicas' exchanges), and returns the seconds until the last of them would have

@@ -175,6 +175,8 @@ class ReplicaListener {
   // with `tag` when the last one has arrived (null: nobody).
   virtual void tier_copy(Replica& /*replica*/, KvTierEndpoint /*from*/, KvTierEndpoint /*to*/, double /*bytes*/,
                          uint64_t /*tag*/, TransferListener* /*done*/) {}
+  // Stops the tier copy `tag` of `done` still under way (a prefetch cut off): Network::cancel_transfer.
+  virtual void cancel_tier_copy(uint64_t /*tag*/, const TransferListener* /*done*/) {}
   // A decode replica with pulls waiting (Replica::pull_queued) may have blocks free now: an iteration
   // has ended (requests finished or were preempted, the next one is planned) or a request was aborted.
   virtual void on_kv_freed(Replica& /*replica*/) {}
@@ -441,6 +443,9 @@ class Replica final : public EventHandler {
   // is then over (the caller erases it).
   void end_prefetch(Prefetch& p);
   void finish_prefetch(uint64_t seq);  // the prefetch numbered `seq` has arrived in full
+  // On the network: the flows of the prefetch numbered `seq` have all arrived; its units land, and
+  // its request, if waiting for it, goes on.
+  void prefetch_arrived(uint64_t seq);
   // Ends the prefetch of `id` (if any) as end_prefetch does; true if it had one.
   bool drop_prefetch(RequestId id);
   struct PrefetchDone final : EventHandler {
@@ -452,7 +457,8 @@ class Replica final : public EventHandler {
   uint64_t prefetch_seq_ = 0;
   PrefetchDone prefetch_done_;
   // The tiers on the network: one of a load's copies has arrived (tag: its seq x 4, + 0 for the
-  // host's copy, 1 the store's, 2 the NVMe's); a store goes out to its tier.
+  // host's copy, 1 the store's, 2 the NVMe's; a prefetch's flows: its seq x 4 + 3); a store goes
+  // out to its tier.
   struct TierFabric final : TransferListener, KvTierTraffic {
     Replica* replica = nullptr;
     void on_transfer_done(uint64_t tag) override { replica->finish_tier_copy(tag); }

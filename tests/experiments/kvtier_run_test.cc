@@ -400,8 +400,8 @@ TEST(KvTierRunTest, NvmeHitsAddToTheOtherTiersAndAnNvmeTierThatNeverLoadsChanges
 }
 
 // Every tier on a disaggregated cluster at once (host, NVMe, the shared store with prefetch): each
-// copy a flow (the prefetch's analytic), every request completes, and the per-tier hits add up to
-// the prefix hits.
+// copy a flow (prefetches too), every request completes, and the per-tier hits add up to the
+// prefix hits.
 TEST(KvTierRunTest, APdClusterWithHostNvmeStoreAndPrefetchCompletesAndItsTierHitsAddUp) {
   const RunResult all = pd_run("[kv_tiers.host]\ncapacity_gb = 2\n[kv_tiers.nvme]\ncapacity_gb = 4\n"
                                "[kv_tiers.store]\ncapacity_gb = 256\n[kv_tiers.store.prefetch]\n"
@@ -410,6 +410,7 @@ TEST(KvTierRunTest, APdClusterWithHostNvmeStoreAndPrefetchCompletesAndItsTierHit
   EXPECT_GT(metric(all, "kv_nvme_loads"), 0);
   EXPECT_GT(metric(all, "kv_nvme_stores"), 0);
   EXPECT_GT(metric(all, "kv_store_loads"), 0);
+  EXPECT_GT(metric(all, "kv_store_prefetches"), 0);
   EXPECT_EQ(metric(all, "kv_hbm_hit_tokens") + metric(all, "kv_host_hit_tokens") + metric(all, "kv_nvme_hit_tokens") +
                 metric(all, "kv_store_hit_tokens"),
             static_cast<double>(all.summary.prefix_hit_tokens));

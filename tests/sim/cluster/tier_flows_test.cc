@@ -8,7 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "policies/kvtier/kvtier.h"
+#include "sim/cluster/kv_store.h"
 #include "sim/cluster/network.h"
+#include "sim/core/config.h"
+#include "tests/sim/cluster/cluster_harness.h"
 
 namespace servesim::sim {
 namespace {
@@ -153,6 +157,125 @@ TEST(TierFlowsTest, AnNvmeLoadAndAPdTransferSharingAGpusPcieLinkTakeTheirMaxMinT
   ASSERT_EQ(done.at.size(), 2u);
   EXPECT_EQ(done.at[0], (std::pair<uint64_t, int64_t>{1, 20'000'000 + 102'000}));
   EXPECT_EQ(done.at[1], (std::pair<uint64_t, int64_t>{2, 30'000'000 + 10'000}));
+}
+
+// ---- a prefetch on the fabric: one flow per GPU, store -> the node's host ----------------------
+
+traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
+  traces::RequestSpec s = testing::spec(t, prompt, output);
+  s.block_hashes = std::move(hashes);
+  return s;
+}
+
+struct TierPolicies {
+  std::shared_ptr<const KvTierWritePolicy> write;
+  std::shared_ptr<const KvTierEvictionPolicy> eviction;
+  std::shared_ptr<const KvTierLoadPolicy> load;
+  std::shared_ptr<const KvTierPrefetchPolicy> prefetch;
+};
+TierPolicies tier_policies(const std::string& write, const std::string& prefetch = "") {
+  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
+                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
+                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l"),
+                                               core::ParamSpec::section("p", "kv_tier_prefetches", "none", "p")};
+  const core::Params cfg =
+      core::parse_config("[w]\nkind = \"" + write + "\"\n[p]\n" + prefetch + "\n", "t.toml", schema);
+  return {policies::kv_tier_write_registry().make(cfg.section("w")),
+          policies::kv_tier_eviction_registry().make(cfg.section("e")),
+          policies::kv_tier_load_registry().make(cfg.section("l")),
+          policies::kv_tier_prefetch_registry().make(cfg.section("p"))};
+}
+
+// kv_prefetch_test's case on a disaggregated cluster: prefill replicas 0 and 1 (GPUs 0, 1), decode
+// replicas 2 and 3, all in node 0 (one leaf); round-robin routing, so A (0 s: units 1, 2) runs on
+// prefill replica 0 and C (2 s: 24 tokens, units 1, 2, 9) on prefill replica 1, idle, at the head
+// of its queue at once. Blocks of 4 tokens, units of 8 (2 blocks), 4,000 B a block; iterations of
+// 10 ms + 1 ms a token: loading C's 16 tokens saves 16 ms, its last 8 tokens take 18 ms. Each
+// prefill replica has a host tier; the store is written through (A's units are in it at once).
+// Topology: one GPU per PCIe switch (the host attaches at each GPU's NIC vertex), host uplink 16
+// MB/s, the store's link (on the one leaf) 4 MB/s, PCIe and NIC 1 GB/s (never binding); latencies
+// PCIe 1 us, NIC - leaf 2 us, store - leaf 1 us.
+//   C's prefetch of units 1 and 2 (16,000 B), one flow GPU 1's share, store -> node 0's host:
+//   "store - leaf 0 (down)", "node 0 nic 1 - leaf (down)", "node 0 host - nic 1 (up)":
+//   16,000 / 4 MB/s = 4 ms, + 1 + 2 + 1 us = 4.004 ms.
+testing::ClusterSetup pd_prefetch_case(const std::string& prefetch) {
+  testing::ClusterSetup s;
+  s.replicas = 4;
+  s.prefill_replicas = 2;
+  s.prefix_unit_tokens = 8;
+  s.kv_blocks = 8;
+  s.kv_bytes_per_token = 1000;
+  s.per_token_s = 0.001;
+  s.topology.pcie_bytes_per_s = 1e9;
+  s.topology.nic_bytes_per_s = 1e9;
+  s.topology.pcie_latency_s = 1e-6;
+  s.topology.nic_latency_s = 2e-6;
+  s.topology.switch_latency_s = 1e-6;
+  s.topology.host_bytes_per_s = 16e6;
+  s.topology.store = true;
+  s.topology.store_bytes_per_s = 4e6;
+  const TierPolicies hp = tier_policies("on_eviction");
+  auto host = std::make_shared<HostTierSpec>();
+  host->write = hp.write;
+  host->eviction = hp.eviction;
+  host->load = hp.load;
+  host->capacity_blocks = 100;
+  host->block_bytes_per_gpu = 4000;
+  host->link_bytes_per_s = 16e6;
+  host->latency_s = 0;
+  s.host_tier = host;
+  const TierPolicies sp = tier_policies("write_through", prefetch);
+  auto store = std::make_shared<StoreSpec>();
+  store->write = sp.write;
+  store->eviction = sp.eviction;
+  store->load = sp.load;
+  store->prefetch = sp.prefetch;
+  store->capacity_blocks = 100;
+  store->block_bytes_per_gpu = 4000;
+  store->link_bytes_per_s = 4e6;
+  store->latency_s = 0.001;
+  s.kv_store = store;
+  return s;
+}
+
+std::vector<traces::RequestSpec> pd_prefetch_trace() {
+  return {hashed(0.0, 16, 2, {1, 2}), hashed(0.5, 4, 2, {50}), hashed(1.0, 24, 2, {5, 6, 7}),
+          hashed(2.0, 24, 2, {1, 2, 9})};
+}
+
+TEST(TierFlowsTest, APrefetchOnTheFabricLandsWhenItsFlowArrives) {
+  // wait_complete: C waits (out of the queue) for the flow, 4.004 ms; both units land in replica 1's
+  // host memory then, and C loads them host -> GPU 1 ("node 0 host - nic 1 (down)", "gpu 1 pcie
+  // (down)"): 16,000 / 16 MB/s = 1 ms, + 2 us; then 18 ms of prefill: first token at 2 s + 4.004 +
+  // 1.002 + 18 = 2.023006 s (the analytic prefetch would take 1 ms + 4 ms).
+  testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"wait_complete\""));
+  h.run();
+  const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
+  EXPECT_EQ(st.prefetches, 1u);
+  EXPECT_EQ(st.prefetched_tokens, 16);
+  EXPECT_EQ(st.prefetch_cut_tokens, 0);
+  EXPECT_EQ(st.prefetch_waits, 1u);
+  EXPECT_NEAR(st.prefetch_wait_seconds, 0.004004, 1e-12);
+  EXPECT_EQ(st.loads, 0u);
+  EXPECT_EQ(h.obs.lookups[3].host_hit_tokens, 16);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'006'000);
+}
+
+TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsNothingAndItsFlowStops) {
+  // best_effort: cut off at once (nothing has arrived): nothing lands, both units stay store hits
+  // and load straight from the store, store -> GPU 1 ("store - leaf 0 (down)", "node 0 nic 1 - leaf
+  // (down)", "gpu 1 pcie (down)"): 16,000 / 4 MB/s = 4 ms + 4 us, alone on the store's link (the
+  // prefetch's flow stopped: sharing it would take 8 ms). First token 2 s + 4.004 + 18 = 2.022004 s.
+  testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"best_effort\""));
+  h.run();
+  const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
+  EXPECT_EQ(st.prefetches, 1u);
+  EXPECT_EQ(st.prefetched_tokens, 0);
+  EXPECT_EQ(st.prefetch_cut_tokens, 16);
+  EXPECT_EQ(st.loads, 1u);
+  EXPECT_NEAR(st.load_seconds, 0.004004, 1e-12);
+  EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 16);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'022'004'000);
 }
 
 }  // namespace
