@@ -23,6 +23,11 @@
 // at the same time (tier_load_seconds combines the two). Writes are asynchronous (off the critical
 // path, as the host tier's): their bytes and B / write bandwidth are counted.
 //
+// On a network topology (a disaggregated cluster) the copies are flows instead (set_traffic, and
+// Replica::start_loads): a node's SSDs are a vertex behind its host whose links carry the sum of its
+// replicas' read / write shares (sim/cluster/network.h); local_copy_seconds is then only the load
+// policy's estimate.
+//
 // A replica failure (the engine process or its GPU) keeps the NVMe content: files on the node's
 // disk outlive the process (HiCache's file backend finds them by key); a node loss is not what the
 // faults model's replica failure is (docs/kv-tiers.md).
