@@ -4,12 +4,17 @@
 // (hwmodels/gpu_spec.cc: h100-sxm $2.50/h, a100-80gb-sxm $1.80/h). Unset: the results as before.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <optional>
 #include <string>
 
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "tests/cli_driver.h"
+#include "tests/test_paths.h"
 
 namespace servesim::experiments {
 namespace {
@@ -161,6 +166,33 @@ TEST(KvTierCostTest, AnOutOfRangePriceIsRefusedNamingTheKey) {
       EXPECT_NE(e.find(std::string("kv_tiers.") + tier + ".usd_per_gb_hour"), std::string::npos) << e;
       EXPECT_NE(e.find("out of range"), std::string::npos) << e;
     }
+}
+
+TEST(KvTierCostTest, TheCommandLineSplitsTheCostIntoGpusAndTiers) {
+  servesim::testing::TempDir dir;
+  const std::string path = dir.file("priced.toml");
+  std::ofstream(path) << kBase << kTwo << "[kv_tiers.host]\ncapacity_gb = 100\nusd_per_gb_hour = 0.005\n"
+                      << "[kv_tiers.store]\ncapacity_gb = 1000\nusd_per_gb_hour = 0.004\n";
+  const servesim::testing::Cli text = servesim::testing::cli({"run", path, "--no-db"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("GPU-hours at $2.50/h = $"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(", + KV tiers $"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" (host $"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(", store $"), std::string::npos) << text.out;
+  const servesim::testing::Cli json = servesim::testing::cli({"run", path, "--no-db", "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  const auto& summary = j.contains("summary") ? j["summary"] : j;
+  const double hours = summary["sim_seconds"].get<double>() / 3600.0;
+  // By hand: host 2 x 100 GB x $0.005 = $1/h, the store 1000 GB x $0.004 = $4/h, GPUs $5/h.
+  EXPECT_NEAR(j["fleet"]["kv_host_cost_usd"].get<double>(), 1.00 * hours, 1e-12);
+  EXPECT_NEAR(j["fleet"]["kv_store_cost_usd"].get<double>(), 4.00 * hours, 1e-12);
+  EXPECT_NEAR(summary["cost_usd"].get<double>(), 10.00 * hours, 1e-12);
+  // Unpriced: the line as before, GPUs only.
+  std::ofstream(dir.file("free.toml")) << kBase << kTwo << "[kv_tiers.host]\ncapacity_gb = 100\n";
+  const servesim::testing::Cli free = servesim::testing::cli({"run", dir.file("free.toml"), "--no-db"});
+  ASSERT_EQ(free.code, 0) << free.err;
+  EXPECT_EQ(free.out.find("KV tiers $"), std::string::npos) << free.out;
 }
 
 }  // namespace
