@@ -155,6 +155,11 @@ const std::vector<core::ParamSpec>& run_schema() {
                                       "in parallel")
                           .range(0.01, 1e4),
                       ParamSpec::real("latency_us", 10, "us", "fixed time of one load (setup, launch)").range(0, 1e7),
+                      ParamSpec::real("usd_per_gb_hour", 0.005, "USD/GB-h",
+                                      "price of host memory per GB per hour (a cloud instance's DRAM: ~0.003-0.006); cost_usd adds capacity_gb x this x the hours each replica's GPUs are billed (docs/kv-tiers.md, "
+                                      "\"Cost\"); unset = not priced")
+                          .range(0, 1)
+                          .optional(),
                       ParamSpec::section("write", "kv_tier_writes", "on_eviction",
                                          "when a prefix unit is written to host memory"),
                       ParamSpec::section("eviction", "kv_tier_evictions", "lru", "what the full host tier evicts"),
@@ -183,6 +188,11 @@ const std::vector<core::ParamSpec>& run_schema() {
                           .range(0, 1e6),
                       ParamSpec::real("latency_us", 100, "us",
                                       "fixed time of one load (lookup, RDMA setup)").range(0, 1e7),
+                      ParamSpec::real("usd_per_gb_hour", 0.005, "USD/GB-h",
+                                      "price of the store per GB of capacity per hour (memory servers: ~0.004-0.01); cost_usd adds capacity_gb x this x the run's hours, once (docs/kv-tiers.md, "
+                                      "\"Cost\"); unset = not priced")
+                          .range(0, 1)
+                          .optional(),
                       ParamSpec::section("write", "kv_tier_writes", "on_eviction",
                                          "when a prefix unit is written to the store (on_eviction: when the lowest "
                                          "local tier, host if configured else HBM, evicts it)"),
@@ -216,6 +226,11 @@ const std::vector<core::ParamSpec>& run_schema() {
                           .range(0.01, 1e4),
                       ParamSpec::real("latency_us", 100, "us", "fixed time of one load (one I/O batch)")
                           .range(0, 1e7),
+                      ParamSpec::real("usd_per_gb_hour", 0.005, "USD/GB-h",
+                                      "price of local NVMe per GB per hour (instance or block SSD: ~0.0001-0.0003); cost_usd adds capacity_gb x this x the hours each replica's GPUs are billed (docs/kv-tiers.md, "
+                                      "\"Cost\"); unset = not priced")
+                          .range(0, 1)
+                          .optional(),
                       ParamSpec::real("pcie_gb_s", 25, "GB/s",
                                       "host bounce buffer -> GPU copy bandwidth per GPU (unset: the host tier's "
                                       "bandwidth_gb_s, the same link, or 25 without a host tier)")
@@ -836,6 +851,20 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
   }
 }
 
+// A KV tier's price: [kv_tiers.<tier>] has usd_per_gb_hour (docs/kv-tiers.md, "Cost").
+bool tier_priced(const core::Params& config, const char* tier) {
+  return config.has("kv_tiers") && config.section("kv_tiers").has(tier) &&
+         config.section("kv_tiers").section(tier).has("usd_per_gb_hour");
+}
+
+// The tier's USD per hour, capacity_gb x usd_per_gb_hour (per replica for host and NVMe, the whole
+// store for the store); 0 when the tier is absent or not priced.
+double tier_usd_per_hour(const core::Params& config, const char* tier, bool present) {
+  if (!present || !tier_priced(config, tier)) return 0;
+  const core::Params& h = config.section("kv_tiers").section(tier);
+  return h.get_float("capacity_gb") * h.get_float("usd_per_gb_hour");
+}
+
 // [kv_tiers.store]: refused where it is not modelled; capacity in the replicas' HBM blocks.
 sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec& model, int64_t tp,
                           const policies::DecodingMethod* decoding, bool ep, bool prefix_caching,
@@ -1379,6 +1408,15 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                          " tokens (the workload's block size), which block_size " +
                          std::to_string(cluster_cfg.get_int("block_size")) +
                          " does not divide; make the hash block a multiple of the KV block");
+  // KV tiers keep prefix units (the workload's hash blocks): a workload without block hashes has none.
+  if (prefix_caching && source->hash_block_tokens() <= 0 && config.has("kv_tiers"))
+    for (const char* tier : {"host", "nvme", "store"})
+      if (config.section("kv_tiers").has(tier))
+        config.section("kv_tiers").section(tier).fail(
+            "capacity_gb",
+            "a KV tier keeps prefix units (the workload's hash blocks), and this workload has no block hashes: use "
+            "a trace that carries them (mooncake_jsonl's hash_ids) or a workload that makes them (sessions, "
+            "shared_prefix)");
 
   std::shared_ptr<const sim::HostTierSpec> host_tier;
   if (config.has("kv_tiers") && config.section("kv_tiers").has("host")) {
@@ -1456,12 +1494,20 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
               core::format_double(rows) + " time-series rows, more than the " +
               core::format_double(metrics::kMaxSampleRows) + " a run writes; raise sample_interval_ms or set it to 0");
   }
+  collector_cfg.kv_host_priced = host_tier && tier_priced(config, "host");
+  collector_cfg.kv_nvme_priced = nvme_tier && tier_priced(config, "nvme");
+  collector_cfg.kv_store_priced = kv_store && tier_priced(config, "store");
+  collector_cfg.kv_store_usd_per_hour = tier_usd_per_hour(config, "store", kv_store.has_value());
   for (const auto& p : pools) {
     for (int64_t i = 0; i < p.replicas; ++i) {
       metrics::ReplicaHardware hw;
       hw.gpus = static_cast<double>(p.gpus());
       hw.hbm_bandwidth = p.gpu->hbm_bandwidth * static_cast<double>(p.gpus());
       hw.usd_per_hour = p.gpu->price_usd_per_hour * static_cast<double>(p.gpus());
+      if (&p == &pools[0]) {  // the tiers' replicas (disaggregated: the prefill pool's)
+        hw.kv_host_usd_per_hour = tier_usd_per_hour(config, "host", host_tier != nullptr);
+        hw.kv_nvme_usd_per_hour = tier_usd_per_hour(config, "nvme", nvme_tier != nullptr);
+      }
       hw.role = !disaggregated ? "unified" : (&p == &pools[0] ? "prefill" : "decode");
       hw.gpu = p.gpu_kind;
       collector_cfg.replicas.push_back(hw);

@@ -155,9 +155,23 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   out << "goodput      " << fixed(s.goodput_req_s, 3) << " req/s (" << fixed(s.goodput_req_s_window, 3)
       << " over the " << window << ") under " << (limits.empty() ? "no SLO" : limits) << " (SLO attainment "
       << percent(s.slo_attainment) << ")\n";
+  // Priced KV tiers (kv_tiers.*.usd_per_gb_hour): the line says what the cost includes.
+  double tier_usd = 0;
+  std::string tiers;
+  for (const auto& v : s.fleet)
+    for (const char* tier : {"host", "nvme", "store"})
+      if (v.name == std::string("kv_") + tier + "_cost_usd") {
+        tier_usd += v.value;
+        tiers += std::string(tiers.empty() ? "" : ", ") + tier + " $" + fixed(v.value, 2);
+      }
   out << "cost         $" << fixed(s.cost_usd_per_mtok_output, 4) << " per 1M output tokens ($"
       << fixed(s.cost_usd_per_mtok_output_window, 4) << " over the " << window << "; " << fixed(s.gpu_hours, 3)
-      << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $" << fixed(s.cost_usd, 2) << ")\n";
+      << " GPU-hours at $" << fixed(r.usd_per_gpu_hour, 2) << "/h = $";
+  if (tiers.empty())
+    out << fixed(s.cost_usd, 2) << ")\n";
+  else
+    out << fixed(s.cost_usd - tier_usd, 2) << ", + KV tiers $" << fixed(tier_usd, 2) << " (" << tiers << ") = $"
+        << fixed(s.cost_usd, 2) << ")\n";
   print_steady_state(out, r);
   out << "utilisation  MFU " << percent(s.mfu_mean) << ", MBU " << percent(s.mbu_mean) << ", KV cache "
       << percent(s.kv_util_mean) << ", mean batch " << fixed(s.mean_batch_size, 1) << ", "

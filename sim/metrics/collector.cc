@@ -443,6 +443,25 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
     s.cost_usd = usd_s / 3600.0;
     usd_per_hour = t > 0 ? usd_s / t : 0;
   }
+  // Priced KV tiers: a replica's host and NVMe tiers for the hours its GPUs are billed (the run,
+  // or its provisioned time when autoscaled), the shared store for the whole run; added to the
+  // cost and to the rate the window's cost takes.
+  std::vector<NamedValue> kv_cost_rows;
+  if (config_.kv_host_priced || config_.kv_nvme_priced || config_.kv_store_priced) {
+    double host_usd_s = 0, nvme_usd_s = 0;
+    for (size_t i = 0; i < config_.replicas.size(); ++i) {
+      const double seconds = fleet_.elastic ? provisioned[i] : t;
+      host_usd_s += config_.replicas[i].kv_host_usd_per_hour * seconds;
+      nvme_usd_s += config_.replicas[i].kv_nvme_usd_per_hour * seconds;
+    }
+    const double host_usd = host_usd_s / 3600.0, nvme_usd = nvme_usd_s / 3600.0;
+    const double store_usd = config_.kv_store_usd_per_hour * t / 3600.0;
+    s.cost_usd += host_usd + nvme_usd + store_usd;
+    if (t > 0) usd_per_hour += (host_usd_s + nvme_usd_s) / t + config_.kv_store_usd_per_hour;
+    if (config_.kv_host_priced) kv_cost_rows.push_back(NamedValue{"kv_host_cost_usd", host_usd, false});
+    if (config_.kv_nvme_priced) kv_cost_rows.push_back(NamedValue{"kv_nvme_cost_usd", nvme_usd, false});
+    if (config_.kv_store_priced) kv_cost_rows.push_back(NamedValue{"kv_store_cost_usd", store_usd, false});
+  }
   if (s.output_tokens > 0) s.cost_usd_per_mtok_output = s.cost_usd / static_cast<double>(s.output_tokens) * 1e6;
   if (end.ns() > 0)
     s.mean_requests_in_system = static_cast<double>(series_.integral_ns(end.ns()) / static_cast<long double>(end.ns()));
@@ -499,6 +518,7 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
       s.fleet.push_back(count("link_repairs", fleet_.link_repairs));
     }
   }
+  for (NamedValue& v : kv_cost_rows) s.fleet.push_back(std::move(v));
   if (config_.retries) {
     auto count = [](const char* name, uint64_t v) { return NamedValue{name, static_cast<double>(v), true}; };
     auto real = [](const char* name, double v) { return NamedValue{name, v, false}; };

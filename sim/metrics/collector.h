@@ -21,6 +21,10 @@ struct ReplicaHardware {
   double hbm_bandwidth = 0;    // bytes/s of the group
   double gpus = 1;             // GPUs in the group
   double usd_per_hour = 0;     // price of the group
+  // Price of the replica's KV tiers (kv_tiers.host / kv_tiers.nvme usd_per_gb_hour x capacity_gb;
+  // 0 = none or not priced), billed for the same hours as its GPUs.
+  double kv_host_usd_per_hour = 0;
+  double kv_nvme_usd_per_hour = 0;
   std::string role = "unified";  // "unified", "prefill" or "decode"
   std::string gpu;             // GPU kind, for per-replica results
 };
@@ -32,6 +36,11 @@ struct CollectorConfig {
   MeasurementConfig measurement;   // the measurement window (steady_state.h); default: the arrival window
   core::RequestClasses classes;    // the workload's request classes; empty: no per-class figures
   bool retries = false;            // clients retry ([retries]): report the clients' view too
+  // Priced KV tiers (docs/kv-tiers.md, "Cost"): which tiers have a usd_per_gb_hour (their
+  // kv_<tier>_cost_usd rows are reported), and the shared store's price, paid once for the whole
+  // run. Unpriced: cost_usd counts the GPUs only.
+  bool kv_host_priced = false, kv_nvme_priced = false, kv_store_priced = false;
+  double kv_store_usd_per_hour = 0;
   // How latency percentiles are kept ([output] percentiles, stats.h): auto keeps every value up to
   // exact_percentiles_max completed requests, then moves them into sketches (relative error
   // kSketchRelativeError) and frees them.

@@ -478,5 +478,27 @@ TEST(KvTierRunTest, PrefetchConfigurationErrorsNameTheKey) {
   EXPECT_NE(kind.find("kv_tiers.store.prefetch.kind"), std::string::npos) << kind;
 }
 
+TEST(KvTierRunTest, ATierOnAWorkloadWithoutBlockHashesIsRefusedNamingTheKey) {
+  // Prefix caching on a workload that makes no block hashes (plain Poisson lengths): HBM's prefix
+  // cache finds nothing, and a tier has no units to keep; each tier is refused at its own key (the
+  // run once stopped with an internal error instead).
+  const std::string plain =
+      "[workload]\nkind = \"poisson\"\nrate = 2\nmax_requests = 20\n[workload.prompt]\nkind = \"fixed\"\n"
+      "value = 100\n[workload.output]\nkind = \"fixed\"\nvalue = 10\n[model]\nkind = \"llama-3-8b\"\n"
+      "[gpu]\nkind = \"h100-sxm\"\n[cluster]\nprefix_caching = true\n";
+  for (const std::string tier : {"host", "nvme", "store"}) {
+    std::string message;
+    try {
+      run_simulation(core::parse_config(plain + "[kv_tiers." + tier + "]\ncapacity_gb = 64\n", "p.toml", run_schema()),
+                     RunOutputs{});
+    } catch (const core::Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("p.toml"), std::string::npos) << message;
+    EXPECT_NE(message.find("kv_tiers." + tier + ".capacity_gb"), std::string::npos) << message;
+    EXPECT_NE(message.find("no block hashes"), std::string::npos) << message;
+  }
+}
+
 }  // namespace
 }  // namespace servesim::experiments
