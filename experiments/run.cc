@@ -1356,6 +1356,25 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       topology.store = true;
       topology.store_bytes_per_s = config.section("kv_tiers").section("store").get_float("total_bandwidth_gb_s") * 1e9;
     }
+    // A local NVMe tier (the first pool's replicas: unified or prefill): each node's SSDs a vertex
+    // behind its host, their read (write) link the sum of the read_gb_s (write_gb_s) shares of the
+    // replicas on the node, split by GPU for a replica across nodes (docs/kv-tiers.md, "One fabric").
+    if (config.has("kv_tiers") && config.section("kv_tiers").has("nvme")) {
+      const core::Params& nv = config.section("kv_tiers").section("nvme");
+      const double read = nv.get_float("read_gb_s") * 1e9, write = nv.get_float("write_gb_s") * 1e9;
+      const size_t nodes = static_cast<size_t>((next_gpu + gpus_per_node - 1) / gpus_per_node);
+      topology.nvme_read_bytes_per_s.assign(nodes, 0.0);
+      topology.nvme_write_bytes_per_s.assign(nodes, 0.0);
+      topology.nvme_latency_s = nv.get_float("latency_us") * 1e-6;
+      for (int64_t i = 0; i < pools[0].replicas; ++i) {
+        const auto& gpus = placement[static_cast<size_t>(i)];
+        for (int64_t g : gpus) {
+          const auto node = static_cast<size_t>(g / gpus_per_node);
+          topology.nvme_read_bytes_per_s[node] += read / static_cast<double>(gpus.size());
+          topology.nvme_write_bytes_per_s[node] += write / static_cast<double>(gpus.size());
+        }
+      }
+    }
     network = std::make_unique<sim::Network>(simulation, sim::Topology(topology));
   }
 

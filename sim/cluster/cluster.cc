@@ -65,19 +65,27 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   return *replicas_.back();
 }
 
-void Cluster::tier_copy(Replica& replica, KvTierEndpoint tier, bool to_gpu, double bytes, uint64_t tag,
+void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
                         TransferListener* done) {
   const Topology& topo = network_->topology();
-  if (tier == KvTierEndpoint::kStore && !topo.has_store())
+  if ((from == KvTierEndpoint::kStore || to == KvTierEndpoint::kStore) && !topo.has_store())
     throw core::Error("internal: a KV store copy on a topology without the store");
+  auto endpoint = [&topo](KvTierEndpoint e, int64_t g) {
+    switch (e) {
+      case KvTierEndpoint::kHost: return topo.host_endpoint(topo.node_of(g));
+      case KvTierEndpoint::kStore: return topo.store_endpoint();
+      case KvTierEndpoint::kNvme: return topo.nvme_endpoint(topo.node_of(g));
+      case KvTierEndpoint::kGpu: break;
+    }
+    return g;
+  };
   host_pairs_.clear();
-  for (int64_t g : gpus_[replica.index()]) {
-    const int64_t end = tier == KvTierEndpoint::kStore ? topo.store_endpoint() : topo.host_endpoint(topo.node_of(g));
-    host_pairs_.emplace_back(to_gpu ? end : g, to_gpu ? g : end);
-  }
+  for (int64_t g : gpus_[replica.index()]) host_pairs_.emplace_back(endpoint(from, g), endpoint(to, g));
   network_->start_transfer(tag, host_pairs_, bytes, done);
   if (links_down_ > 0) check_cut_off();
 }
+
+void Cluster::cancel_tier_copy(uint64_t tag, const TransferListener* done) { network_->cancel_transfer(tag, done); }
 
 void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
   // Disaggregated: the prefill replicas' (they look prefixes up; decode replicas do not).

@@ -277,8 +277,9 @@ class Cluster final : public EventHandler,
   double exchange_seconds(Replica& replica, double bytes) override;
   // ReplicaListener: a host KV tier's load or store as flows between each of the replica's GPUs and
   // its node's host (sim/cluster/network.h, Topology::host_endpoint).
-  void tier_copy(Replica& replica, KvTierEndpoint tier, bool to_gpu, double bytes, uint64_t tag,
+  void tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
                  TransferListener* done) override;
+  void cancel_tier_copy(uint64_t tag, const TransferListener* done) override;
 
   // ---- fleet dynamics (sim/cluster/faults.cc) ----
   struct FaultTimer final : EventHandler {  // payload: index into fault_actions_

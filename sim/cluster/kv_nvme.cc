@@ -36,13 +36,14 @@ double NvmeKvTier::local_copy_seconds(int64_t nvme_blocks, int64_t host_blocks, 
   return std::max(pcie, read) + latency;
 }
 
-void NvmeKvTier::store(uint64_t key, int64_t blocks) {
+void NvmeKvTier::store(uint64_t key, int64_t blocks, KvTierEndpoint from) {
   const uint64_t before = units_.stats().stores;
   units_.store(key, blocks);
   if (units_.stats().stores == before) return;  // here already (refreshed), or too large
   ++stats_.stores;
   stats_.store_bytes += copy_bytes(blocks);
   stats_.store_seconds += write_seconds(blocks);
+  if (traffic_) traffic_->on_store(from, KvTierEndpoint::kNvme, copy_bytes(blocks));
 }
 
 void NvmeKvTier::check() const {

@@ -23,6 +23,11 @@
 // at the same time (tier_load_seconds combines the two). Writes are asynchronous (off the critical
 // path, as the host tier's): their bytes and B / write bandwidth are counted.
 //
+// On a network topology (a disaggregated cluster) the copies are flows instead (set_traffic, and
+// Replica::start_loads): a node's SSDs are a vertex behind its host whose links carry the sum of its
+// replicas' read / write shares (sim/cluster/network.h); local_copy_seconds is then only the load
+// policy's estimate.
+//
 // A replica failure (the engine process or its GPU) keeps the NVMe content: files on the node's
 // disk outlive the process (HiCache's file backend finds them by key); a node loss is not what the
 // faults model's replica failure is (docs/kv-tiers.md).
@@ -74,8 +79,12 @@ class NvmeKvTier final : public KvTierSink {
 
   // A load read this unit (LRU refresh).
   void touch(uint64_t key) { units_.touch(key); }
-  // Writes a unit (a refresh when it is here already); evicts by policy to make room.
-  void store(uint64_t key, int64_t blocks);
+  // Writes a unit (a refresh when it is here already) copied from `from` (kGpu: HBM's; kHost: what
+  // host memory evicts); evicts by policy to make room.
+  void store(uint64_t key, int64_t blocks, KvTierEndpoint from = KvTierEndpoint::kGpu);
+  // Where writes go as traffic (null: nowhere, their time is analytic): on a topology with the
+  // node's NVMe vertex (Replica::set_tier_fabric).
+  void set_traffic(KvTierTraffic* traffic) { traffic_ = traffic; }
   // Told of every unit this tier evicts (the shared store's writer; null = none).
   void set_below(KvTierSink* below) { units_.set_below(below); }
 
@@ -101,13 +110,14 @@ class NvmeKvTier final : public KvTierSink {
     if (spec_.write->store_on_eviction()) store(key, blocks);
   }
   void on_tier_evict(uint64_t key, int64_t blocks) override {
-    if (spec_.write->store_on_eviction()) store(key, blocks);
+    if (spec_.write->store_on_eviction()) store(key, blocks, KvTierEndpoint::kHost);
   }
 
  private:
   NvmeTierSpec spec_;
   HostKvTier units_;
   KvTierStats stats_;
+  KvTierTraffic* traffic_ = nullptr;
 };
 
 // The replica's sink below HBM with a host tier and an NVMe tier: HBM's registrations go to both

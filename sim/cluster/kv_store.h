@@ -152,7 +152,7 @@ class StoreWriter final : public KvTierSink {
 
  private:
   void write(uint64_t key, int64_t blocks) {
-    if (store_.store(key, blocks, replica_) && traffic_) traffic_->on_store(KvTierEndpoint::kStore, store_.copy_bytes(blocks));
+    if (store_.store(key, blocks, replica_) && traffic_) traffic_->on_store(KvTierEndpoint::kGpu, KvTierEndpoint::kStore, store_.copy_bytes(blocks));
   }
   SharedKvStore& store_;
   uint32_t replica_;

@@ -53,7 +53,7 @@ void HostKvTier::store(uint64_t key, int64_t blocks) {
   ++stats_.stores;
   stats_.store_bytes += copy_bytes(blocks);
   stats_.store_seconds += copy_seconds(blocks);
-  if (traffic_) traffic_->on_store(KvTierEndpoint::kHost, copy_bytes(blocks));
+  if (traffic_) traffic_->on_store(KvTierEndpoint::kGpu, KvTierEndpoint::kHost, copy_bytes(blocks));
 }
 
 bool HostKvTier::land(uint64_t key, int64_t blocks) { return insert(key, blocks); }

@@ -69,13 +69,15 @@ class KvTierPrefetchPolicy {
 };
 
 // Where a tier copy goes to or comes from on the network: the replica's nodes' hosts (the host
-// tier) or the cluster's shared store (SharedKvStore).
-enum class KvTierEndpoint : uint8_t { kHost, kStore };
+// tier), the cluster's shared store (SharedKvStore), the replica's nodes' NVMe (NvmeKvTier), or
+// the replica's GPUs themselves.
+enum class KvTierEndpoint : uint8_t { kHost, kStore, kNvme, kGpu };
 
 // Told of every unit a tier writes (a store), to put its copy on the network.
 class KvTierTraffic {
  public:
-  virtual void on_store(KvTierEndpoint to, double bytes) = 0;  // the whole replica's bytes
+  // `from`: kGpu (HBM's copy) or the tier above (kHost: what host memory evicts to NVMe).
+  virtual void on_store(KvTierEndpoint from, KvTierEndpoint to, double bytes) = 0;  // the whole replica's bytes
 
  protected:
   ~KvTierTraffic() = default;

@@ -24,6 +24,9 @@ struct Topology::Graph {
   std::vector<size_t> gpu_vertex;
   std::vector<size_t> host_in, host_out;  // per node, in g_host: the host as a destination, as a source
   size_t store_in = 0, store_out = 0;      // in g_host: the store as a destination, as a source
+  std::vector<size_t> nvme_in, nvme_out;  // per node, in g_host (none: npos): its NVMe as a destination, a source
+  // In g_host, a second edge of an NVMe write link (host -> NVMe from the host's source vertex).
+  std::vector<std::pair<uint32_t, G::edge_descriptor>> extra_edges;
   std::vector<G::edge_descriptor> edge_of;       // per link of g
   std::vector<G::edge_descriptor> host_edge_of;  // per link, in g_host
 };
@@ -154,6 +157,32 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
                                               : boost::add_edge(graph_->store_out, at, e, gh).first);
     }
   }
+  // NVMe, after the store: per node with SSDs, two one-way vertices behind the host's.
+  graph_->nvme_in.assign(static_cast<size_t>(nodes), static_cast<size_t>(-1));
+  graph_->nvme_out.assign(static_cast<size_t>(nodes), static_cast<size_t>(-1));
+  for (int64_t n = 0; n < nodes; ++n) {
+    if (!has_nvme(n)) continue;
+    const auto un = static_cast<size_t>(n);
+    const double write_bw = un < c.nvme_write_bytes_per_s.size() ? c.nvme_write_bytes_per_s[un] : 0;
+    if (!(write_bw > 0)) throw core::Error("internal: an NVMe vertex without write bandwidth");
+    graph_->nvme_in[un] = boost::add_vertex(gh);
+    graph_->nvme_out[un] = boost::add_vertex(gh);
+    const std::string name = "node " + std::to_string(n) + " nvme";
+    for (int dir = 0; dir < 2; ++dir) {  // (up): into the SSDs (a write); (down): out of them (a load)
+      Graph::Edge e;
+      e.latency_s = c.nvme_latency_s;
+      e.weight = e.latency_s + 1e-12;
+      e.link = static_cast<uint32_t>(link_bandwidth_.size());
+      link_bandwidth_.push_back(dir == 0 ? write_bw : c.nvme_read_bytes_per_s[un]);
+      link_names_.push_back(name + (dir == 0 ? " (up)" : " (down)"));
+      if (dir == 0) {
+        graph_->host_edge_of.push_back(boost::add_edge(graph_->host_in[un], graph_->nvme_in[un], e, gh).first);
+        graph_->extra_edges.emplace_back(e.link, boost::add_edge(graph_->host_out[un], graph_->nvme_in[un], e, gh).first);
+      } else {
+        graph_->host_edge_of.push_back(boost::add_edge(graph_->nvme_out[un], graph_->host_out[un], e, gh).first);
+      }
+    }
+  }
   link_down_.assign(link_bandwidth_.size(), 0);
 }
 
@@ -166,7 +195,7 @@ std::vector<uint32_t> Topology::links_named(const std::string& name) const {
 
 std::string Topology::link_name_examples() const {
   std::string out;
-  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - ", "store - "};
+  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - ", "store - ", " nvme"};
   for (const char* k : kinds)
     for (const std::string& n : link_names_)
       if (n.find(k) != std::string::npos) {
@@ -187,6 +216,8 @@ void Topology::set_link_down(uint32_t link, bool down) {
   }
   Graph::Edge& h = graph_->g_host[graph_->host_edge_of[link]];
   h.weight = down ? inf : h.latency_s + 1e-12;
+  for (auto& [l, e] : graph_->extra_edges)
+    if (l == link) graph_->g_host[e].weight = down ? inf : graph_->g_host[e].latency_s + 1e-12;
   paths_.clear();  // the paths computed so far stay in path_store_ for the flows that use them
 }
 
@@ -194,7 +225,8 @@ Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 
 const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
-  const int64_t endpoints = config_.num_gpus + num_nodes() + (config_.store ? 1 : 0);
+  const int64_t endpoints = config_.nvme_read_bytes_per_s.empty() ? config_.num_gpus + num_nodes() + (config_.store ? 1 : 0)
+                                                                 : nvme_endpoint(num_nodes());
   if (from_gpu < 0 || to_gpu < 0 || from_gpu >= endpoints || to_gpu >= endpoints)
     throw core::Error("internal: path between endpoints outside the topology");
   const uint64_t key = (static_cast<uint64_t>(from_gpu) << 32) | static_cast<uint64_t>(to_gpu);
@@ -208,10 +240,19 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
   std::vector<size_t> pred(n);
   std::vector<double> dist(n);
   const int64_t store = store_endpoint();
-  const size_t src = from_gpu == store    ? graph_->store_out
+  if ((from_gpu == store || to_gpu == store) && !config_.store)
+    throw core::Error("internal: a path to the store on a topology without one");
+  auto nvme_vertex = [&](int64_t endpoint, const std::vector<size_t>& v) {
+    const int64_t node = endpoint - nvme_endpoint(0);
+    if (!has_nvme(node)) throw core::Error("internal: a path to a node without an NVMe vertex");
+    return v[static_cast<size_t>(node)];
+  };
+  const size_t src = from_gpu > store    ? nvme_vertex(from_gpu, graph_->nvme_out)
+                     : from_gpu == store ? graph_->store_out
                      : is_host(from_gpu) ? graph_->host_out[static_cast<size_t>(from_gpu - config_.num_gpus)]
                                          : graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
-  const size_t dst = to_gpu == store    ? graph_->store_in
+  const size_t dst = to_gpu > store    ? nvme_vertex(to_gpu, graph_->nvme_in)
+                     : to_gpu == store ? graph_->store_in
                      : is_host(to_gpu) ? graph_->host_in[static_cast<size_t>(to_gpu - config_.num_gpus)]
                                        : graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
   auto weight = boost::get(&Graph::Edge::weight, g);
@@ -293,6 +334,21 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
     bytes_delivered_ += bytes;
   }
   reschedule();
+}
+
+bool Network::cancel_transfer(uint64_t tag, const TransferListener* listener) {
+  uint32_t t = 0;
+  for (; t < transfers_.size(); ++t)
+    if (transfers_[t].flows_left > 0 && transfers_[t].tag == tag && transfers_[t].listener == listener) break;
+  if (t == transfers_.size()) return false;
+  advance();
+  auto of_it = [t](const Flow& f) { return f.transfer == t; };
+  flows_.erase(std::remove_if(flows_.begin(), flows_.end(), of_it), flows_.end());
+  stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), of_it), stalled_.end());
+  transfers_[t].flows_left = 0;
+  free_transfers_.push_back(t);
+  reschedule();
+  return true;
 }
 
 uint32_t Network::new_transfer() {

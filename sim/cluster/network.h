@@ -25,6 +25,15 @@
 // hosts. GPU <-> store paths cross the GPU's PCIe link, its NIC, the leaf (and the spine), so store
 // traffic meets PD transfers on the NICs and the switch links.
 //
+// NVMe (`nvme_read_bytes_per_s`, per node): a node's SSDs, behind its host (the bounce buffer in
+// host memory that HiCache's and LMCache's local-disk backends read into): a vertex pair like the
+// host's (one-way links, never transit), linked to the host by an SSD link of the node's read
+// bandwidth (nvme -> host, "node n nvme (down)") and one of its write bandwidth (host -> nvme,
+// "(up)"), whose latency is `nvme_latency_s`. NVMe -> GPU crosses the SSD link, the host's uplink
+// and the GPU's PCIe link; GPU -> NVMe the reverse; host -> NVMe (what host memory evicts) the SSD
+// write link alone. Endpoint ids: nvme_endpoint(n), after the store's; links numbered after every
+// other link, so GPU, host and store paths are exactly as without NVMe.
+//
 // Flows: every active flow gets a max-min fair share of each link on its path (progressive
 // filling), recomputed whenever a flow starts or drains, so transfers that share a link slow each
 // other down. A flow's data drains at its rate; it completes one path latency after draining.
@@ -58,6 +67,10 @@ struct TopologyConfig {
   double host_bytes_per_s = 0;         // host <-> PCIe switch (or NIC vertex), one direction; 0 = pcie_bytes_per_s
   bool store = false;                  // a shared KV store attached to the spine (or the one leaf)
   double store_bytes_per_s = 0;        // its link, one direction; 0 = non-blocking (the sum of every NIC)
+  // Local NVMe KV tiers (sim/cluster/kv_nvme.h): per node, the SSDs' read and write bandwidth (empty,
+  // or 0 for a node: that node has no NVMe vertex) and their access latency (the SSD link's latency).
+  std::vector<double> nvme_read_bytes_per_s, nvme_write_bytes_per_s;
+  double nvme_latency_s = 0;
 };
 
 class Topology {
@@ -75,6 +88,12 @@ class Topology {
   // The shared KV store's endpoint id (TopologyConfig::store; without it the id is out of range).
   bool has_store() const { return config_.store; }
   int64_t store_endpoint() const { return config_.num_gpus + num_nodes(); }
+  // Node `node`'s NVMe endpoint id (TopologyConfig::nvme_read_bytes_per_s); has_nvme: the node has one.
+  int64_t nvme_endpoint(int64_t node) const { return store_endpoint() + 1 + node; }
+  bool has_nvme(int64_t node) const {
+    return static_cast<size_t>(node) < config_.nvme_read_bytes_per_s.size() &&
+           config_.nvme_read_bytes_per_s[static_cast<size_t>(node)] > 0;
+  }
   size_t num_links() const { return link_bandwidth_.size(); }
   double link_bandwidth(uint32_t link) const { return link_bandwidth_[link]; }
   const std::string& link_name(uint32_t link) const { return link_names_[link]; }
@@ -130,6 +149,10 @@ class Network final : public EventHandler {
   // `listener` with `tag` when the last flow has arrived.
   void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
                       TransferListener* listener);
+  // Stops the transfer `tag` of `listener` while its flows still move bytes: they leave the network
+  // (what they have not moved is never sent, bytes_delivered() does not count it) and nobody is
+  // told. Returns false when there is none (done, or only its latency left: it completes as usual).
+  bool cancel_transfer(uint64_t tag, const TransferListener* listener);
   // Expert parallelism's cross-node all-to-all of one step: moves `bytes_per_pair` along each
   // (from GPU, to GPU) pair as flows that share links max-min fairly with every other flow (KV
   // transfers, other replicas' exchanges), and returns the seconds until the last of them would have

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "sim/core/error.h"
@@ -865,6 +866,7 @@ void Replica::set_tier_fabric() {
   tier_fabric_ = std::make_unique<TierFabric>();
   tier_fabric_->replica = this;
   if (host_) host_->set_traffic(tier_fabric_.get());
+  if (nvme_) nvme_->set_traffic(tier_fabric_.get());
   if (store_writer_) store_writer_->set_traffic(tier_fabric_.get());
 }
 
@@ -881,17 +883,21 @@ bool Replica::start_loads() {
       if (p != prefetches_.end()) {
         const int64_t elapsed = (sim_.now() - p->start).ns(), remaining = p->end_ns - elapsed;
         if (remaining > 0 && !p->waited) {
-          const double wait = store_->prefetch()->wait_seconds(static_cast<double>(elapsed) * 1e-9,
-                                                               static_cast<double>(remaining) * 1e-9);
-          const int64_t wait_ns = std::min<int64_t>(remaining, std::llround(wait * 1e9));
+          // On the network (end_ns unknown: its flows' arrival ends it) the policy is told the
+          // remaining time is unbounded: wait_complete waits for the flows, timeout for its timer.
+          const double wait = store_->prefetch()->wait_seconds(
+              static_cast<double>(elapsed) * 1e-9,
+              tier_fabric_ ? std::numeric_limits<double>::infinity() : static_cast<double>(remaining) * 1e-9);
+          const bool until_arrival = tier_fabric_ && std::isinf(wait);
+          const int64_t wait_ns = until_arrival ? remaining : std::min<int64_t>(remaining, std::llround(wait * 1e9));
           if (wait_ns > 0) {
             p->waited = true;
             StoreStats& st = store_->stats(index_);
             ++st.prefetch_waits;
-            st.prefetch_wait_seconds += static_cast<double>(wait_ns) * 1e-9;
+            if (!tier_fabric_) st.prefetch_wait_seconds += static_cast<double>(wait_ns) * 1e-9;  // else finish_load
             waiting_.pop_front();
             loading_.push_back({id, ++load_seq_, sim_.now(), 1, true});
-            sim_.schedule_after(core::Duration::from_ns(wait_ns), &load_done_, load_seq_);
+            if (!until_arrival) sim_.schedule_after(core::Duration::from_ns(wait_ns), &load_done_, load_seq_);
             continue;
           }
         }
@@ -1079,16 +1085,13 @@ bool Replica::start_loads() {
         static_cast<double>(host_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
     const double nvme_share =
         static_cast<double>(nvme_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
-    // On a topology, a load with NVMe units takes its analytic time (the NVMe path is not on the
-    // network: docs/kv-tiers.md), host units included; others are flows as before.
-    const bool analytic = tier_fabric_ && nvme_tokens > 0;
     if (host_tokens > 0) {
       KvTierStats& st = host_->stats();
       ++st.loads;
       st.loaded_units += host_tokens / u_tokens;
       st.loaded_tokens += host_tokens;
       st.load_bytes += host_->copy_bytes(host_blocks);
-      if (!tier_fabric_ || analytic) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: finish_tier_copy
+      if (!tier_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * host_share;
       st.saved_flops += save.second * host_share;
     }
@@ -1098,7 +1101,7 @@ bool Replica::start_loads() {
       st.loaded_units += store_tokens / u_tokens;
       st.loaded_tokens += store_tokens;
       st.load_bytes += store_->copy_bytes(store_blocks);
-      if (!tier_fabric_ || analytic) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
+      if (!tier_fabric_) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * (1 - host_share - nvme_share);
       st.saved_flops += save.second * (1 - host_share - nvme_share);
       if (cross_tokens > 0) ++st.cross_loads;
@@ -1111,21 +1114,25 @@ bool Replica::start_loads() {
       st.loaded_units += nvme_tokens / u_tokens;
       st.loaded_tokens += nvme_tokens;
       st.load_bytes += nvme_->copy_bytes(nvme_blocks);
-      st.load_seconds += nvme_->copy_seconds(nvme_blocks);
+      if (!tier_fabric_) st.load_seconds += nvme_->copy_seconds(nvme_blocks);  // on the network: finish_tier_copy
       st.saved_prefill_seconds += save.first * nvme_share;
       st.saved_flops += save.second * nvme_share;
       nvme_hits_[r.id] = static_cast<uint32_t>(nvme_tokens);
     }
     waiting_.pop_front();
     loading_.push_back({id, ++load_seq_, sim_.now(),
-                        analytic ? 1 : (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0), false, analytic});
-    if (tier_fabric_ && !analytic) {  // flows tier -> each GPU, sharing the links with everything else on them
+                        (host_tokens > 0 ? 1 : 0) + (store_tokens > 0 ? 1 : 0) + (nvme_tokens > 0 ? 1 : 0), false});
+    if (tier_fabric_) {  // flows tier -> each GPU, sharing the links with everything else on them
+      constexpr KvTierEndpoint gpu = KvTierEndpoint::kGpu;
       if (host_tokens > 0)
-        listener_->tier_copy(*this, KvTierEndpoint::kHost, true, host_->copy_bytes(host_blocks), load_seq_ * 2,
+        listener_->tier_copy(*this, KvTierEndpoint::kHost, gpu, host_->copy_bytes(host_blocks), load_seq_ * 4,
                              tier_fabric_.get());
       if (store_tokens > 0)
-        listener_->tier_copy(*this, KvTierEndpoint::kStore, true, store_->copy_bytes(store_blocks),
-                             load_seq_ * 2 + 1, tier_fabric_.get());
+        listener_->tier_copy(*this, KvTierEndpoint::kStore, gpu, store_->copy_bytes(store_blocks), load_seq_ * 4 + 1,
+                             tier_fabric_.get());
+      if (nvme_tokens > 0)  // through the host (its bounce buffer), sharing the GPU's PCIe link with the host's copy
+        listener_->tier_copy(*this, KvTierEndpoint::kNvme, gpu, nvme_->copy_bytes(nvme_blocks), load_seq_ * 4 + 2,
+                             tier_fabric_.get());
     } else
       sim_.schedule_after(
           core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(load_s).ns())), &load_done_,
@@ -1139,6 +1146,7 @@ void Replica::finish_load(uint64_t seq) {
   if (it == loading_.end()) return;  // its request timed out, or the replica failed
   const RequestId id = it->id;
   const bool prefetch = it->prefetch;
+  if (prefetch && tier_fabric_) store_->stats(index_).prefetch_wait_seconds += (sim_.now() - it->start).seconds();
   loading_.erase(it);
   if (!prefetch) release_kv(requests_[id]);
   waiting_.push_front(id);
@@ -1146,15 +1154,18 @@ void Replica::finish_load(uint64_t seq) {
 }
 
 void Replica::finish_tier_copy(uint64_t tag) {
-  const uint64_t seq = tag / 2;
+  if (tag % 4 == 3) return prefetch_arrived(tag / 4);
+  const uint64_t seq = tag / 4;
   auto it = std::find_if(loading_.begin(), loading_.end(), [seq](const Loading& l) { return l.seq == seq; });
   if (it == loading_.end()) return;  // its request timed out, or the replica failed
   const double took = (sim_.now() - it->start).seconds();
-  if (tag % 2 == 1)
+  if (tag % 4 == 1)
     store_->stats(index_).load_seconds += took;
+  else if (tag % 4 == 2)
+    nvme_->stats().load_seconds += took;
   else
     host_->stats().load_seconds += took;
-  if (--it->copies == 0) finish_load(seq);  // a mixed load waits for the longer of its two copies
+  if (--it->copies == 0) finish_load(seq);  // a mixed load waits for the longest of its copies
 }
 
 // ---- prefetch from the shared store into the host tier -----------------------------------------
@@ -1183,6 +1194,22 @@ void Replica::start_prefetch(RequestId id) {
     blocks += b;
   }
   if (p.units.empty()) return;
+  if (tier_fabric_) {
+    // On the network: one flow per GPU, store -> its node's host; every unit lands when the flows
+    // have all arrived (prefetch_arrived), none before (a cut-off lands nothing).
+    for (auto& u : p.units) {
+      u.second = std::numeric_limits<int64_t>::max();
+      prefetching_.insert(u.first);
+      store_->touch(u.first);
+    }
+    p.end_ns = std::numeric_limits<int64_t>::max();
+    p.seq = ++prefetch_seq_;
+    ++store_->stats(index_).prefetches;
+    listener_->tier_copy(*this, KvTierEndpoint::kStore, KvTierEndpoint::kHost, store_->copy_bytes(blocks),
+                         p.seq * 4 + 3, tier_fabric_.get());
+    prefetches_.push_back(std::move(p));
+    return;
+  }
   // One copy of all the units (SharedKvStore::copy_seconds: the latency, then the bytes at the
   // copy's rate); unit i has arrived when the bytes of units 0..i have.
   const double latency = store_->spec().latency_s;
@@ -1204,6 +1231,9 @@ void Replica::start_prefetch(RequestId id) {
 
 void Replica::end_prefetch(Prefetch& p) {
   const int64_t elapsed = (sim_.now() - p.start).ns();
+  // On the network, cut off before its flows arrived: they stop (what they have not moved is not sent).
+  if (tier_fabric_ && p.end_ns == std::numeric_limits<int64_t>::max())
+    listener_->cancel_tier_copy(p.seq * 4 + 3, tier_fabric_.get());
   StoreStats& st = store_->stats(index_);
   const int64_t u_tokens = kv_.unit_tokens();
   for (size_t i = 0; i < p.units.size(); ++i) {
@@ -1224,6 +1254,20 @@ void Replica::finish_prefetch(uint64_t seq) {
   if (p == prefetches_.end()) return;  // cut off at the head of the queue, or the replica failed
   end_prefetch(*p);
   prefetches_.erase(p);
+}
+
+void Replica::prefetch_arrived(uint64_t seq) {
+  auto p = std::find_if(prefetches_.begin(), prefetches_.end(), [seq](const Prefetch& e) { return e.seq == seq; });
+  if (p == prefetches_.end()) return;  // cut off at the head of the queue, or the replica failed
+  const RequestId id = p->id;
+  const int64_t elapsed = (sim_.now() - p->start).ns();
+  for (auto& u : p->units) u.second = elapsed;  // all arrived now
+  p->end_ns = elapsed;
+  end_prefetch(*p);
+  prefetches_.erase(p);
+  // Its request waiting for it (out of the queue) goes on at once.
+  auto l = std::find_if(loading_.begin(), loading_.end(), [id](const Loading& e) { return e.prefetch && e.id == id; });
+  if (l != loading_.end()) finish_load(l->seq);
 }
 
 bool Replica::drop_prefetch(RequestId id) {

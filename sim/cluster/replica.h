@@ -169,11 +169,14 @@ class ReplicaListener {
   // traffic; negative when there is no network (the cost model's uncontended time stands).
   virtual double exchange_seconds(Replica& /*replica*/, double /*bytes*/) { return -1.0; }
   // The KV tiers on the network (Replica::set_tier_fabric): moves `bytes` (the whole replica's;
-  // each GPU its share) between the replica's GPUs and the tier's endpoint (their nodes' hosts, or
-  // the shared store) as flows, tier -> GPU for a load (`to_gpu`), GPU -> tier for a store, and
-  // tells `done` with `tag` when the last one has arrived (null: nobody).
-  virtual void tier_copy(Replica& /*replica*/, KvTierEndpoint /*tier*/, bool /*to_gpu*/, double /*bytes*/,
+  // each GPU its share) from one endpoint to another as one flow per GPU of the replica (kGpu: that
+  // GPU; kHost, kNvme: its node's host or NVMe; kStore: the shared store): tier -> kGpu for a load,
+  // kGpu -> tier for a store, kHost -> kNvme for what host memory evicts to NVMe; and tells `done`
+  // with `tag` when the last one has arrived (null: nobody).
+  virtual void tier_copy(Replica& /*replica*/, KvTierEndpoint /*from*/, KvTierEndpoint /*to*/, double /*bytes*/,
                          uint64_t /*tag*/, TransferListener* /*done*/) {}
+  // Stops the tier copy `tag` of `done` still under way (a prefetch cut off): Network::cancel_transfer.
+  virtual void cancel_tier_copy(uint64_t /*tag*/, const TransferListener* /*done*/) {}
   // A decode replica with pulls waiting (Replica::pull_queued) may have blocks free now: an iteration
   // has ended (requests finished or were preempted, the next one is planned) or a request was aborted.
   virtual void on_kv_freed(Replica& /*replica*/) {}
@@ -281,9 +284,9 @@ class Replica final : public EventHandler {
   // The local NVMe KV tier (null = none).
   const NvmeKvTier* nvme_tier() const { return nvme_.get(); }
   // The cluster has a network with this replica's GPUs on it: the host tier's and the shared
-  // store's loads and stores become flows on it (ReplicaListener::tier_copy) instead of taking their
-  // analytic time (a no-op without a listener; the store may be attached after). NVMe copies stay
-  // analytic.
+  // store's and the NVMe tier's loads and stores become flows on it (ReplicaListener::tier_copy)
+  // instead of taking their analytic time (a no-op without a listener; the store may be attached
+  // after). With an NVMe tier the topology must give the replica's nodes their NVMe vertex.
   void set_tier_fabric();
   // The cluster's shared KV store (null = none; not owned): HBM and host evictions are written to
   // it by its write policy, and start_loads() loads hits from it.
@@ -440,6 +443,9 @@ class Replica final : public EventHandler {
   // is then over (the caller erases it).
   void end_prefetch(Prefetch& p);
   void finish_prefetch(uint64_t seq);  // the prefetch numbered `seq` has arrived in full
+  // On the network: the flows of the prefetch numbered `seq` have all arrived; its units land, and
+  // its request, if waiting for it, goes on.
+  void prefetch_arrived(uint64_t seq);
   // Ends the prefetch of `id` (if any) as end_prefetch does; true if it had one.
   bool drop_prefetch(RequestId id);
   struct PrefetchDone final : EventHandler {
@@ -450,13 +456,14 @@ class Replica final : public EventHandler {
   std::unordered_set<uint64_t> prefetching_;    // keys of the units on the way (each in one prefetch)
   uint64_t prefetch_seq_ = 0;
   PrefetchDone prefetch_done_;
-  // The tiers on the network: one of a load's copies has arrived (tag: its seq x 2, + 1 for the
-  // store's copy); a store goes out to its tier.
+  // The tiers on the network: one of a load's copies has arrived (tag: its seq x 4, + 0 for the
+  // host's copy, 1 the store's, 2 the NVMe's; a prefetch's flows: its seq x 4 + 3); a store goes
+  // out to its tier.
   struct TierFabric final : TransferListener, KvTierTraffic {
     Replica* replica = nullptr;
     void on_transfer_done(uint64_t tag) override { replica->finish_tier_copy(tag); }
-    void on_store(KvTierEndpoint to, double bytes) override {
-      replica->listener_->tier_copy(*replica, to, false, bytes, 0, nullptr);
+    void on_store(KvTierEndpoint from, KvTierEndpoint to, double bytes) override {
+      replica->listener_->tier_copy(*replica, from, to, bytes, 0, nullptr);
     }
   };
   // A load's copy on the network is over: its tier counts the time it took, and the load is over
@@ -510,9 +517,8 @@ class Replica final : public EventHandler {
     RequestId id;
     uint64_t seq = 0;
     core::Time start;
-    int copies = 1;  // on the network: the copies (host, store) still under way
+    int copies = 1;  // on the network: the copies (host, NVMe, store) still under way
     bool prefetch = false;  // waiting for its prefetch (holds no blocks), not for a load
-    bool analytic = false;  // on a topology, a load with NVMe units takes its analytic time (no flows)
   };
   std::vector<Loading> loading_;  // in the order the loads started
   uint64_t load_seq_ = 0;
