@@ -1085,38 +1085,31 @@ bool Replica::start_loads() {
         static_cast<double>(host_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
     const double nvme_share =
         static_cast<double>(nvme_tokens) / static_cast<double>(host_tokens + nvme_tokens + store_tokens);
-    if (host_tokens > 0) {
-      KvTierStats& st = host_->stats();
+    // One tier's share of the load: its units, bytes and analytic copy time (on the network the
+    // flows' time, finish_tier_copy), and `share` of the prefill time and FLOPs saved.
+    auto count_load = [&](KvTierStats& st, int64_t tokens, double bytes, double seconds, double share) {
       ++st.loads;
-      st.loaded_units += host_tokens / u_tokens;
-      st.loaded_tokens += host_tokens;
-      st.load_bytes += host_->copy_bytes(host_blocks);
-      if (!tier_fabric_) st.load_seconds += host_->copy_seconds(host_blocks);  // on the network: finish_tier_copy
-      st.saved_prefill_seconds += save.first * host_share;
-      st.saved_flops += save.second * host_share;
-    }
+      st.loaded_units += tokens / u_tokens;
+      st.loaded_tokens += tokens;
+      st.load_bytes += bytes;
+      if (!tier_fabric_) st.load_seconds += seconds;
+      st.saved_prefill_seconds += save.first * share;
+      st.saved_flops += save.second * share;
+    };
+    if (host_tokens > 0)
+      count_load(host_->stats(), host_tokens, host_->copy_bytes(host_blocks), host_->copy_seconds(host_blocks),
+                 host_share);
     if (store_tokens > 0) {
       StoreStats& st = store_->stats(index_);
-      ++st.loads;
-      st.loaded_units += store_tokens / u_tokens;
-      st.loaded_tokens += store_tokens;
-      st.load_bytes += store_->copy_bytes(store_blocks);
-      if (!tier_fabric_) st.load_seconds += store_->copy_seconds(store_blocks);  // on the network: finish_tier_copy
-      st.saved_prefill_seconds += save.first * (1 - host_share - nvme_share);
-      st.saved_flops += save.second * (1 - host_share - nvme_share);
+      count_load(st, store_tokens, store_->copy_bytes(store_blocks), store_->copy_seconds(store_blocks),
+                 1 - host_share - nvme_share);
       if (cross_tokens > 0) ++st.cross_loads;
       st.cross_tokens += cross_tokens;
       store_hits_[r.id] = static_cast<uint32_t>(store_tokens);
     }
     if (nvme_tokens > 0) {
-      KvTierStats& st = nvme_->stats();
-      ++st.loads;
-      st.loaded_units += nvme_tokens / u_tokens;
-      st.loaded_tokens += nvme_tokens;
-      st.load_bytes += nvme_->copy_bytes(nvme_blocks);
-      if (!tier_fabric_) st.load_seconds += nvme_->copy_seconds(nvme_blocks);  // on the network: finish_tier_copy
-      st.saved_prefill_seconds += save.first * nvme_share;
-      st.saved_flops += save.second * nvme_share;
+      count_load(nvme_->stats(), nvme_tokens, nvme_->copy_bytes(nvme_blocks), nvme_->copy_seconds(nvme_blocks),
+                 nvme_share);
       nvme_hits_[r.id] = static_cast<uint32_t>(nvme_tokens);
     }
     waiting_.pop_front();
@@ -1270,12 +1263,11 @@ void Replica::prefetch_arrived(uint64_t seq) {
   if (l != loading_.end()) finish_load(l->seq);
 }
 
-bool Replica::drop_prefetch(RequestId id) {
+void Replica::drop_prefetch(RequestId id) {
   auto p = std::find_if(prefetches_.begin(), prefetches_.end(), [id](const Prefetch& e) { return e.id == id; });
-  if (p == prefetches_.end()) return false;
+  if (p == prefetches_.end()) return;
   end_prefetch(*p);
   prefetches_.erase(p);
-  return true;
 }
 
 void Replica::publish_state() {

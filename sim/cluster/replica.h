@@ -446,8 +446,8 @@ class Replica final : public EventHandler {
   // On the network: the flows of the prefetch numbered `seq` have all arrived; its units land, and
   // its request, if waiting for it, goes on.
   void prefetch_arrived(uint64_t seq);
-  // Ends the prefetch of `id` (if any) as end_prefetch does; true if it had one.
-  bool drop_prefetch(RequestId id);
+  // Ends the prefetch of `id` (if any) as end_prefetch does.
+  void drop_prefetch(RequestId id);
   struct PrefetchDone final : EventHandler {
     Replica* replica = nullptr;
     void on_event(uint64_t payload) override { replica->finish_prefetch(payload); }
