@@ -300,6 +300,7 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
 
 namespace {
 constexpr uint64_t kCompletionBit = uint64_t{1} << 63;
+constexpr uint64_t kFlush = kCompletionBit - 1;  // above any version
 constexpr double kDrainedBytes = 1e-6;
 }  // namespace
 
@@ -385,6 +386,7 @@ double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& g
     return 0;
   }
   reschedule();
+  flush();  // the rates now, for the what-if
   // What-if: drain a copy of the active flows, rates recomputed as flows finish, until the last of
   // this exchange's flows is gone.
   what_if_ = flows_;
@@ -431,7 +433,8 @@ size_t Network::set_links_down(const std::vector<uint32_t>& links, bool down) {
   return stalled_.size();
 }
 
-std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() const {
+std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() {
+  flush();
   std::vector<std::pair<std::vector<uint32_t>, double>> out;
   for (const Flow& f : flows_) out.emplace_back(f.path->links, f.rate);
   return out;
@@ -447,13 +450,25 @@ void Network::advance() {
 
 void Network::reschedule() {
   ++version_;
-  if (flows_.empty()) return;
+  dirty_ = !flows_.empty();
+  if (!dirty_) return;
+  drain_seq_ = sim_.reserve_seq();
+  if (!flush_pending_) {
+    flush_pending_ = true;
+    sim_.schedule_after(core::Duration::from_ns(0), this, kFlush);
+  }
+}
+
+void Network::flush() {
+  if (!dirty_) return;
+  dirty_ = false;
   fill_rates(flows_);
   double next = std::numeric_limits<double>::infinity();
   for (const Flow& f : flows_) next = std::min(next, f.remaining / f.rate);
   if (!(next < core::kMaxClockSeconds)) core::clock_overflow(next, "a KV transfer");
   const int64_t ns = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(next * 1e9)));
-  sim_.schedule_after(core::Duration::from_ns(ns), this, version_);
+  if (ns > INT64_MAX - sim_.now().ns()) core::clock_overflow(next, "a KV transfer");
+  sim_.schedule_reserved(sim_.now() + core::Duration::from_ns(ns), drain_seq_, this, version_);
 }
 
 void Network::fill_rates(std::vector<Flow>& flows) {
@@ -576,6 +591,11 @@ void Network::fill_rates(std::vector<Flow>& flows) {
 }
 
 void Network::on_event(uint64_t payload) {
+  if (payload == kFlush) {
+    flush_pending_ = false;
+    flush();
+    return;
+  }
   if (payload & kCompletionBit) {
     const uint32_t t = static_cast<uint32_t>(payload & ~kCompletionBit);
     Transfer tr = transfers_[t];

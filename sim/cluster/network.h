@@ -37,6 +37,10 @@
 // Flows: every active flow gets a max-min fair share of each link on its path (progressive
 // filling), recomputed whenever a flow starts or drains, so transfers that share a link slow each
 // other down. A flow's data drains at its rate; it completes one path latency after draining.
+// Changes within one instant (a tier load of many units, a step's exchange and a KV transfer) are
+// computed once, at the end of the instant: the rates in between never move a byte (no time passes),
+// and the next drain is ordered among the events of its time as if computed at the last change, so
+// the results are those of computing at every change.
 
 #include <cstdint>
 #include <deque>
@@ -161,8 +165,8 @@ class Network final : public EventHandler {
   // nobody is told when. Path latencies are not included (the cost model adds the collectives').
   double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
   size_t active_flows() const { return flows_.size(); }
-  // The active flows' links and current rates, in flow order (for tests).
-  std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates() const;
+  // The active flows' links and current rates, in flow order (for tests; computes them first).
+  std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates();
   double bytes_delivered() const { return bytes_delivered_; }
   // Takes `links` down (or back up) now: every active flow is routed again over the links that are
   // up, keeping the bytes it has left; a flow with no path left waits (rate 0) until a change gives
@@ -188,7 +192,11 @@ class Network final : public EventHandler {
     double bytes = 0;
   };
   void advance();
+  // The flows changed: their rates are computed again once, at the end of the instant (flush).
   void reschedule();
+  // Computes the rates if the flows changed and schedules the next drain, ordered among the events
+  // of its time as if reschedule() had scheduled it (Simulation::reserve_seq).
+  void flush();
   uint32_t new_transfer();
   // Max-min fair rates of `flows` by progressive filling (sets Flow::rate).
   void fill_rates(std::vector<Flow>& flows);
@@ -201,6 +209,9 @@ class Network final : public EventHandler {
   std::vector<uint32_t> free_transfers_;
   core::Time last_update_;
   uint64_t version_ = 0;
+  bool dirty_ = false;          // the flows changed since the rates were computed
+  bool flush_pending_ = false;  // a flush event is scheduled at now
+  uint64_t drain_seq_ = 0;      // the sequence number of the last reschedule()
   double bytes_delivered_ = 0;
   // Scratch of the rate computation.
   std::vector<double> residual_;

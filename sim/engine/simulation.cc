@@ -55,6 +55,20 @@ void Simulation::schedule_at(core::Time t, EventHandler* handler, uint64_t paylo
   sift_up(heap_.size() - 1, e);
 }
 
+void Simulation::schedule_reserved(core::Time t, uint64_t seq, EventHandler* handler, uint64_t payload) {
+  if (t <= now_ || seq >= next_seq_)
+    throw core::Error("internal: a reserved event not after now (" + std::to_string(t.ns()) + " ns, now " +
+                      std::to_string(now_.ns()) + " ns) or with a number never reserved");
+  const Event e{t.ns(), seq, handler, payload};
+  if (root_is_done_) {
+    root_is_done_ = false;
+    replace_root(e);
+    return;
+  }
+  heap_.push_back(e);
+  sift_up(heap_.size() - 1, e);
+}
+
 void Simulation::schedule_weak_at(core::Time t, EventHandler* handler, uint64_t payload) {
   if (t < now_)
     throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
