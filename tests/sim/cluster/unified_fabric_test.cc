@@ -187,5 +187,35 @@ TEST(UnifiedFabricTest, AReplicaFailingWithALoadInFlightStopsItsFlows) {
   EXPECT_EQ(h.obs.find(2)->outcome, core::RequestOutcome::kCompleted);
 }
 
+TEST(UnifiedFabricTest, ARequestTimingOutWhileLoadingStopsItsFlow) {
+  // The store case with a 200 kB/s store link (the policy's estimate still 4 MB/s + 1 ms: it loads)
+  // and clients giving up 200 ms after arrival; round robin. A (0 s, units 3, 4) runs on replica
+  // 0, A' (0 s, 40 tokens, units 1, 2, 5, 6, 7) on replica 1 (done at 60 ms). D (1 s, units 1, 2,
+  // 5, 6, 8) comes to replica 0: units 1, 2, 5, 6 are in the store (unit 7 ends at the last prompt
+  // token): 32,000 B. C (1.05 s, units 3, 4, 9) comes to replica 1: 16,000 B. Store -> GPU latency
+  // 4 us.
+  //   [1.00, 1.05) D alone at 200 kB/s: 10,000 B.
+  //   [1.05, 1.20) both at 100 kB/s: C 15,000 B, D 15,000 B (D has 7,000 left).
+  //   1.20 s: D's client gives up (1 s + 200 ms); its flow stops. C alone: 1,000 B in 5 ms, drained
+  //   at 1.205 s, arrived at 1.205004 s: 155.004 ms of load (160.004 ms if D's flow went on).
+  //   C prefills its last 8 tokens, 18 ms: first token 1.223004 s; one decode, done 1.233004 s,
+  //   before its deadline (1.25 s).
+  ClusterSetup s = store_case();
+  s.topology.store_bytes_per_s = 0.2e6;
+  s.client_timeout = core::Duration::from_ns(200 * kMs);
+  Harness h({hashed(0.0, 16, 2, {3, 4}), hashed(0.0, 40, 2, {1, 2, 5, 6, 7}), hashed(1.0, 40, 2, {1, 2, 5, 6, 8}),
+             hashed(1.05, 24, 2, {3, 4, 9})},
+            s);
+  h.run();
+  const auto& per = h.cluster->kv_store()->per_replica();
+  EXPECT_EQ(per.at(0).loads, 1u);               // D's, started
+  EXPECT_DOUBLE_EQ(per.at(0).load_seconds, 0);  // and never finished
+  EXPECT_EQ(h.obs.find(2)->outcome, core::RequestOutcome::kTimedOut);
+  EXPECT_EQ(per.at(1).loads, 1u);
+  EXPECT_NEAR(per.at(1).load_seconds, 0.155004, 1e-12);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 1'223'004'000);
+  EXPECT_EQ(h.obs.find(3)->outcome, core::RequestOutcome::kCompleted);
+}
+
 }  // namespace
 }  // namespace servesim::sim
