@@ -142,6 +142,15 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::table(
           "kv_tiers",
           {
+              // Optional, so that configurations that do not set it resolve (and hash) as before.
+              ParamSpec::string("copies", "flows",
+                                "how the tiers' copies (loads, writes, prefetches) take their time: flows = on the "
+                                "cluster's [network] topology, sharing its links max-min with each other and with "
+                                "PD transfers (a unified cluster with a tier builds the topology too); analytic = "
+                                "bytes / the tier's bandwidth + latency, no link shared (docs/kv-tiers.md, \"One "
+                                "fabric\"); unset = flows")
+                  .one_of({"flows", "analytic"})
+                  .optional(),
               ParamSpec::table(
                   "host",
                   {
@@ -1152,7 +1161,8 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
         const std::string name = e.get_string("link");
         if (!network)
           e.fail("link", "this cluster has no network: links carry prefill -> decode KV transfers ([cluster.prefill] "
-                         "and [cluster.decode]) and the all-to-alls of expert-parallel replicas larger than a node");
+                         "and [cluster.decode]), the all-to-alls of expert-parallel replicas larger than a node and the "
+                         "copies of KV tiers ([kv_tiers] unless kv_tiers.copies = \"analytic\")");
         ev.kind = sim::FaultEvent::Kind::kLink;
         ev.links = network->topology().links_named(name);
         if (ev.links.empty())
@@ -1344,22 +1354,28 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       placement.push_back(std::move(gpus));
     }
   }
-  // The network carries KV transfers between pools and the cross-node all-to-alls of
-  // expert-parallel replicas.
+  // The network carries KV transfers between pools, the cross-node all-to-alls of expert-parallel
+  // replicas and the KV tiers' copies (kv_tiers.copies = "flows", the default): a unified cluster
+  // with a tier has a topology too, for its tiers' traffic alone (docs/kv-tiers.md, "One fabric").
+  const bool any_tier = config.has("kv_tiers") && (config.section("kv_tiers").has("host") ||
+                                                   config.section("kv_tiers").has("nvme") ||
+                                                   config.section("kv_tiers").has("store"));
+  const bool tier_flows = any_tier && (!config.section("kv_tiers").has("copies") ||
+                                       config.section("kv_tiers").get_string("copies") == "flows");
   std::unique_ptr<sim::Network> network;
   sim::Simulation simulation;
-  if (disaggregated || multi_node_replicas) {
+  if (disaggregated || multi_node_replicas || tier_flows) {
     sim::TopologyConfig topology = net.topology(*pools[0].gpu, next_gpu);
     // A shared KV store is an endpoint on the spine, its link the store's own bandwidth
     // (kv_tiers.store.total_bandwidth_gb_s; 0 = non-blocking): docs/kv-tiers.md, "One fabric".
-    if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) {
+    if (tier_flows && config.section("kv_tiers").has("store")) {
       topology.store = true;
       topology.store_bytes_per_s = config.section("kv_tiers").section("store").get_float("total_bandwidth_gb_s") * 1e9;
     }
     // A local NVMe tier (the first pool's replicas: unified or prefill): each node's SSDs a vertex
     // behind its host, their read (write) link the sum of the read_gb_s (write_gb_s) shares of the
     // replicas on the node, split by GPU for a replica across nodes (docs/kv-tiers.md, "One fabric").
-    if (config.has("kv_tiers") && config.section("kv_tiers").has("nvme")) {
+    if (tier_flows && config.section("kv_tiers").has("nvme")) {
       const core::Params& nv = config.section("kv_tiers").section("nvme");
       const double read = nv.get_float("read_gb_s") * 1e9, write = nv.get_float("write_gb_s") * 1e9;
       const size_t nodes = static_cast<size_t>((next_gpu + gpus_per_node - 1) / gpus_per_node);
@@ -1563,6 +1579,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   layout.replicas = static_cast<size_t>(replicas);
   layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
   layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
+  layout.tier_flows = tier_flows;
   if (cluster_cfg.has("pd_pull")) {
     if (!disaggregated)
       cluster_cfg.fail("pd_pull", "pd_pull applies to prefill/decode disaggregation ([cluster.prefill] and "

@@ -59,7 +59,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   }
   exchange_pairs_.push_back(std::move(pairs));
   ranks_.push_back(attention_ranks);
-  if (network_ && !gpus.empty()) replicas_.back()->set_tier_fabric();  // used only with a tier
+  if (network_ && !gpus.empty() && layout_.tier_flows) replicas_.back()->set_tier_fabric();  // used only with a tier
   gpus_.push_back(std::move(gpus));
   if (kv_store_ && c.role != ReplicaRole::kDecode) replicas_.back()->attach_store(kv_store_.get());
   return *replicas_.back();

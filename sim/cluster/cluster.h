@@ -154,6 +154,9 @@ struct ClusterLayout {
   size_t prefill_replicas = 0;  // 0: every replica is unified; else the first ones prefill, the rest decode
   bool layerwise_kv_transfer = false;  // stream KV layer by layer during the last prefill iteration
   PdPull pd_pull = PdPull::kReserveFirst;
+  // With a network: the KV tiers' copies are flows on it (kv_tiers.copies = "flows", the default),
+  // else analytic (docs/kv-tiers.md, "One fabric").
+  bool tier_flows = true;
   ClientPath client;
 };
 

@@ -38,6 +38,7 @@ struct ClusterSetup {
   double base_s = 0.010;
   double per_token_s = 0.0;
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
+  bool unified_network = false;  // a unified cluster on `topology` too (its KV tiers' copies are flows)
   bool layerwise = false;
   sim::PdPull pd_pull = sim::PdPull::kReserveFirst;
   std::vector<int64_t> kv_blocks_of;  // per replica, where given: its KV capacity in place of kv_blocks
@@ -100,12 +101,12 @@ struct Harness {
     layout.pd_pull = s.pd_pull;
     layout.client = s.client;
     std::unique_ptr<sim::Router> decode_router;
-    if (s.prefill_replicas > 0) {
+    if (s.prefill_replicas > 0 || s.unified_network) {
       sim::TopologyConfig t = s.topology;
       t.num_gpus = s.replicas;
       network = std::make_unique<sim::Network>(sim, sim::Topology(t));
-      decode_router = policies::router_registry().make(cfg.section("decode_router"), 8);
     }
+    if (s.prefill_replicas > 0) decode_router = policies::router_registry().make(cfg.section("decode_router"), 8);
     cluster = std::make_unique<sim::Cluster>(sim, *source, policies::router_registry().make(cfg.section("router"), 7),
                                              checker, layout, std::move(decode_router), network.get());
     policies::SchedulerContext ctx;
