@@ -987,8 +987,8 @@ std::vector<int64_t> store_attachments(const core::Params& h, const sim::Topolog
                    "store " + std::to_string(g) + "'s replicas (" + std::to_string(g * n) + " to " +
                        std::to_string(last_replica) + ") sit under more than one leaf switch (nodes " +
                        std::to_string(first) + " and " + std::to_string(gpu / topo.gpus_per_node) + ", " +
-                       std::to_string(topo.nodes_per_switch) +
-                       " nodes per leaf: network.nodes_per_switch or the preset's), so a store on one leaf is not "
+                       std::to_string(topo.nodes_per_switch) + (topo.nodes_per_switch == 1 ? " node" : " nodes") +
+                       " per leaf: network.nodes_per_switch or the preset's), so a store on one leaf is not "
                        "rack-local for them; give kv_tiers.store.replicas_per_store groups that fit a leaf, or attach "
                        "= \"spine\"");
     }
