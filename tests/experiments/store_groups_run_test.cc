@@ -143,6 +143,8 @@ TEST(StoreGroupsRunTest, LeafStoresOnAPdFabricLoadAndTheirLinksCanFail) {
                             "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"store 1\"\nat_s = 60\nrepair_s = 60\n");
   EXPECT_EQ(cut.summary.requests_completed, cut.summary.requests_total);
   EXPECT_EQ(cut.summary.kv_transfers, leaf.summary.kv_transfers);
+  EXPECT_GT(metric(cut, "kv_store_load_seconds") / metric(cut, "kv_store_loads"),
+            10 * metric(leaf, "kv_store_load_seconds") / metric(leaf, "kv_store_loads"));
   const std::string bad = error_of(std::string(kPd) + store +
                                    "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"store - spine\"\nat_s = 1\n");
   EXPECT_NE(bad.find("store 0"), std::string::npos) << bad;  // the names it offers
