@@ -55,6 +55,7 @@ struct ClusterSetup {
   std::optional<core::Duration> client_timeout;  // of the vector workload
   std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per (prefill) replica (none by default)
   std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
+  int replicas_per_store = 0;  // > 0: one store of kv_store's spec per group of this many (prefill) replicas
   std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;  // an NVMe KV tier per (prefill) replica (none by default)
 };
 
@@ -125,7 +126,15 @@ struct Harness {
     rc.engine = engine ? &*engine : nullptr;
     rc.speculator = decoding.get();
     rc.seed = s.seed;
-    if (s.kv_store) cluster->set_kv_store(std::make_unique<sim::SharedKvStore>(*s.kv_store));
+    if (s.kv_store && s.replicas_per_store > 0) {
+      const int users = s.prefill_replicas > 0 ? s.prefill_replicas : s.replicas;
+      std::vector<std::unique_ptr<sim::SharedKvStore>> stores;
+      for (int g = 0; g < (users + s.replicas_per_store - 1) / s.replicas_per_store; ++g)
+        stores.push_back(std::make_unique<sim::SharedKvStore>(*s.kv_store));
+      cluster->set_kv_stores(std::move(stores), static_cast<size_t>(s.replicas_per_store));
+    } else if (s.kv_store) {
+      cluster->set_kv_store(std::make_unique<sim::SharedKvStore>(*s.kv_store));
+    }
     for (int i = 0; i < s.replicas; ++i) {
       // Disaggregated: the host tier is the prefill replicas' (decode replicas have none).
       rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
@@ -145,7 +154,7 @@ struct Harness {
       if (r->host_tier()) r->host_tier()->check();
       if (r->nvme_tier()) r->nvme_tier()->check();
     }
-    if (cluster->kv_store()) cluster->kv_store()->check();
+    for (const auto& store : cluster->kv_stores()) store->check();
     for (const auto& st : obs.states) {
       ASSERT_GE(st.kv_blocks_used, 0);
       ASSERT_LE(st.kv_blocks_used, st.kv_blocks_total);
