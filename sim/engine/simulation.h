@@ -63,6 +63,7 @@ class Simulation {
   void sift_up(size_t i, Event e);
   [[gnu::noinline]] void step_weak();  // handles the earliest weak event (off the hot path)
   void replace_root(Event e);
+  void push(Event e);  // into heap_
 
   core::Time now_;
   uint64_t next_seq_ = 0;
