@@ -9,44 +9,25 @@
 #include "sim/cluster/kv_store.h"
 #include "sim/core/config.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
 using testing::spec;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 constexpr int64_t kMs = 1000000;
-
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
-struct Policies {
-  std::shared_ptr<const KvTierWritePolicy> write;
-  std::shared_ptr<const KvTierEvictionPolicy> eviction;
-  std::shared_ptr<const KvTierLoadPolicy> load;
-};
-Policies policies_of(const std::string& write, const std::string& eviction, const std::string& load) {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
-  const core::Params cfg = core::parse_config("[w]\nkind = \"" + write + "\"\n[e]\nkind = \"" + eviction +
-                                                  "\"\n[l]\nkind = \"" + load + "\"\n",
-                                              "t.toml", schema);
-  return {policies::kv_tier_write_registry().make(cfg.section("w")),
-          policies::kv_tier_eviction_registry().make(cfg.section("e")),
-          policies::kv_tier_load_registry().make(cfg.section("l"))};
-}
 
 // 4,000 bytes per block per GPU, one GPU.
 std::shared_ptr<NvmeTierSpec> nvme_spec(double read, double pcie, double latency_s, const std::string& load = "cost",
                                         const std::string& eviction = "lru", int64_t capacity = 100) {
   auto s = std::make_shared<NvmeTierSpec>();
-  const Policies p = policies_of("on_eviction", eviction, load);
+  const TierPolicies p = tier_policies("on_eviction", eviction, load);
   s->write = p.write;
   s->eviction = p.eviction;
   s->load = p.load;
@@ -151,7 +132,7 @@ TEST(KvNvmeTest, HostNvmeAndStoreUnitsOfOneRequestAreOneWait) {
   s.kv_blocks = 12;
   s.per_token_s = 0.001;
   auto host = std::make_shared<HostTierSpec>();
-  const Policies hp = policies_of("on_eviction", "lru", "cost");
+  const TierPolicies hp = tier_policies("on_eviction", "lru", "cost");
   host->write = hp.write;
   host->eviction = hp.eviction;
   host->load = hp.load;
@@ -162,7 +143,7 @@ TEST(KvNvmeTest, HostNvmeAndStoreUnitsOfOneRequestAreOneWait) {
   s.host_tier = host;
   s.nvme_tier = nvme_spec(4e6, 2e6, 0.002, "cost", "lru", 2);
   auto store = std::make_shared<StoreSpec>();
-  const Policies sp = policies_of("on_eviction", "lru", "cost");
+  const TierPolicies sp = tier_policies("on_eviction", "lru", "cost");
   store->write = sp.write;
   store->eviction = sp.eviction;
   store->load = sp.load;
@@ -212,7 +193,7 @@ TEST(KvNvmeTest, ADeclinedStoreLoadFallsBackToTheLocalUnitsBeforeItDecidedByNvme
     s.kv_blocks = 12;
     s.per_token_s = 0.001;
     auto host = std::make_shared<HostTierSpec>();
-    const Policies hp = policies_of("on_eviction", "lru", "cost");
+    const TierPolicies hp = tier_policies("on_eviction", "lru", "cost");
     host->write = hp.write;
     host->eviction = hp.eviction;
     host->load = hp.load;
@@ -223,7 +204,7 @@ TEST(KvNvmeTest, ADeclinedStoreLoadFallsBackToTheLocalUnitsBeforeItDecidedByNvme
     s.host_tier = host;
     s.nvme_tier = nvme_spec(4e6, 2e6, 0.002, nvme_load, "lru", 2);
     auto store = std::make_shared<StoreSpec>();
-    const Policies sp = policies_of("on_eviction", "lru", "cost");
+    const TierPolicies sp = tier_policies("on_eviction", "lru", "cost");
     store->write = sp.write;
     store->eviction = sp.eviction;
     store->load = sp.load;

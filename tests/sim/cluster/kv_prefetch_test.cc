@@ -10,41 +10,19 @@
 #include "sim/cluster/kv_store.h"
 #include "sim/core/config.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
 using testing::spec;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 constexpr int64_t kMs = 1000000;
-
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
-// The four families' policies from a TOML text, as the CLI makes them.
-struct TierPolicies {
-  std::shared_ptr<const KvTierWritePolicy> write;
-  std::shared_ptr<const KvTierEvictionPolicy> eviction;
-  std::shared_ptr<const KvTierLoadPolicy> load;
-  std::shared_ptr<const KvTierPrefetchPolicy> prefetch;
-};
-TierPolicies tier_policies(const std::string& write, const std::string& prefetch = "") {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l"),
-                                               core::ParamSpec::section("p", "kv_tier_prefetches", "none", "p")};
-  const core::Params cfg =
-      core::parse_config("[w]\nkind = \"" + write + "\"\n[p]\n" + prefetch + "\n", "t.toml", schema);
-  return {policies::kv_tier_write_registry().make(cfg.section("w")),
-          policies::kv_tier_eviction_registry().make(cfg.section("e")),
-          policies::kv_tier_load_registry().make(cfg.section("l")),
-          policies::kv_tier_prefetch_registry().make(cfg.section("p"))};
-}
 
 // Two replicas, round-robin routing (requests go to replicas 0, 1, 0, 1), blocks of 4 tokens, units
 // of 8 tokens (2 blocks), 4,000 bytes per block, 8 HBM blocks per replica, iterations of 10 ms + 1
@@ -70,7 +48,7 @@ ClusterSetup prefetch_case(const std::string& prefetch) {
   host->link_bytes_per_s = 16e6;
   host->latency_s = 0;
   s.host_tier = host;
-  const TierPolicies sp = tier_policies("write_through", prefetch);
+  const TierPolicies sp = tier_policies("write_through", "lru", "cost", prefetch);
   auto store = std::make_shared<StoreSpec>();
   store->write = sp.write;
   store->eviction = sp.eviction;

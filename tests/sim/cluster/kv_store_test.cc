@@ -15,43 +15,24 @@
 #include "sim/core/config.h"
 #include "sim/core/rng.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
 using testing::spec;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 constexpr int64_t kMs = 1000000;
-
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
-struct Policies {
-  std::shared_ptr<const KvTierWritePolicy> write;
-  std::shared_ptr<const KvTierEvictionPolicy> eviction;
-  std::shared_ptr<const KvTierLoadPolicy> load;
-};
-Policies policies_of(const std::string& write, const std::string& eviction, const std::string& load) {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
-  const core::Params cfg = core::parse_config("[w]\nkind = \"" + write + "\"\n[e]\nkind = \"" + eviction +
-                                                  "\"\n[l]\nkind = \"" + load + "\"\n",
-                                              "t.toml", schema);
-  return {policies::kv_tier_write_registry().make(cfg.section("w")),
-          policies::kv_tier_eviction_registry().make(cfg.section("e")),
-          policies::kv_tier_load_registry().make(cfg.section("l"))};
-}
 
 std::shared_ptr<StoreSpec> store_spec(double bandwidth, double latency_s, const std::string& load = "cost",
                                       const std::string& write = "on_eviction", const std::string& eviction = "lru") {
   auto s = std::make_shared<StoreSpec>();
-  const Policies p = policies_of(write, eviction, load);
+  const TierPolicies p = tier_policies(write, eviction, load);
   s->write = p.write;
   s->eviction = p.eviction;
   s->load = p.load;
@@ -161,7 +142,7 @@ TEST(KvStoreTest, HostAndStoreUnitsOfOneRequestAreOneWaitOnTwoLinks) {
   s.kv_blocks = 8;
   s.per_token_s = 0.001;
   auto host = std::make_shared<HostTierSpec>();
-  const Policies hp = policies_of("on_eviction", "lru", "cost");
+  const TierPolicies hp = tier_policies("on_eviction", "lru", "cost");
   host->write = hp.write;
   host->eviction = hp.eviction;
   host->load = hp.load;
@@ -219,7 +200,7 @@ TEST(KvStoreTest, OnAPdFabricAMixedLoadWaitsForTheLaterOfItsHostAndStoreFlows) {
   s.topology.store = true;
   s.topology.store_bytes_per_s = 1e6;
   auto host = std::make_shared<HostTierSpec>();
-  const Policies hp = policies_of("on_eviction", "lru", "cost");
+  const TierPolicies hp = tier_policies("on_eviction", "lru", "cost");
   host->write = hp.write;
   host->eviction = hp.eviction;
   host->load = hp.load;
@@ -397,7 +378,7 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostNvmeAndStoreOverALongRandomRun) 
     std::unique_ptr<HostKvTier> host;
     if (!c.host_write.empty()) {
       HostTierSpec hs;
-      const Policies p = policies_of(c.host_write, c.eviction, "cost");
+      const TierPolicies p = tier_policies(c.host_write, c.eviction, "cost");
       hs.write = p.write;
       hs.eviction = p.eviction;
       hs.load = p.load;
@@ -409,7 +390,7 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostNvmeAndStoreOverALongRandomRun) 
     std::unique_ptr<NvmeKvTier> nvme;
     if (!c.nvme_write.empty()) {
       NvmeTierSpec ns;
-      const Policies p = policies_of(c.nvme_write, c.eviction, "cost");
+      const TierPolicies p = tier_policies(c.nvme_write, c.eviction, "cost");
       ns.write = p.write;
       ns.eviction = p.eviction;
       ns.load = p.load;

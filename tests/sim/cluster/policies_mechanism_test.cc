@@ -4,21 +4,17 @@
 
 #include "sim/core/rng.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
 using testing::spec;
 
 constexpr int64_t kMs = 1000000;
-
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
 
 // ---- prefix caching -----------------------------------------------------------------------------
 

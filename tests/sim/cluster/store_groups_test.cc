@@ -14,32 +14,27 @@
 #include "sim/cluster/network.h"
 #include "sim/core/config.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
 using testing::spec;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 constexpr int64_t kMs = 1000000;
 
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
 // A store of 100 blocks of 4,000 B (1 GPU), a 4 MB/s path, 1 ms latency, on_eviction / lru / cost.
 std::shared_ptr<StoreSpec> store_spec() {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
-  const core::Params cfg = core::parse_config("[w]\n[e]\n[l]\n", "t.toml", schema);
+  const TierPolicies p = tier_policies();
   auto s = std::make_shared<StoreSpec>();
-  s->write = policies::kv_tier_write_registry().make(cfg.section("w"));
-  s->eviction = policies::kv_tier_eviction_registry().make(cfg.section("e"));
-  s->load = policies::kv_tier_load_registry().make(cfg.section("l"));
+  s->write = p.write;
+  s->eviction = p.eviction;
+  s->load = p.load;
   s->capacity_blocks = 100;
   s->block_bytes_per_gpu = 4000;
   s->gpus = 1;
