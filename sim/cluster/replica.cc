@@ -362,7 +362,7 @@ bool Replica::admit_front(int64_t kv_tokens) {
       rec.replica = index_;
       rec.prompt_units = hit.prompt_units;
       rec.matched_units = hit.matched_units;
-      rec.prompt_tokens = r.prompt_tokens;
+      rec.prompt_tokens = reload ? r.prefill_target() : r.prompt_tokens;  // a reload's may hit generated tokens
       rec.hit_tokens = hit.usable_tokens;
       rec.host_hit_tokens = std::min<int64_t>(r.host_hit_tokens, hit.usable_tokens);
       if (!store_hits_.empty()) [[unlikely]]
@@ -998,7 +998,7 @@ bool Replica::start_loads() {
       // Nothing in the tiers. A request deciding again after a recompute preemption is asked again
       // each time it is considered until it is admitted (as vLLM V1 asks its connector): it reaches
       // the head at once, its units still in HBM, and HBM may evict them to a tier while it waits.
-      r.tier_checked = !r.tier_redecide;
+      r.tier_checked = !r.tier_redecide;  // (settle's rule)
       return false;
     }
     // Load or recompute: the copy's time against the prefill time the hit saves, the cost model's
@@ -1015,8 +1015,12 @@ bool Replica::start_loads() {
     double load_s = 0;
     std::pair<double, double> save{0, 0};
     int64_t declined_store_tokens = 0, declined_nvme_tokens = 0;
-    auto settle = [&] {  // the request's tier hit is decided (counted once, when it is)
-      r.tier_checked = true;
+    // The request's tier hit is decided (counted once, when it is). One deciding again after a
+    // recompute preemption is asked again each time it is considered until it is admitted, whatever
+    // the answer, and its declines are not counted (one per consideration would inflate them).
+    auto settle = [&] {
+      r.tier_checked = !r.tier_redecide;
+      if (r.tier_redecide) return;
       if (declined_store_tokens > 0) {
         StoreStats& st = store_->stats(index_);
         ++st.declined;
@@ -1065,8 +1069,10 @@ bool Replica::start_loads() {
       save = saved(end_tokens);
       if (!host_->should_load(load_s, save.first)) {
         settle();
-        ++host_->stats().declined;
-        host_->stats().declined_tokens += host_tokens;
+        if (!r.tier_redecide) {
+          ++host_->stats().declined;
+          host_->stats().declined_tokens += host_tokens;
+        }
         return false;
       }
     }

@@ -90,7 +90,9 @@ struct PrefixLookup {
   int64_t store_hit_tokens = 0; // of hit_tokens, those loaded from the shared KV store (0 without one)
   int64_t nvme_hit_tokens = 0;  // of hit_tokens, those loaded from a local NVMe KV tier (0 without one)
   bool reload = false;          // a re-admission's lookup: not a first lookup (its hits are not the
-                                // run's hit rates; the cached tokens of the record are the first's)
+                                // run's hit rates; the cached tokens of the record are the first's);
+                                // its prompt_tokens are the prefill target (prompt + generated), whose
+                                // cached units (generated ones too) it may hit
 };
 
 // A request's KV cache moved from a prefill replica to a decode replica.
