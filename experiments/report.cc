@@ -832,7 +832,8 @@ std::vector<std::string> write_report(const ReportData& data, const ReportOption
     std::map<int64_t, std::map<std::string, double>> by_run;
     for (const ReportFleetRow& f : data.fleet) {
       // Per-replica tier figures ("replica3.kv_host_loads") stay in the database, out of this table.
-      if (f.name.rfind("replica", 0) == 0 && f.name.find('.') != std::string::npos) continue;
+      if ((f.name.rfind("replica", 0) == 0 || f.name.rfind("store", 0) == 0) && f.name.find('.') != std::string::npos)
+        continue;
       if (std::find(names.begin(), names.end(), f.name) == names.end()) names.push_back(f.name);
       by_run[f.run_id][f.name] = f.value;
     }

@@ -142,6 +142,15 @@ const std::vector<core::ParamSpec>& run_schema() {
       ParamSpec::table(
           "kv_tiers",
           {
+              // Optional, so that configurations that do not set it resolve (and hash) as before.
+              ParamSpec::string("copies", "flows",
+                                "how the tiers' copies (loads, writes, prefetches) take their time: flows = on the "
+                                "cluster's [network] topology, sharing its links max-min with each other and with "
+                                "PD transfers (a unified cluster with a tier builds the topology too); analytic = "
+                                "bytes / the tier's bandwidth + latency, no link shared (docs/kv-tiers.md, \"One "
+                                "fabric\"); unset = flows")
+                  .one_of({"flows", "analytic"})
+                  .optional(),
               ParamSpec::table(
                   "host",
                   {
@@ -202,6 +211,19 @@ const std::vector<core::ParamSpec>& run_schema() {
                       ParamSpec::section("prefetch", "kv_tier_prefetches", "none",
                                          "copying a queued request's store units into host memory before it is "
                                          "scheduled (needs [kv_tiers.host]); unset = none")
+                          .optional(),
+                      ParamSpec::integer("replicas_per_store", 1, "replicas",
+                                         "several stores: the tier's replicas (disaggregated: the prefill pool's) in "
+                                         "index order form groups of this many (the last may be smaller), each with "
+                                         "its own store of these settings (e.g. one per rack); units are shared "
+                                         "within a group only; unset = one store for every replica")
+                          .range(1, 1 << 20)
+                          .optional(),
+                      ParamSpec::string("attach", "spine",
+                                        "on a network topology, where each store's link attaches: the spine, or "
+                                        "the leaf switch of its group's first node (a rack-local store whose "
+                                        "copies do not cross the spine); unset = spine")
+                          .one_of({"spine", "leaf"})
                           .optional(),
                   },
                   "a KV store on the network shared by every replica (Mooncake store, LMCache server): units a "
@@ -798,13 +820,19 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
     s.fleet.push_back(real("kv_hbm_token_hit_rate", prompt > 0 ? hbm_hit / prompt : 0));
   const sim::SharedKvStore* store = cluster.kv_store();
   if (store) {
-    if (check) store->check();
+    // Totals over the stores (one per group of replicas with kv_tiers.store.replicas_per_store).
     sim::StoreStats st;
-    for (const sim::StoreStats& r : store->per_replica()) st.add(r);
-    st.evictions = store->totals().evictions;
-    st.dropped = store->totals().dropped;
+    int64_t store_units = 0, store_blocks = 0;
+    for (const auto& one : cluster.kv_stores()) {
+      if (check) one->check();
+      for (const sim::StoreStats& r : one->per_replica()) st.add(r);
+      st.evictions += one->totals().evictions;
+      st.dropped += one->totals().dropped;
+      store_units += static_cast<int64_t>(one->units());
+      store_blocks += one->used();
+    }
     push_tier_rows(s.fleet, "store", static_cast<double>(s.prefix_store_hit_tokens), prompt, st,
-                   static_cast<double>(store->units()), static_cast<double>(store->used()), {},
+                   static_cast<double>(store_units), static_cast<double>(store_blocks), {},
                    {count("kv_store_cross_replica_loads", static_cast<double>(st.cross_loads)),
                     count("kv_store_cross_replica_tokens", static_cast<double>(st.cross_tokens))});
     if (store->prefetch())
@@ -840,8 +868,8 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
       s.fleet.push_back(real(p + "kv_host_load_gb", x.load_bytes * 1e-9));
       s.fleet.push_back(real(p + "kv_host_store_gb", x.store_bytes * 1e-9));
     }
-    if (store && r->index() < store->per_replica().size()) {
-      const sim::StoreStats& x = store->per_replica()[r->index()];
+    if (const sim::SharedKvStore* own = r->kv_store(); own && r->index() < own->per_replica().size()) {
+      const sim::StoreStats& x = own->per_replica()[r->index()];
       s.fleet.push_back(count(p + "kv_store_loaded_tokens", static_cast<double>(x.loaded_tokens)));
       s.fleet.push_back(count(p + "kv_store_cross_replica_tokens", static_cast<double>(x.cross_tokens)));
       s.fleet.push_back(count(p + "kv_store_loads", static_cast<double>(x.loads)));
@@ -858,6 +886,24 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
       s.fleet.push_back(real(p + "kv_nvme_store_gb", x.store_bytes * 1e-9));
     }
   }
+  // Per store, with more than one (kv_tiers.store.replicas_per_store): "store<g>.<figure>", after the
+  // replicas' rows (whole run).
+  if (cluster.kv_stores().size() > 1)
+    for (size_t g = 0; g < cluster.kv_stores().size(); ++g) {
+      const sim::SharedKvStore& one = *cluster.kv_stores()[g];
+      sim::StoreStats x;
+      for (const sim::StoreStats& r : one.per_replica()) x.add(r);
+      const std::string p = "store" + std::to_string(g) + ".";
+      s.fleet.push_back(count(p + "kv_store_loaded_tokens", static_cast<double>(x.loaded_tokens)));
+      s.fleet.push_back(count(p + "kv_store_cross_replica_tokens", static_cast<double>(x.cross_tokens)));
+      s.fleet.push_back(count(p + "kv_store_loads", static_cast<double>(x.loads)));
+      s.fleet.push_back(real(p + "kv_store_load_gb", x.load_bytes * 1e-9));
+      s.fleet.push_back(count(p + "kv_store_stores", static_cast<double>(one.totals().stores)));
+      s.fleet.push_back(real(p + "kv_store_store_gb", one.totals().store_bytes * 1e-9));
+      s.fleet.push_back(count(p + "kv_store_evictions", static_cast<double>(one.totals().evictions)));
+      s.fleet.push_back(count(p + "kv_store_units_at_end", static_cast<double>(one.units())));
+      s.fleet.push_back(count(p + "kv_store_blocks_at_end", static_cast<double>(one.used())));
+    }
 }
 
 // A KV tier's price: [kv_tiers.<tier>] has usd_per_gb_hour (docs/kv-tiers.md, "Cost").
@@ -906,6 +952,68 @@ sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec&
       h.section("prefetch").fail("kind", "a prefetch copies store units into host memory: it needs [kv_tiers.host]");
   }
   return spec;
+}
+
+// kv_tiers.store.replicas_per_store (0 when unset: one store for every replica of the tier).
+int64_t replicas_per_store(const core::Params& config) {
+  const core::Params& h = config.section("kv_tiers").section("store");
+  return h.has("replicas_per_store") ? h.get_int("replicas_per_store") : 0;
+}
+
+// How many stores the tier's `replicas` (disaggregated: the prefill pool's) have: one per group.
+int64_t store_groups(const core::Params& config, int64_t replicas) {
+  const int64_t n = replicas_per_store(config);
+  return n > 0 ? (replicas + n - 1) / n : 1;
+}
+
+// replicas_per_store in [1, the tier's replicas]; attach = "leaf" needs a network topology.
+void check_store_groups(const core::Params& h, int64_t replicas, bool disaggregated, bool topology) {
+  if (h.has("replicas_per_store") && h.get_int("replicas_per_store") > replicas)
+    h.fail("replicas_per_store",
+           "groups of " + std::to_string(h.get_int("replicas_per_store")) + " replicas, but the store is used by " +
+               std::to_string(replicas) +
+               (disaggregated ? " prefill replicas (cluster.prefill.replicas; decode replicas use no store)"
+                              : " replicas (cluster.replicas, or autoscaler.max_replicas)") +
+               "; give at most that (or leave it unset for one store)");
+  if (h.has("attach") && h.get_string("attach") == "leaf" && !topology)
+    h.fail("attach",
+           "attach = \"leaf\" places each store on a leaf switch of the cluster's network topology, and this "
+           "cluster has none (kv_tiers.copies = \"analytic\" builds none for the tiers); use copies = \"flows\" (the "
+           "default) or remove attach");
+}
+
+// Where each store attaches on the topology (TopologyConfig::store_at): empty for one store on the
+// spine (as without these keys); else per group of replicas_per_store replicas of the first pool,
+// -1 (the spine) or, with attach = "leaf", the node of the group's first GPU, whose leaf must hold
+// every GPU of the group.
+std::vector<int64_t> store_attachments(const core::Params& h, const sim::TopologyConfig& topo,
+                                       const std::vector<std::vector<int64_t>>& placement, int64_t replicas,
+                                       bool disaggregated) {
+  check_store_groups(h, replicas, disaggregated, true);
+  const int64_t n = h.has("replicas_per_store") ? h.get_int("replicas_per_store") : replicas;
+  const int64_t groups = (replicas + n - 1) / n;
+  const bool leaf = h.has("attach") && h.get_string("attach") == "leaf";
+  if (!leaf && groups == 1) return {};
+  std::vector<int64_t> at;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t first = placement[static_cast<size_t>(g * n)][0] / topo.gpus_per_node;
+    if (leaf) {
+      const int64_t last_replica = std::min(replicas, (g + 1) * n) - 1;
+      for (int64_t r = g * n; r <= last_replica; ++r)
+        for (int64_t gpu : placement[static_cast<size_t>(r)])
+          if (gpu / topo.gpus_per_node / topo.nodes_per_switch != first / topo.nodes_per_switch)
+            h.fail("attach",
+                   "store " + std::to_string(g) + "'s replicas (" + std::to_string(g * n) + " to " +
+                       std::to_string(last_replica) + ") sit under more than one leaf switch (nodes " +
+                       std::to_string(first) + " and " + std::to_string(gpu / topo.gpus_per_node) + ", " +
+                       std::to_string(topo.nodes_per_switch) + (topo.nodes_per_switch == 1 ? " node" : " nodes") +
+                       " per leaf: network.nodes_per_switch or the preset's), so a store on one leaf is not "
+                       "rack-local for them; give kv_tiers.store.replicas_per_store groups that fit a leaf, or attach "
+                       "= \"spine\"");
+    }
+    at.push_back(leaf ? first : -1);
+  }
+  return at;
 }
 
 // [kv_tiers.nvme]: refused where it is not modelled; capacity in the replica's HBM blocks; the
@@ -1161,7 +1269,8 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
         const std::string name = e.get_string("link");
         if (!network)
           e.fail("link", "this cluster has no network: links carry prefill -> decode KV transfers ([cluster.prefill] "
-                         "and [cluster.decode]) and the all-to-alls of expert-parallel replicas larger than a node");
+                         "and [cluster.decode]), the all-to-alls of expert-parallel replicas larger than a node and the "
+                         "copies of KV tiers ([kv_tiers] unless kv_tiers.copies = \"analytic\")");
         ev.kind = sim::FaultEvent::Kind::kLink;
         ev.links = network->topology().links_named(name);
         if (ev.links.empty())
@@ -1353,22 +1462,30 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       placement.push_back(std::move(gpus));
     }
   }
-  // The network carries KV transfers between pools and the cross-node all-to-alls of
-  // expert-parallel replicas.
+  // The network carries KV transfers between pools, the cross-node all-to-alls of expert-parallel
+  // replicas and the KV tiers' copies (kv_tiers.copies = "flows", the default): a unified cluster
+  // with a tier has a topology too, for its tiers' traffic alone (docs/kv-tiers.md, "One fabric").
+  const bool any_tier = config.has("kv_tiers") && (config.section("kv_tiers").has("host") ||
+                                                   config.section("kv_tiers").has("nvme") ||
+                                                   config.section("kv_tiers").has("store"));
+  const bool tier_flows = any_tier && (!config.section("kv_tiers").has("copies") ||
+                                       config.section("kv_tiers").get_string("copies") == "flows");
   std::unique_ptr<sim::Network> network;
   sim::Simulation simulation;
-  if (disaggregated || multi_node_replicas) {
+  if (disaggregated || multi_node_replicas || tier_flows) {
     sim::TopologyConfig topology = net.topology(*pools[0].gpu, next_gpu);
     // A shared KV store is an endpoint on the spine, its link the store's own bandwidth
     // (kv_tiers.store.total_bandwidth_gb_s; 0 = non-blocking): docs/kv-tiers.md, "One fabric".
-    if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) {
+    if (tier_flows && config.section("kv_tiers").has("store")) {
       topology.store = true;
       topology.store_bytes_per_s = config.section("kv_tiers").section("store").get_float("total_bandwidth_gb_s") * 1e9;
+      topology.store_at = store_attachments(config.section("kv_tiers").section("store"), topology, placement,
+                                            pools[0].replicas, disaggregated);
     }
     // A local NVMe tier (the first pool's replicas: unified or prefill): each node's SSDs a vertex
     // behind its host, their read (write) link the sum of the read_gb_s (write_gb_s) shares of the
     // replicas on the node, split by GPU for a replica across nodes (docs/kv-tiers.md, "One fabric").
-    if (config.has("kv_tiers") && config.section("kv_tiers").has("nvme")) {
+    if (tier_flows && config.section("kv_tiers").has("nvme")) {
       const core::Params& nv = config.section("kv_tiers").section("nvme");
       const double read = nv.get_float("read_gb_s") * 1e9, write = nv.get_float("write_gb_s") * 1e9;
       const size_t nodes = static_cast<size_t>((next_gpu + gpus_per_node - 1) / gpus_per_node);
@@ -1462,7 +1579,10 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     nvme_tier = nvme_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching,
                           cluster_cfg.get_int("block_size"), host_tier.get());
   std::optional<sim::StoreSpec> kv_store;
-  if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
+  if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) {
+    kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
+    check_store_groups(config.section("kv_tiers").section("store"), pools[0].replicas, disaggregated, network != nullptr);
+  }
 
   const core::Params& slo_cfg = config.section("slo");
   metrics::Slo slo;
@@ -1506,7 +1626,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   collector_cfg.kv_host_priced = host_tier && tier_priced(config, "host");
   collector_cfg.kv_nvme_priced = nvme_tier && tier_priced(config, "nvme");
   collector_cfg.kv_store_priced = kv_store && tier_priced(config, "store");
-  collector_cfg.kv_store_usd_per_hour = tier_usd_per_hour(config, "store", kv_store.has_value());
+  collector_cfg.kv_store_usd_per_hour =  // every store's capacity
+      tier_usd_per_hour(config, "store", kv_store.has_value()) *
+      static_cast<double>(kv_store ? store_groups(config, pools[0].replicas) : 1);
   for (const auto& p : pools) {
     for (int64_t i = 0; i < p.replicas; ++i) {
       metrics::ReplicaHardware hw;
@@ -1572,6 +1694,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   layout.replicas = static_cast<size_t>(replicas);
   layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
   layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
+  layout.tier_flows = tier_flows;
   if (cluster_cfg.has("pd_pull")) {
     if (!disaggregated)
       cluster_cfg.fail("pd_pull", "pd_pull applies to prefill/decode disaggregation ([cluster.prefill] and "
@@ -1613,7 +1736,12 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       cluster.add_replica(rc, *p.cost, std::move(schedulers[r]), placement[r], p.ranks);
   }
 
-  if (kv_store) cluster.set_kv_store(std::make_unique<sim::SharedKvStore>(*kv_store));
+  if (kv_store) {
+    std::vector<std::unique_ptr<sim::SharedKvStore>> stores;
+    for (int64_t g = 0; g < store_groups(config, pools[0].replicas); ++g)
+      stores.push_back(std::make_unique<sim::SharedKvStore>(*kv_store));
+    cluster.set_kv_stores(std::move(stores), static_cast<size_t>(replicas_per_store(config)));
+  }
   cluster.set_faults(fault_plan);
   cluster.set_retries(retry_policy);
   if (admission) cluster.set_admission(std::move(admission));

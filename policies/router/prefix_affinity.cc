@@ -147,14 +147,15 @@ class PrefixAffinityRouter final : public sim::Router, private sim::CacheListene
 
  private:
   // The tiered match: per replica, the prompt's units in order, each worth 1 in its HBM view,
-  // host_weight in its host tier, nvme_weight in its NVMe tier, store_weight in the shared store, up
+  // host_weight in its host tier, nvme_weight in its NVMe tier, store_weight in its (group's) store, up
   // to the first found nowhere.
   uint32_t tiered_pick(std::span<const sim::ReplicaLoad> replicas, uint32_t least) {
     double best_score = 0;
     uint32_t best = least;
-    const sim::SharedKvStore* store =
-        replicas_.size() == replicas.size() && !replicas_.empty() ? replicas_[0]->kv_store() : nullptr;
+    const bool bound = replicas_.size() == replicas.size();
     for (uint32_t i = 0; i < replicas.size(); ++i) {
+      // Each replica's own store: with kv_tiers.store.replicas_per_store, its group's.
+      const sim::SharedKvStore* store = bound ? replicas_[i]->kv_store() : nullptr;
       const sim::HostKvTier* host = i < replicas_.size() ? replicas_[i]->host_tier() : nullptr;
       const sim::NvmeKvTier* nvme = i < replicas_.size() ? replicas_[i]->nvme_tier() : nullptr;
       double score = 0;

@@ -59,9 +59,12 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   }
   exchange_pairs_.push_back(std::move(pairs));
   ranks_.push_back(attention_ranks);
-  if (network_ && !gpus.empty()) replicas_.back()->set_tier_fabric();  // used only with a tier
+  if (network_ && !gpus.empty() && layout_.tier_flows) replicas_.back()->set_tier_fabric();  // used only with a tier
   gpus_.push_back(std::move(gpus));
-  if (kv_store_ && c.role != ReplicaRole::kDecode) replicas_.back()->attach_store(kv_store_.get());
+  if (!kv_stores_.empty() && c.role != ReplicaRole::kDecode) {
+    if (store_group(i) >= kv_stores_.size()) throw core::Error("internal: a replica past the last store group");
+    replicas_.back()->attach_store(kv_stores_[store_group(i)].get());
+  }
   return *replicas_.back();
 }
 
@@ -70,10 +73,13 @@ void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to
   const Topology& topo = network_->topology();
   if ((from == KvTierEndpoint::kStore || to == KvTierEndpoint::kStore) && !topo.has_store())
     throw core::Error("internal: a KV store copy on a topology without the store");
-  auto endpoint = [&topo](KvTierEndpoint e, int64_t g) {
+  const auto store = static_cast<int64_t>(store_group(replica.index()));
+  if ((from == KvTierEndpoint::kStore || to == KvTierEndpoint::kStore) && store >= topo.num_stores())
+    throw core::Error("internal: a replica's store group has no store on the topology");
+  auto endpoint = [&topo, store](KvTierEndpoint e, int64_t g) {
     switch (e) {
       case KvTierEndpoint::kHost: return topo.host_endpoint(topo.node_of(g));
-      case KvTierEndpoint::kStore: return topo.store_endpoint();
+      case KvTierEndpoint::kStore: return topo.store_endpoint(store);
       case KvTierEndpoint::kNvme: return topo.nvme_endpoint(topo.node_of(g));
       case KvTierEndpoint::kGpu: break;
     }
@@ -92,10 +98,20 @@ double Cluster::cancel_tier_copy(Replica& replica, uint64_t tag, const TransferL
 }
 
 void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
+  std::vector<std::unique_ptr<SharedKvStore>> one;
+  one.push_back(std::move(store));
+  set_kv_stores(std::move(one), 0);
+}
+
+void Cluster::set_kv_stores(std::vector<std::unique_ptr<SharedKvStore>> stores, size_t replicas_per_store) {
   // Disaggregated: the prefill replicas' (they look prefixes up; decode replicas do not).
-  kv_store_ = std::move(store);
+  const size_t users = disaggregated() ? layout_.prefill_replicas : layout_.replicas;
+  const size_t groups = replicas_per_store > 0 ? (users + replicas_per_store - 1) / replicas_per_store : 1;
+  if (stores.size() != groups) throw core::Error("internal: one store per group of replicas");
+  kv_stores_ = std::move(stores);
+  replicas_per_store_ = replicas_per_store;
   for (auto& r : replicas_)
-    if (r->role() != ReplicaRole::kDecode) r->attach_store(kv_store_.get());
+    if (r->role() != ReplicaRole::kDecode) r->attach_store(kv_stores_[store_group(r->index())].get());
 }
 
 double Cluster::exchange_seconds(Replica& replica, double bytes) {

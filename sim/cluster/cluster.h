@@ -154,6 +154,9 @@ struct ClusterLayout {
   size_t prefill_replicas = 0;  // 0: every replica is unified; else the first ones prefill, the rest decode
   bool layerwise_kv_transfer = false;  // stream KV layer by layer during the last prefill iteration
   PdPull pd_pull = PdPull::kReserveFirst;
+  // With a network: the KV tiers' copies are flows on it (kv_tiers.copies = "flows", the default),
+  // else analytic (docs/kv-tiers.md, "One fabric").
+  bool tier_flows = true;
   ClientPath client;
 };
 
@@ -180,7 +183,17 @@ class Cluster final : public EventHandler,
   // attached to the replicas added so far and to those added later. Owned here: replica failures
   // do not clear it.
   void set_kv_store(std::unique_ptr<SharedKvStore> store);
-  const SharedKvStore* kv_store() const { return kv_store_.get(); }
+  // Several stores, each shared by a group of replicas ([kv_tiers.store] replicas_per_store): the
+  // replicas that use a store (unified: all; disaggregated: the prefill pool), in index order, form
+  // groups of `replicas_per_store` (the last may be smaller); group g's replicas use stores[g], and
+  // on a topology its copies go to store endpoint g (Topology::store_endpoint). Every replica is
+  // built before the run (autoscaling parks and wakes them), so a replica that enters service later
+  // is in the group its index gives. Needs exactly as many stores as groups.
+  void set_kv_stores(std::vector<std::unique_ptr<SharedKvStore>> stores, size_t replicas_per_store);
+  const SharedKvStore* kv_store() const { return kv_stores_.empty() ? nullptr : kv_stores_[0].get(); }
+  const std::vector<std::unique_ptr<SharedKvStore>>& kv_stores() const { return kv_stores_; }
+  // The store group of replica `replica` (its store's index).
+  size_t store_group(size_t replica) const { return replicas_per_store_ > 0 ? replica / replicas_per_store_ : 0; }
 
   // Fault injection (unified clusters only); call before start().
   void set_faults(const FaultPlan& plan);
@@ -370,7 +383,8 @@ class Cluster final : public EventHandler,
   ClusterLayout layout_;
   RequestTable requests_;
   std::vector<ReplicaLoad> loads_;  // sized once: replicas hold references into it
-  std::unique_ptr<SharedKvStore> kv_store_;  // before replicas_: they point into it
+  std::vector<std::unique_ptr<SharedKvStore>> kv_stores_;  // before replicas_: they point into them
+  size_t replicas_per_store_ = 0;                          // 0: one store for every replica
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::vector<int64_t>> gpus_;  // per replica
   std::vector<int64_t> ranks_;              // per replica: attention data-parallel ranks

@@ -9,6 +9,9 @@
 // the replica has a host tier, else HBM - or as soon as HBM computes it), the eviction policy orders
 // the store's evictions, the load policy says whether a store hit is loaded or recomputed.
 //
+// With kv_tiers.store.replicas_per_store a cluster has one store per group of replicas (Cluster::
+// set_kv_stores), each a SharedKvStore of the same spec; nothing here knows of the others.
+//
 // The store is owned by the Cluster and outlives replica failures (a failed replica's HBM and host
 // memory are lost; what it wrote to the store stays). Capacity is counted in HBM blocks of the
 // replicas (every replica of a unified cluster has the same block). The unit queue is a HostKvTier

@@ -23,7 +23,7 @@ struct Topology::Graph {
   G g_host;  // g plus the hosts: paths with a host at one end
   std::vector<size_t> gpu_vertex;
   std::vector<size_t> host_in, host_out;  // per node, in g_host: the host as a destination, as a source
-  size_t store_in = 0, store_out = 0;      // in g_host: the store as a destination, as a source
+  std::vector<size_t> store_in, store_out;  // per store, in g_host: the store as a destination, as a source
   std::vector<size_t> nvme_in, nvme_out;  // per node, in g_host (none: npos): its NVMe as a destination, a source
   // In g_host, a second edge of an NVMe write link (host -> NVMe from the host's source vertex).
   std::vector<std::pair<uint32_t, G::edge_descriptor>> extra_edges;
@@ -136,25 +136,52 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
                                                 : boost::add_edge(out, at, e, gh).first);
       }
   }
-  // The store, on the same copy, after the hosts: two one-way vertices like a host's, on the spine
-  // (or on the one leaf), by one cable.
+  // The stores, on the same copy, after the hosts: each two one-way vertices like a host's, on the
+  // spine (or on the one leaf), or on a given node's leaf (store_at), by one cable each. On a
+  // rail-optimised fabric a leaf store has a port on every rail leaf of its node group ("store s
+  // nic k - leaf l", a NIC's bandwidth each), joined by the store's own link ("store s"): a GPU's
+  // copy goes by its rail, and every copy shares the store's bandwidth as on one cable.
   if (c.store) {
     const double store_bw = c.store_bytes_per_s > 0
                                 ? c.store_bytes_per_s
                                 : static_cast<double>(nodes * c.nics_per_node) * c.nic_bytes_per_s;
-    const size_t at = leaves > 1 ? spine : leaf[0];
-    const std::string name = leaves > 1 ? "store - spine" : "store - leaf 0";
-    graph_->store_in = boost::add_vertex(gh);
-    graph_->store_out = boost::add_vertex(gh);
-    for (int dir = 0; dir < 2; ++dir) {  // (up): into the store (a write); (down): out of it (a load)
+    const std::vector<int64_t> at_nodes = c.store_at.empty() ? std::vector<int64_t>{-1} : c.store_at;
+    // One directed link a -> b of g_host (never in g: nothing transits a store).
+    auto one_way = [&](size_t a, size_t b, double bw, double lat, const std::string& name) {
       Graph::Edge e;
-      e.latency_s = c.switch_latency_s;
-      e.weight = e.latency_s + 1e-12;
+      e.latency_s = lat;
+      e.weight = lat + 1e-12;
       e.link = static_cast<uint32_t>(link_bandwidth_.size());
-      link_bandwidth_.push_back(store_bw);
-      link_names_.push_back(name + (dir == 0 ? " (up)" : " (down)"));
-      graph_->host_edge_of.push_back(dir == 0 ? boost::add_edge(at, graph_->store_in, e, gh).first
-                                              : boost::add_edge(graph_->store_out, at, e, gh).first);
+      link_bandwidth_.push_back(bw);
+      link_names_.push_back(name);
+      graph_->host_edge_of.push_back(boost::add_edge(a, b, e, gh).first);
+    };
+    for (size_t s = 0; s < at_nodes.size(); ++s) {
+      const int64_t n = at_nodes[s];
+      if (n >= nodes) throw core::Error("internal: a store on the leaf of a node outside the topology");
+      const std::string store = at_nodes.size() > 1 ? "store " + std::to_string(s) : "store";
+      graph_->store_in.push_back(boost::add_vertex(gh));
+      graph_->store_out.push_back(boost::add_vertex(gh));
+      const size_t in = graph_->store_in.back(), out = graph_->store_out.back();
+      if (n >= 0 && c.rails && leaves > 1) {
+        // (up): into the store (a write); (down): out of it (a load).
+        const int64_t group = n / c.nodes_per_switch;
+        const size_t port_in = boost::add_vertex(gh), port_out = boost::add_vertex(gh);
+        one_way(port_in, in, store_bw, 0, store + " (up)");
+        one_way(out, port_out, store_bw, 0, store + " (down)");
+        for (int64_t k = 0; k < leaves_per_group; ++k) {
+          const int64_t l = group * leaves_per_group + k;
+          const std::string name = store + " nic " + std::to_string(k) + " - leaf " + std::to_string(l);
+          one_way(leaf[static_cast<size_t>(l)], port_in, c.nic_bytes_per_s, c.switch_latency_s, name + " (up)");
+          one_way(port_out, leaf[static_cast<size_t>(l)], c.nic_bytes_per_s, c.switch_latency_s, name + " (down)");
+        }
+        continue;
+      }
+      const int64_t l = n < 0 ? (leaves > 1 ? -1 : 0) : (n / c.nodes_per_switch) * leaves_per_group;
+      const size_t at = l < 0 ? spine : leaf[static_cast<size_t>(l)];
+      const std::string name = store + (l < 0 ? " - spine" : " - leaf " + std::to_string(l));
+      one_way(at, in, store_bw, c.switch_latency_s, name + " (up)");
+      one_way(out, at, store_bw, c.switch_latency_s, name + " (down)");
     }
   }
   // NVMe, after the store: per node with SSDs, two one-way vertices behind the host's.
@@ -195,7 +222,7 @@ std::vector<uint32_t> Topology::links_named(const std::string& name) const {
 
 std::string Topology::link_name_examples() const {
   std::string out;
-  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - ", "store - ", " nvme"};
+  const char* kinds[] = {" nic ", " - spine", " pcie", " nvlink", " host - ", "store", " nvme"};
   for (const char* k : kinds)
     for (const std::string& n : link_names_)
       if (n.find(k) != std::string::npos) {
@@ -225,8 +252,9 @@ Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 
 const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
-  const int64_t endpoints = config_.nvme_read_bytes_per_s.empty() ? config_.num_gpus + num_nodes() + (config_.store ? 1 : 0)
-                                                                 : nvme_endpoint(num_nodes());
+  const int64_t endpoints = config_.nvme_read_bytes_per_s.empty()
+                                ? config_.num_gpus + num_nodes() + (config_.store ? num_stores() : 0)
+                                : nvme_endpoint(num_nodes());
   if (from_gpu < 0 || to_gpu < 0 || from_gpu >= endpoints || to_gpu >= endpoints)
     throw core::Error("internal: path between endpoints outside the topology");
   const uint64_t key = (static_cast<uint64_t>(from_gpu) << 32) | static_cast<uint64_t>(to_gpu);
@@ -239,22 +267,26 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
   const size_t n = boost::num_vertices(g);
   std::vector<size_t> pred(n);
   std::vector<double> dist(n);
-  const int64_t store = store_endpoint();
-  if ((from_gpu == store || to_gpu == store) && !config_.store)
+  const int64_t stores_end = store_endpoint(num_stores());  // NVMe endpoints from here
+  if (!config_.store && ((from_gpu >= store_endpoint() && from_gpu < stores_end) ||
+                         (to_gpu >= store_endpoint() && to_gpu < stores_end)))
     throw core::Error("internal: a path to the store on a topology without one");
   auto nvme_vertex = [&](int64_t endpoint, const std::vector<size_t>& v) {
     const int64_t node = endpoint - nvme_endpoint(0);
     if (!has_nvme(node)) throw core::Error("internal: a path to a node without an NVMe vertex");
     return v[static_cast<size_t>(node)];
   };
-  const size_t src = from_gpu > store    ? nvme_vertex(from_gpu, graph_->nvme_out)
-                     : from_gpu == store ? graph_->store_out
-                     : is_host(from_gpu) ? graph_->host_out[static_cast<size_t>(from_gpu - config_.num_gpus)]
-                                         : graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
-  const size_t dst = to_gpu > store    ? nvme_vertex(to_gpu, graph_->nvme_in)
-                     : to_gpu == store ? graph_->store_in
-                     : is_host(to_gpu) ? graph_->host_in[static_cast<size_t>(to_gpu - config_.num_gpus)]
-                                       : graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
+  auto store_vertex = [&](int64_t endpoint, const std::vector<size_t>& v) {
+    return v[static_cast<size_t>(endpoint - store_endpoint())];
+  };
+  const size_t src = from_gpu >= stores_end ? nvme_vertex(from_gpu, graph_->nvme_out)
+                     : is_store(from_gpu)   ? store_vertex(from_gpu, graph_->store_out)
+                     : is_host(from_gpu)    ? graph_->host_out[static_cast<size_t>(from_gpu - config_.num_gpus)]
+                                            : graph_->gpu_vertex[static_cast<size_t>(from_gpu)];
+  const size_t dst = to_gpu >= stores_end ? nvme_vertex(to_gpu, graph_->nvme_in)
+                     : is_store(to_gpu)   ? store_vertex(to_gpu, graph_->store_in)
+                     : is_host(to_gpu)    ? graph_->host_in[static_cast<size_t>(to_gpu - config_.num_gpus)]
+                                          : graph_->gpu_vertex[static_cast<size_t>(to_gpu)];
   auto weight = boost::get(&Graph::Edge::weight, g);
   boost::dijkstra_shortest_paths(
       g, src,
@@ -300,6 +332,7 @@ const Topology::Path& Topology::path(int64_t from_gpu, int64_t to_gpu) const {
 
 namespace {
 constexpr uint64_t kCompletionBit = uint64_t{1} << 63;
+constexpr uint64_t kFlush = kCompletionBit - 1;  // above any version
 constexpr double kDrainedBytes = 1e-6;
 }  // namespace
 
@@ -389,6 +422,7 @@ double Network::start_exchange(const std::vector<std::pair<int64_t, int64_t>>& g
     return 0;
   }
   reschedule();
+  flush();  // the rates now, for the what-if
   // What-if: drain a copy of the active flows, rates recomputed as flows finish, until the last of
   // this exchange's flows is gone.
   what_if_ = flows_;
@@ -435,7 +469,8 @@ size_t Network::set_links_down(const std::vector<uint32_t>& links, bool down) {
   return stalled_.size();
 }
 
-std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() const {
+std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() {
+  flush();
   std::vector<std::pair<std::vector<uint32_t>, double>> out;
   for (const Flow& f : flows_) out.emplace_back(f.path->links, f.rate);
   return out;
@@ -451,13 +486,25 @@ void Network::advance() {
 
 void Network::reschedule() {
   ++version_;
-  if (flows_.empty()) return;
+  dirty_ = !flows_.empty();
+  if (!dirty_) return;
+  drain_seq_ = sim_.reserve_seq();
+  if (!flush_pending_) {
+    flush_pending_ = true;
+    sim_.schedule_after(core::Duration::from_ns(0), this, kFlush);
+  }
+}
+
+void Network::flush() {
+  if (!dirty_) return;
+  dirty_ = false;
   fill_rates(flows_);
   double next = std::numeric_limits<double>::infinity();
   for (const Flow& f : flows_) next = std::min(next, f.remaining / f.rate);
   if (!(next < core::kMaxClockSeconds)) core::clock_overflow(next, "a KV transfer");
   const int64_t ns = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(next * 1e9)));
-  sim_.schedule_after(core::Duration::from_ns(ns), this, version_);
+  if (ns > INT64_MAX - sim_.now().ns()) core::clock_overflow(next, "a KV transfer");
+  sim_.schedule_reserved(sim_.now() + core::Duration::from_ns(ns), drain_seq_, this, version_);
 }
 
 void Network::fill_rates(std::vector<Flow>& flows) {
@@ -580,6 +627,11 @@ void Network::fill_rates(std::vector<Flow>& flows) {
 }
 
 void Network::on_event(uint64_t payload) {
+  if (payload == kFlush) {
+    flush_pending_ = false;
+    flush();
+    return;
+  }
   if (payload & kCompletionBit) {
     const uint32_t t = static_cast<uint32_t>(payload & ~kCompletionBit);
     Transfer tr = transfers_[t];

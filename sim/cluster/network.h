@@ -24,6 +24,11 @@
 // transit), its links numbered after the hosts'; its endpoint id is store_endpoint(), after the
 // hosts. GPU <-> store paths cross the GPU's PCIe link, its NIC, the leaf (and the spine), so store
 // traffic meets PD transfers on the NICs and the switch links.
+// Several stores (`store_at`, kv_tiers.store.replicas_per_store): store s at store_endpoint(s), each
+// with its own link of `store_bytes_per_s`, on the spine ("store s - spine") or on the leaf switch of
+// a given node ("store s - leaf l", a rack-local store: copies from that leaf's nodes do not cross
+// the spine). Their endpoints follow one another after the hosts, their links numbered in store
+// order; one store on the spine keeps the names and numbers of the single store above.
 //
 // NVMe (`nvme_read_bytes_per_s`, per node): a node's SSDs, behind its host (the bounce buffer in
 // host memory that HiCache's and LMCache's local-disk backends read into): a vertex pair like the
@@ -37,6 +42,10 @@
 // Flows: every active flow gets a max-min fair share of each link on its path (progressive
 // filling), recomputed whenever a flow starts or drains, so transfers that share a link slow each
 // other down. A flow's data drains at its rate; it completes one path latency after draining.
+// Changes within one instant (a tier load of many units, a step's exchange and a KV transfer) are
+// computed once, at the end of the instant: the rates in between never move a byte (no time passes),
+// and the next drain is ordered among the events of its time as if computed at the last change, so
+// the results are those of computing at every change.
 
 #include <cstdint>
 #include <deque>
@@ -68,6 +77,9 @@ struct TopologyConfig {
   double host_bytes_per_s = 0;         // host <-> PCIe switch (or NIC vertex), one direction; 0 = pcie_bytes_per_s
   bool store = false;                  // a shared KV store attached to the spine (or the one leaf)
   double store_bytes_per_s = 0;        // its link, one direction; 0 = non-blocking (the sum of every NIC)
+  // With `store`: one entry per store, where it attaches: -1 the spine (the one leaf without a
+  // spine), n >= 0 the leaf switch of node n (not with rails). Empty: one store on the spine.
+  std::vector<int64_t> store_at;
   // Local NVMe KV tiers (sim/cluster/kv_nvme.h): per node, the SSDs' read and write bandwidth (empty,
   // or 0 for a node: that node has no NVMe vertex) and their access latency (the SSD link's latency).
   std::vector<double> nvme_read_bytes_per_s, nvme_write_bytes_per_s;
@@ -86,11 +98,15 @@ class Topology {
   // The endpoint id of node `node`'s host (CPU DRAM), for path() and flows.
   int64_t host_endpoint(int64_t node) const { return config_.num_gpus + node; }
   bool is_host(int64_t endpoint) const { return endpoint >= config_.num_gpus && endpoint < store_endpoint(); }
-  // The shared KV store's endpoint id (TopologyConfig::store; without it the id is out of range).
+  // Shared KV store s's endpoint id (TopologyConfig::store, store_at; without it the id is out of range).
   bool has_store() const { return config_.store; }
-  int64_t store_endpoint() const { return config_.num_gpus + num_nodes(); }
+  int64_t num_stores() const { return config_.store_at.empty() ? 1 : static_cast<int64_t>(config_.store_at.size()); }
+  int64_t store_endpoint(int64_t store = 0) const { return config_.num_gpus + num_nodes() + store; }
+  bool is_store(int64_t endpoint) const {
+    return config_.store && endpoint >= store_endpoint() && endpoint < store_endpoint(num_stores());
+  }
   // Node `node`'s NVMe endpoint id (TopologyConfig::nvme_read_bytes_per_s); has_nvme: the node has one.
-  int64_t nvme_endpoint(int64_t node) const { return store_endpoint() + 1 + node; }
+  int64_t nvme_endpoint(int64_t node) const { return store_endpoint(num_stores()) + node; }
   bool has_nvme(int64_t node) const {
     return static_cast<size_t>(node) < config_.nvme_read_bytes_per_s.size() &&
            config_.nvme_read_bytes_per_s[static_cast<size_t>(node)] > 0;
@@ -113,7 +129,7 @@ class Topology {
 
   // Link failures ([faults] kind = "link"): a cable or port is both directions of a named link
   // ("node 1 nic 0 - leaf", "leaf 0 - spine", "gpu 3 pcie", "gpu 3 nvlink", "node 0 host - pcie switch 1",
-  // "node 0 host - nic 2", "store - spine" or "store - leaf 0"; link_name without its
+  // "node 0 host - nic 2", "store - spine" or "store - leaf 0"; with several stores "store 1 - spine", "store 1 - leaf 0"; link_name without its
   // " (up)" / " (down)"). links_named: its two directed links, empty when no link has that name.
   std::vector<uint32_t> links_named(const std::string& name) const;
   // An example of the names, for errors.
@@ -164,8 +180,8 @@ class Network final : public EventHandler {
   // nobody is told when. Path latencies are not included (the cost model adds the collectives').
   double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
   size_t active_flows() const { return flows_.size(); }
-  // The active flows' links and current rates, in flow order (for tests).
-  std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates() const;
+  // The active flows' links and current rates, in flow order (for tests; computes them first).
+  std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates();
   double bytes_delivered() const { return bytes_delivered_; }
   // Takes `links` down (or back up) now: every active flow is routed again over the links that are
   // up, keeping the bytes it has left; a flow with no path left waits (rate 0) until a change gives
@@ -191,7 +207,11 @@ class Network final : public EventHandler {
     double bytes = 0;
   };
   void advance();
+  // The flows changed: their rates are computed again once, at the end of the instant (flush).
   void reschedule();
+  // Computes the rates if the flows changed and schedules the next drain, ordered among the events
+  // of its time as if reschedule() had scheduled it (Simulation::reserve_seq).
+  void flush();
   uint32_t new_transfer();
   // Max-min fair rates of `flows` by progressive filling (sets Flow::rate).
   void fill_rates(std::vector<Flow>& flows);
@@ -204,6 +224,9 @@ class Network final : public EventHandler {
   std::vector<uint32_t> free_transfers_;
   core::Time last_update_;
   uint64_t version_ = 0;
+  bool dirty_ = false;          // the flows changed since the rates were computed
+  bool flush_pending_ = false;  // a flush event is scheduled at now
+  uint64_t drain_seq_ = 0;      // the sequence number of the last reschedule()
   double bytes_delivered_ = 0;
   // Scratch of the rate computation.
   std::vector<double> residual_;

@@ -473,6 +473,7 @@ void Replica::abort(RequestId id) {
     if (it != waiting_.end()) {
       waiting_.erase(it);
     } else if (l != loading_.end()) {
+      if (tier_fabric_ && !l->prefetch) cancel_load_copies(l->seq);
       loading_.erase(l);  // its load's completion finds nothing
       release_kv(r);
       if (store_) store_hits_.erase(r.id);
@@ -594,7 +595,10 @@ void Replica::fail(std::vector<RequestId>& lost) {
   for (RequestId id : running_) lose(id);
   for (RequestId id : waiting_) lose(id);
   for (const auto& a : arriving_) lose(a.first);
-  for (const Loading& l : loading_) lose(l.id);
+  for (const Loading& l : loading_) {
+    if (tier_fabric_ && !l.prefetch) cancel_load_copies(l.seq);
+    lose(l.id);
+  }
   loading_.clear();
   running_.clear();
   waiting_.clear();
@@ -610,6 +614,10 @@ void Replica::fail(std::vector<RequestId>& lost) {
   kv_.set_tier(sink);
   store_hits_.clear();
   nvme_hits_.clear();
+  if (tier_fabric_)
+    for (const Prefetch& p : prefetches_)
+      if (p.end_ns == std::numeric_limits<int64_t>::max())
+        listener_->cancel_tier_copy(*this, p.seq * 4 + 3, tier_fabric_.get(), 0);
   prefetches_.clear();  // their completions find nothing; what was on the way is lost with the host
   prefetching_.clear();
   down_ = true;
@@ -1182,6 +1190,10 @@ void Replica::finish_tier_copy(uint64_t tag) {
   else
     host_->stats().load_seconds += took;
   if (--it->copies == 0) finish_load(seq);  // a mixed load waits for the longest of its copies
+}
+
+void Replica::cancel_load_copies(uint64_t seq) {
+  for (uint64_t copy = 0; copy < 3; ++copy) listener_->cancel_tier_copy(*this, seq * 4 + copy, tier_fabric_.get(), 0);
 }
 
 // ---- prefetch from the shared store into the host tier -----------------------------------------

@@ -474,6 +474,9 @@ class Replica final : public EventHandler {
   // A load's copy on the network is over: its tier counts the time it took, and the load is over
   // when its last copy is.
   void finish_tier_copy(uint64_t tag);
+  // On the network, a load's copies (not a prefetch wait's) stop where they are: its request was
+  // aborted, or the replica failed (the copying process is gone).
+  void cancel_load_copies(uint64_t seq);
   std::unique_ptr<TierFabric> tier_fabric_;
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.

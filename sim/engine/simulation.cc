@@ -34,6 +34,17 @@ void Simulation::replace_root(Event e) {
   sift_up(i, e);
 }
 
+// The event being handled gives its root place to the first event its handler schedules.
+inline void Simulation::push(Event e) {
+  if (root_is_done_) {
+    root_is_done_ = false;
+    replace_root(e);
+    return;
+  }
+  heap_.push_back(e);
+  sift_up(heap_.size() - 1, e);
+}
+
 void Simulation::clock_limit(core::Duration d) const {
   throw core::Error("the simulated clock would pass its limit (int64 nanoseconds: 292 years): an event " +
                     core::format_double(d.seconds()) + " s after t = " + core::format_double(now_.seconds()) +
@@ -45,14 +56,14 @@ void Simulation::schedule_at(core::Time t, EventHandler* handler, uint64_t paylo
   if (t < now_)
     throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
                       std::to_string(now_.ns()) + " ns)");
-  const Event e{t.ns(), next_seq_++, handler, payload};
-  if (root_is_done_) {
-    root_is_done_ = false;
-    replace_root(e);
-    return;
-  }
-  heap_.push_back(e);
-  sift_up(heap_.size() - 1, e);
+  push(Event{t.ns(), next_seq_++, handler, payload});
+}
+
+void Simulation::schedule_reserved(core::Time t, uint64_t seq, EventHandler* handler, uint64_t payload) {
+  if (t <= now_ || seq >= next_seq_)
+    throw core::Error("internal: a reserved event not after now (" + std::to_string(t.ns()) + " ns, now " +
+                      std::to_string(now_.ns()) + " ns) or with a number never reserved");
+  push(Event{t.ns(), seq, handler, payload});
 }
 
 void Simulation::schedule_weak_at(core::Time t, EventHandler* handler, uint64_t payload) {

@@ -33,6 +33,13 @@ class Simulation {
     if (d.ns() > INT64_MAX - now_.ns()) clock_limit(d);
     schedule_at(now_ + d, handler, payload);
   }
+  // A sequence number taken now for an event whose time is known only later: schedule_reserved()
+  // orders it among the events of its time as if it had been scheduled when the number was taken
+  // (for a handler that defers work to the end of an instant but must keep the order of events).
+  uint64_t reserve_seq() { return next_seq_++; }
+  // Schedules with a number from reserve_seq(); `t` must be later than now (the event being handled
+  // may hold a larger number).
+  void schedule_reserved(core::Time t, uint64_t seq, EventHandler* handler, uint64_t payload = 0);
   // A weak event: ordered and handled like any other, but it does not keep the simulation going.
   // run() ends when only weak events are left, without handling them (the clock stays at the last
   // ordinary event). For timers that guard against something that may never happen, such as a
@@ -56,6 +63,7 @@ class Simulation {
   void sift_up(size_t i, Event e);
   [[gnu::noinline]] void step_weak();  // handles the earliest weak event (off the hot path)
   void replace_root(Event e);
+  void push(Event e);  // into heap_
 
   core::Time now_;
   uint64_t next_seq_ = 0;

@@ -69,9 +69,12 @@ double metric(const RunResult& r, const std::string& name) {
   return -1;
 }
 
+// The tiers' analytic copy times (no topology): kv_tiers.copies = "analytic".
+constexpr const char* kAnalytic = "[kv_tiers]\ncopies = \"analytic\"\n";
+
 TEST(KvTierRunTest, HostHitsAddToHbmHitsAndTheirBytesAreCounted) {
   const RunResult hbm = run("");
-  const RunResult tier = run("[kv_tiers.host]\ncapacity_gb = 64\nbandwidth_gb_s = 25\n");
+  const RunResult tier = run(std::string(kAnalytic) + "[kv_tiers.host]\ncapacity_gb = 64\nbandwidth_gb_s = 25\n");
   EXPECT_TRUE(hbm.summary.fleet.empty());  // no tier, no tier metrics
   const double host_hits = metric(tier, "kv_host_hit_tokens"), hbm_hits = metric(tier, "kv_hbm_hit_tokens");
   EXPECT_GT(host_hits, 0);
@@ -189,7 +192,7 @@ TEST(KvTierRunTest, ConfigurationErrorsNameTheKey) {
 }
 
 TEST(KvTierRunTest, StoreHitsAddToHbmAndHostHitsAndAStoreThatNeverLoadsChangesNothing) {
-  const std::string host = "[kv_tiers.host]\ncapacity_gb = 4\n";
+  const std::string host = std::string(kAnalytic) + "[kv_tiers.host]\ncapacity_gb = 4\n";
   const RunResult tier = run(host);
   const RunResult store = run(host + "[kv_tiers.store]\ncapacity_gb = 256\nbandwidth_gb_s = 40\n");
   const double hbm = metric(store, "kv_hbm_hit_tokens"), host_hits = metric(store, "kv_host_hit_tokens"),
@@ -338,7 +341,7 @@ TEST(KvTierRunTest, TheStoresLinkCanFailAndItsCopiesWaitForTheRepair) {
 }
 
 TEST(KvTierRunTest, NvmeHitsAddToTheOtherTiersAndAnNvmeTierThatNeverLoadsChangesNothing) {
-  const std::string host = "[kv_tiers.host]\ncapacity_gb = 4\n";
+  const std::string host = std::string(kAnalytic) + "[kv_tiers.host]\ncapacity_gb = 4\n";
   const std::string nvme = "[kv_tiers.nvme]\ncapacity_gb = 64\nread_gb_s = 6\nwrite_gb_s = 3\n";
   const RunResult tier = run(host);
   const RunResult both = run(host + nvme);
@@ -498,6 +501,54 @@ TEST(KvTierRunTest, ATierOnAWorkloadWithoutBlockHashesIsRefusedNamingTheKey) {
     EXPECT_NE(message.find("kv_tiers." + tier + ".capacity_gb"), std::string::npos) << message;
     EXPECT_NE(message.find("no block hashes"), std::string::npos) << message;
   }
+}
+
+// A unified cluster with a tier has a topology (the [network] fields; unset: 8 GPUs a node, one GPU
+// per PCIe switch, PCIe 50 GB/s and 1 us a hop, the host at each GPU's PCIe endpoint), and its
+// tiers' copies are flows on it (kv_tiers.copies unset = "flows"). The tier's analytic bandwidth is
+// 5 GB/s (+ 10 us): with analytic copies each load takes exactly GB / 5 + 10 us; on the fabric a
+// load alone crosses the host link and the GPU's PCIe link, 50 GB/s, 1 us each: GB / 50 + 2 us,
+// longer only while another copy shares a link (a write of the same GPU goes the other way).
+TEST(KvTierRunTest, OnAUnifiedClusterTheTiersCopiesAreFlowsUnlessAnalytic) {
+  const std::string host = "[kv_tiers.host]\ncapacity_gb = 64\nbandwidth_gb_s = 5\n";
+  const RunResult flows = run(host);
+  const RunResult analytic = run(std::string(kAnalytic) + host);
+  const double gb = metric(flows, "kv_host_load_gb"), loads = metric(flows, "kv_host_loads");
+  ASSERT_GT(loads, 0);
+  EXPECT_EQ(flows.summary.requests_completed, flows.summary.requests_total);
+  EXPECT_GE(metric(flows, "kv_host_load_seconds"), (gb / 50 + loads * 2e-6) * (1 - 1e-9));
+  EXPECT_LT(metric(flows, "kv_host_load_seconds"), 2 * (gb / 50 + loads * 2e-6));  // far below GB / 5
+  EXPECT_NEAR(metric(analytic, "kv_host_load_seconds"),
+              metric(analytic, "kv_host_load_gb") / 5 + metric(analytic, "kv_host_loads") * 10e-6, 1e-9);
+  // Faster copies: the loading requests wait less, so TTFT moves.
+  EXPECT_NE(flows.summary.ttft_ms.mean, analytic.summary.ttft_ms.mean);
+  // Without a tier, no network: a link fault is refused as before (the error names the key).
+  const std::string link = "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"node 0 host - nic 0\"\nat_s = 60\nrepair_s = 30\n";
+  EXPECT_NE(error_of(std::string(kCluster) + link).find("this cluster has no network"), std::string::npos);
+  EXPECT_NE(error_of(std::string(kCluster) + kAnalytic + host + link).find("this cluster has no network"),
+            std::string::npos);
+  // kv_tiers.copies is checked like any kind.
+  EXPECT_NE(error_of(std::string(kCluster) + "[kv_tiers]\ncopies = \"flow\"\n" + host).find("kv_tiers.copies"),
+            std::string::npos);
+}
+
+// Every tier on the fabric of a unified cluster, with what a unified cluster has and a PD one does
+// not: replica failures (with copies in flight: recomputed elsewhere) and a host link failing and
+// coming back: nothing hangs, every request completes, the tiers' hits add up, and the invariant
+// checker and the tiers' conservation checks (--check) pass.
+TEST(KvTierRunTest, AUnifiedClusterOnTheFabricSurvivesReplicaAndLinkFailures) {
+  const std::string tiers =
+      "[kv_tiers.host]\ncapacity_gb = 4\n[kv_tiers.nvme]\ncapacity_gb = 16\n"
+      "[kv_tiers.store]\ncapacity_gb = 64\ntotal_bandwidth_gb_s = 10\n"
+      "[kv_tiers.store.prefetch]\nkind = \"timeout\"\ntimeout_ms = 5\n"
+      "[faults]\nmtbf_s = 120\nmttr_s = 10\n"
+      "[[faults.events]]\nkind = \"link\"\nlink = \"node 0 host - nic 0\"\nat_s = 100\nrepair_s = 20\n";
+  const RunResult r = run(tiers);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+  EXPECT_GT(metric(r, "kv_store_loads") + metric(r, "kv_nvme_loads") + metric(r, "kv_host_loads"), 0);
+  EXPECT_EQ(metric(r, "kv_hbm_hit_tokens") + metric(r, "kv_host_hit_tokens") + metric(r, "kv_nvme_hit_tokens") +
+                metric(r, "kv_store_hit_tokens"),
+            static_cast<double>(r.summary.prefix_hit_tokens));
 }
 
 }  // namespace

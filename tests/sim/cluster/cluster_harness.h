@@ -38,6 +38,7 @@ struct ClusterSetup {
   double base_s = 0.010;
   double per_token_s = 0.0;
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
+  bool unified_network = false;  // a unified cluster on `topology` too (its KV tiers' copies are flows)
   bool layerwise = false;
   sim::PdPull pd_pull = sim::PdPull::kReserveFirst;
   std::vector<int64_t> kv_blocks_of;  // per replica, where given: its KV capacity in place of kv_blocks
@@ -54,6 +55,7 @@ struct ClusterSetup {
   std::optional<core::Duration> client_timeout;  // of the vector workload
   std::shared_ptr<const sim::HostTierSpec> host_tier;  // a host KV tier per (prefill) replica (none by default)
   std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
+  int replicas_per_store = 0;  // > 0: one store of kv_store's spec per group of this many (prefill) replicas
   std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;  // an NVMe KV tier per (prefill) replica (none by default)
 };
 
@@ -100,12 +102,12 @@ struct Harness {
     layout.pd_pull = s.pd_pull;
     layout.client = s.client;
     std::unique_ptr<sim::Router> decode_router;
-    if (s.prefill_replicas > 0) {
+    if (s.prefill_replicas > 0 || s.unified_network) {
       sim::TopologyConfig t = s.topology;
       t.num_gpus = s.replicas;
       network = std::make_unique<sim::Network>(sim, sim::Topology(t));
-      decode_router = policies::router_registry().make(cfg.section("decode_router"), 8);
     }
+    if (s.prefill_replicas > 0) decode_router = policies::router_registry().make(cfg.section("decode_router"), 8);
     cluster = std::make_unique<sim::Cluster>(sim, *source, policies::router_registry().make(cfg.section("router"), 7),
                                              checker, layout, std::move(decode_router), network.get());
     policies::SchedulerContext ctx;
@@ -124,7 +126,15 @@ struct Harness {
     rc.engine = engine ? &*engine : nullptr;
     rc.speculator = decoding.get();
     rc.seed = s.seed;
-    if (s.kv_store) cluster->set_kv_store(std::make_unique<sim::SharedKvStore>(*s.kv_store));
+    if (s.kv_store && s.replicas_per_store > 0) {
+      const int users = s.prefill_replicas > 0 ? s.prefill_replicas : s.replicas;
+      std::vector<std::unique_ptr<sim::SharedKvStore>> stores;
+      for (int g = 0; g < (users + s.replicas_per_store - 1) / s.replicas_per_store; ++g)
+        stores.push_back(std::make_unique<sim::SharedKvStore>(*s.kv_store));
+      cluster->set_kv_stores(std::move(stores), static_cast<size_t>(s.replicas_per_store));
+    } else if (s.kv_store) {
+      cluster->set_kv_store(std::make_unique<sim::SharedKvStore>(*s.kv_store));
+    }
     for (int i = 0; i < s.replicas; ++i) {
       // Disaggregated: the host tier is the prefill replicas' (decode replicas have none).
       rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
@@ -144,7 +154,7 @@ struct Harness {
       if (r->host_tier()) r->host_tier()->check();
       if (r->nvme_tier()) r->nvme_tier()->check();
     }
-    if (cluster->kv_store()) cluster->kv_store()->check();
+    for (const auto& store : cluster->kv_stores()) store->check();
     for (const auto& st : obs.states) {
       ASSERT_GE(st.kv_blocks_used, 0);
       ASSERT_LE(st.kv_blocks_used, st.kv_blocks_total);

@@ -363,5 +363,43 @@ TEST(NetworkTest, AFlowCutOffWaitsForTheRepairKeepingItsBytes) {
   EXPECT_NEAR(static_cast<double>(done2.at[0].second), 5e6 + 40e6 + 6000, 2.0);
 }
 
+TEST(NetworkTest, ManyTransfersStartedInOneInstantShareAsIfEachRecomputedTheRates) {
+  // Ten 0.1 GB transfers start at t = 0 from both GPUs of node 0 through its one 25 GB/s NIC (the
+  // rates are computed once, at the end of the instant): 1 GB at 25 GB/s drains at 40 ms for all.
+  // A handler that starts the last of them also schedules an event at exactly 40 ms: the drain was
+  // ordered when the flows changed (before that event), so the event sees the flows gone.
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(two_nodes()));
+  struct Starter : EventHandler {
+    Simulation* sim = nullptr;
+    Network* net = nullptr;
+    Done* done = nullptr;
+    size_t flows_seen = 99;
+    void on_event(uint64_t payload) override {
+      if (payload == 1) {
+        flows_seen = net->active_flows();
+        return;
+      }
+      for (uint64_t i = 0; i < 10; ++i) net->start_transfer(i, {{static_cast<int64_t>(i % 2), 2 + static_cast<int64_t>(i % 2)}}, 0.1e9, done);
+      sim->schedule_at(core::Time::from_ns(40'000'000), this, 1);
+    }
+  } starter;
+  starter.sim = &sim;
+  starter.net = &net;
+  starter.done = &done;
+  sim.schedule_at(core::Time(), &starter, 0);
+  sim.run();
+  ASSERT_EQ(done.at.size(), 10u);
+  for (const auto& [tag, at] : done.at) EXPECT_EQ(at, 40'000'000 + 6000) << tag;
+  EXPECT_EQ(starter.flows_seen, 0u);
+  // The rates of flows started in the same instant are those of their fair share (2.5 GB/s each).
+  Simulation sim2;
+  Network net2(sim2, Topology(two_nodes()));
+  for (uint64_t i = 0; i < 10; ++i) net2.start_transfer(i, {{static_cast<int64_t>(i % 2), 2}}, 0.1e9, nullptr);
+  for (const auto& [links, rate] : net2.flow_rates()) EXPECT_DOUBLE_EQ(rate, 2.5e9);
+}
+
 }  // namespace
 }  // namespace servesim::sim

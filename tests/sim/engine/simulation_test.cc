@@ -31,6 +31,38 @@ TEST(SimulationTest, OrdersByTimeThenSchedulingOrder) {
   EXPECT_EQ(sim.now().ns(), 30);
 }
 
+TEST(SimulationTest, AReservedNumberOrdersTheEventAsIfScheduledWhenReserved) {
+  // At t = 5 a handler takes a number, another event for t = 30 is scheduled, and only then is the
+  // reserved event placed at t = 30: it runs first of the two, as if scheduled when it reserved.
+  Simulation sim;
+  Recorder r;
+  r.sim = &sim;
+  struct Late : EventHandler {
+    Simulation* sim = nullptr;
+    Recorder* r = nullptr;
+    uint64_t seq = 0;
+    void on_event(uint64_t payload) override {
+      if (payload == 0) {
+        seq = sim->reserve_seq();
+        sim->schedule_at(core::Time::from_ns(30), r, 2);
+        sim->schedule_at(core::Time::from_ns(5), this, 1);  // later in the same instant
+      } else {
+        sim->schedule_reserved(core::Time::from_ns(30), seq, r, 1);
+      }
+    }
+  } late;
+  late.sim = &sim;
+  late.r = &r;
+  sim.schedule_at(core::Time::from_ns(5), &late, 0);
+  sim.run();
+  const std::vector<std::pair<int64_t, uint64_t>> expected = {{30, 1}, {30, 2}};
+  EXPECT_EQ(r.seen, expected);
+  // Not after now, or a number never handed out: refused.
+  Simulation s2;
+  EXPECT_THROW(s2.schedule_reserved(core::Time::from_ns(0), s2.reserve_seq(), &r), core::Error);
+  EXPECT_THROW(s2.schedule_reserved(core::Time::from_ns(10), 99, &r), core::Error);
+}
+
 TEST(SimulationTest, ManyTiesKeepInsertionOrder) {
   Simulation sim;
   Recorder r;
