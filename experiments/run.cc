@@ -849,6 +849,15 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
   if (nvme)
     push_tier_rows(s.fleet, "nvme", static_cast<double>(s.prefix_nvme_hit_tokens), prompt, nt,
                    static_cast<double>(nvme_units), static_cast<double>(nvme_blocks), {}, {});
+  // Requests admitted again after a recompute preemption or a failover, their hits decided again
+  // (docs/kv-tiers.md, "Preemption"): only in runs that had one, so that the others keep their rows.
+  if (s.prefix_reloads > 0) {
+    s.fleet.push_back(count("kv_reloads", static_cast<double>(s.prefix_reloads)));
+    s.fleet.push_back(count("kv_reload_hit_tokens", static_cast<double>(s.prefix_reload_hit_tokens)));
+    if (host) s.fleet.push_back(count("kv_host_reload_tokens", static_cast<double>(s.prefix_host_reload_tokens)));
+    if (store) s.fleet.push_back(count("kv_store_reload_tokens", static_cast<double>(s.prefix_store_reload_tokens)));
+    if (nvme) s.fleet.push_back(count("kv_nvme_reload_tokens", static_cast<double>(s.prefix_nvme_reload_tokens)));
+  }
   // Per replica (whole run, not the measurement window): "replica<i>.<figure>", after the totals.
   for (const auto& r : cluster.replicas()) {
     const std::string p = "replica" + std::to_string(r->index()) + ".";

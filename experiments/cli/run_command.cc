@@ -235,6 +235,15 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
         << grouped(static_cast<uint64_t>(get("kv_nvme_stores"))) << " stores (" << fixed(get("kv_nvme_store_gb"), 1)
         << " GB), " << grouped(static_cast<uint64_t>(get("kv_nvme_evictions"))) << " NVMe evictions\n";
   }
+  if (fleet_value("kv_reloads")) {
+    auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
+    out << "kv reloads   " << grouped(static_cast<uint64_t>(get("kv_reloads")))
+        << " admissions again after a recompute preemption or a failover hit "
+        << grouped(static_cast<uint64_t>(get("kv_reload_hit_tokens"))) << " tokens (host "
+        << grouped(static_cast<uint64_t>(get("kv_host_reload_tokens"))) << ", store "
+        << grouped(static_cast<uint64_t>(get("kv_store_reload_tokens"))) << ", NVMe "
+        << grouped(static_cast<uint64_t>(get("kv_nvme_reload_tokens"))) << "; not in the hit rates above)\n";
+  }
   // An autoscaled run (no [faults] with it) has its own line below.
   const bool elastic = fleet_value("replica_provisions").has_value();
   if (fleet_value("replica_failures")) {

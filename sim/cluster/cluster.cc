@@ -91,7 +91,11 @@ void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to
   if (links_down_ > 0) check_cut_off();
 }
 
-void Cluster::cancel_tier_copy(uint64_t tag, const TransferListener* done) { network_->cancel_transfer(tag, done); }
+double Cluster::cancel_tier_copy(Replica& replica, uint64_t tag, const TransferListener* done, double bytes) {
+  const std::optional<double> left = network_->cancel_transfer(tag, done);  // of one GPU's share (tier_copy)
+  const double share = bytes / static_cast<double>(gpus_[replica.index()].size());
+  return !left || !(share > 0) ? 1.0 : std::clamp(1.0 - *left / share, 0.0, 1.0);
+}
 
 void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {
   std::vector<std::unique_ptr<SharedKvStore>> one;

@@ -292,7 +292,7 @@ class Cluster final : public EventHandler,
   // its node's host (sim/cluster/network.h, Topology::host_endpoint).
   void tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
                  TransferListener* done) override;
-  void cancel_tier_copy(uint64_t tag, const TransferListener* done) override;
+  double cancel_tier_copy(Replica& replica, uint64_t tag, const TransferListener* done, double bytes) override;
 
   // ---- fleet dynamics (sim/cluster/faults.cc) ----
   struct FaultTimer final : EventHandler {  // payload: index into fault_actions_

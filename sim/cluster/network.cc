@@ -369,19 +369,23 @@ void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, 
   reschedule();
 }
 
-bool Network::cancel_transfer(uint64_t tag, const TransferListener* listener) {
+std::optional<double> Network::cancel_transfer(uint64_t tag, const TransferListener* listener) {
   uint32_t t = 0;
   for (; t < transfers_.size(); ++t)
     if (transfers_[t].flows_left > 0 && transfers_[t].tag == tag && transfers_[t].listener == listener) break;
-  if (t == transfers_.size()) return false;
+  if (t == transfers_.size()) return std::nullopt;
   advance();
+  double left = 0;  // the most any of its flows had still to move (a drained flow has left the list)
+  for (const std::vector<Flow>* list : {&flows_, &stalled_})
+    for (const Flow& f : *list)
+      if (f.transfer == t) left = std::max(left, f.remaining);
   auto of_it = [t](const Flow& f) { return f.transfer == t; };
   flows_.erase(std::remove_if(flows_.begin(), flows_.end(), of_it), flows_.end());
   stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), of_it), stalled_.end());
   transfers_[t].flows_left = 0;
   free_transfers_.push_back(t);
   reschedule();
-  return true;
+  return left;
 }
 
 uint32_t Network::new_transfer() {

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -167,8 +168,10 @@ class Network final : public EventHandler {
                       TransferListener* listener);
   // Stops the transfer `tag` of `listener` while its flows still move bytes: they leave the network
   // (what they have not moved is never sent, bytes_delivered() does not count it) and nobody is
-  // told. Returns false when there is none (done, or only its latency left: it completes as usual).
-  bool cancel_transfer(uint64_t tag, const TransferListener* listener);
+  // told. Returns the bytes the least advanced of its flows had still to move (each flow carries
+  // an equal share of the transfer, so its share less this is what every flow had delivered), or
+  // nothing when there is none (done, or only its latency left: it completes as usual).
+  std::optional<double> cancel_transfer(uint64_t tag, const TransferListener* listener);
   // Expert parallelism's cross-node all-to-all of one step: moves `bytes_per_pair` along each
   // (from GPU, to GPU) pair as flows that share links max-min fairly with every other flow (KV
   // transfers, other replicas' exchanges), and returns the seconds until the last of them would have

@@ -350,14 +350,19 @@ bool Replica::admit_front(int64_t kv_tokens) {
     r.last_unit_key = key;
     r.shared_tokens = hit.usable_tokens;
     r.kv_tokens = hit.usable_tokens;
-    if (!r.looked_up) {
+    if (!r.looked_up || r.tier_redecide) {
+      // The first admission's lookup; with a KV tier, also the lookup of an admission again after
+      // the request's KV was dropped (preempt, fail): its hits were decided again (a reload).
+      const bool reload = r.looked_up;
+      r.tier_redecide = false;
       r.looked_up = true;
-      r.cached_tokens = hit.usable_tokens;
+      if (!reload) r.cached_tokens = hit.usable_tokens;
       core::PrefixLookup rec;
+      rec.reload = reload;
       rec.replica = index_;
       rec.prompt_units = hit.prompt_units;
       rec.matched_units = hit.matched_units;
-      rec.prompt_tokens = r.prompt_tokens;
+      rec.prompt_tokens = reload ? r.prefill_target() : r.prompt_tokens;  // a reload's may hit generated tokens
       rec.hit_tokens = hit.usable_tokens;
       rec.host_hit_tokens = std::min<int64_t>(r.host_hit_tokens, hit.usable_tokens);
       if (!store_hits_.empty()) [[unlikely]]
@@ -441,6 +446,14 @@ void Replica::preempt(RequestId id) {
   } else {
     r.kv_tokens = 0;
     r.decoding = false;
+    if (host_ || store_ || nvme_) [[unlikely]] {
+      // Recomputed: its prefix may now be in a tier (HBM evicted it, or wrote it down): its HBM and
+      // tier hits are decided again when it next reaches the head of the queue, as vLLM V1 asks its
+      // KV connector again about a preempted request (num_computed_tokens = 0).
+      r.tier_checked = false;
+      r.tier_redecide = true;
+      r.host_hit_tokens = 0;
+    }
   }
   account(r, +1);
   r.state = RequestState::kWaiting;
@@ -571,6 +584,7 @@ void Replica::fail(std::vector<RequestId>& lost) {
     r.decoding = false;
     r.swapped = false;
     r.tier_checked = false;
+    r.tier_redecide = host_ || store_ || nvme_;  // decided again where it goes next (a reload if admitted here)
     r.host_hit_tokens = 0;
     if (r.timed_out) {
       leave_timed_out(id);
@@ -602,7 +616,8 @@ void Replica::fail(std::vector<RequestId>& lost) {
   nvme_hits_.clear();
   if (tier_fabric_)
     for (const Prefetch& p : prefetches_)
-      if (p.end_ns == std::numeric_limits<int64_t>::max()) listener_->cancel_tier_copy(p.seq * 4 + 3, tier_fabric_.get());
+      if (p.end_ns == std::numeric_limits<int64_t>::max())
+        listener_->cancel_tier_copy(*this, p.seq * 4 + 3, tier_fabric_.get(), 0);
   prefetches_.clear();  // their completions find nothing; what was on the way is lost with the host
   prefetching_.clear();
   down_ = true;
@@ -988,7 +1003,10 @@ bool Replica::start_loads() {
       end_units = j + 1;
     }
     if (host_tokens == 0 && store_tokens == 0 && nvme_tokens == 0) {
-      r.tier_checked = true;
+      // Nothing in the tiers. A request deciding again after a recompute preemption is asked again
+      // each time it is considered until it is admitted (as vLLM V1 asks its connector): it reaches
+      // the head at once, its units still in HBM, and HBM may evict them to a tier while it waits.
+      r.tier_checked = !r.tier_redecide;  // (settle's rule)
       return false;
     }
     // Load or recompute: the copy's time against the prefill time the hit saves, the cost model's
@@ -1005,8 +1023,12 @@ bool Replica::start_loads() {
     double load_s = 0;
     std::pair<double, double> save{0, 0};
     int64_t declined_store_tokens = 0, declined_nvme_tokens = 0;
-    auto settle = [&] {  // the request's tier hit is decided (counted once, when it is)
-      r.tier_checked = true;
+    // The request's tier hit is decided (counted once, when it is). One deciding again after a
+    // recompute preemption is asked again each time it is considered until it is admitted, whatever
+    // the answer, and its declines are not counted (one per consideration would inflate them).
+    auto settle = [&] {
+      r.tier_checked = !r.tier_redecide;
+      if (r.tier_redecide) return;
       if (declined_store_tokens > 0) {
         StoreStats& st = store_->stats(index_);
         ++st.declined;
@@ -1055,8 +1077,10 @@ bool Replica::start_loads() {
       save = saved(end_tokens);
       if (!host_->should_load(load_s, save.first)) {
         settle();
-        ++host_->stats().declined;
-        host_->stats().declined_tokens += host_tokens;
+        if (!r.tier_redecide) {
+          ++host_->stats().declined;
+          host_->stats().declined_tokens += host_tokens;
+        }
         return false;
       }
     }
@@ -1169,7 +1193,7 @@ void Replica::finish_tier_copy(uint64_t tag) {
 }
 
 void Replica::cancel_load_copies(uint64_t seq) {
-  for (uint64_t copy = 0; copy < 3; ++copy) listener_->cancel_tier_copy(seq * 4 + copy, tier_fabric_.get());
+  for (uint64_t copy = 0; copy < 3; ++copy) listener_->cancel_tier_copy(*this, seq * 4 + copy, tier_fabric_.get(), 0);
 }
 
 // ---- prefetch from the shared store into the host tier -----------------------------------------
@@ -1200,7 +1224,8 @@ void Replica::start_prefetch(RequestId id) {
   if (p.units.empty()) return;
   if (tier_fabric_) {
     // On the network: one flow per GPU, store -> its node's host; every unit lands when the flows
-    // have all arrived (prefetch_arrived), none before (a cut-off lands nothing).
+    // have all arrived (prefetch_arrived); cut off before, the units whose bytes every flow had
+    // delivered land (end_prefetch).
     for (auto& u : p.units) {
       u.second = std::numeric_limits<int64_t>::max();
       prefetching_.insert(u.first);
@@ -1235,9 +1260,22 @@ void Replica::start_prefetch(RequestId id) {
 
 void Replica::end_prefetch(Prefetch& p) {
   const int64_t elapsed = (sim_.now() - p.start).ns();
-  // On the network, cut off before its flows arrived: they stop (what they have not moved is not sent).
-  if (tier_fabric_ && p.end_ns == std::numeric_limits<int64_t>::max())
-    listener_->cancel_tier_copy(p.seq * 4 + 3, tier_fabric_.get());
+  // On the network, cut off before its flows arrived: they stop (what they have not moved is not
+  // sent). Each flow carries its GPU's share of every unit in chain order, so unit i has arrived
+  // when every flow has delivered the share of units 0..i: those land, the rest are cut off.
+  if (tier_fabric_ && p.end_ns == std::numeric_limits<int64_t>::max()) {
+    int64_t total = 0;
+    for (int64_t b : p.blocks) total += b;
+    const double arrived =
+        listener_->cancel_tier_copy(*this, p.seq * 4 + 3, tier_fabric_.get(), store_->copy_bytes(total)) *
+        static_cast<double>(total);  // in blocks
+    int64_t sum = 0;
+    for (size_t i = 0; i < p.units.size(); ++i) {
+      sum += p.blocks[i];
+      if (static_cast<double>(sum) - arrived > 1e-9 * static_cast<double>(total)) break;
+      p.units[i].second = elapsed;
+    }
+  }
   StoreStats& st = store_->stats(index_);
   const int64_t u_tokens = kv_.unit_tokens();
   for (size_t i = 0; i < p.units.size(); ++i) {

@@ -175,8 +175,13 @@ class ReplicaListener {
   // with `tag` when the last one has arrived (null: nobody).
   virtual void tier_copy(Replica& /*replica*/, KvTierEndpoint /*from*/, KvTierEndpoint /*to*/, double /*bytes*/,
                          uint64_t /*tag*/, TransferListener* /*done*/) {}
-  // Stops the tier copy `tag` of `done` still under way (a prefetch cut off): Network::cancel_transfer.
-  virtual void cancel_tier_copy(uint64_t /*tag*/, const TransferListener* /*done*/) {}
+  // Stops the tier copy `tag` of `done` (of `bytes`, started by tier_copy for `replica`) still under
+  // way (a prefetch cut off): Network::cancel_transfer. Returns the share of its bytes that every
+  // one of its flows had delivered, in [0, 1] (1: its flows had drained, only their latency left).
+  virtual double cancel_tier_copy(Replica& /*replica*/, uint64_t /*tag*/, const TransferListener* /*done*/,
+                                  double /*bytes*/) {
+    return 0;
+  }
   // A decode replica with pulls waiting (Replica::pull_queued) may have blocks free now: an iteration
   // has ended (requests finished or were preempted, the next one is planned) or a request was aborted.
   virtual void on_kv_freed(Replica& /*replica*/) {}

@@ -66,8 +66,10 @@ struct Request {
   uint32_t failovers = 0;       // times a replica failure sent it elsewhere to be recomputed
   uint32_t waits = 0;           // autoscaled: times the replica it was parked for did not come
   RequestState state = RequestState::kWaiting;
-  // Host KV tier (both in the padding before `session`: sizeof(Request) is unchanged).
-  bool tier_checked = false;    // its host hit has been decided
+  // KV tiers (all three in the padding before `session`: sizeof(Request) is unchanged).
+  bool tier_checked = false;    // its tier hit has been decided (for its current admission)
+  bool tier_redecide = false;   // its KV was dropped after its first admission (a recompute preemption,
+                                // a failover): its next admission's lookup is reported as a reload
   uint32_t host_hit_tokens = 0; // prompt tokens loaded from host for it
   uint64_t session = 0;
   uint32_t stage = 0;           // the workload's load stage

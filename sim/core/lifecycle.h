@@ -76,7 +76,9 @@ struct IterationRecord {
   int64_t extra_decode_tokens = 0;
 };
 
-// The prefix-cache lookup of a request's first admission to a replica.
+// The prefix-cache lookup of a request's first admission to a replica; or, with a KV tier
+// (`reload`), of its admission again after its KV was dropped (a recompute preemption, a failover),
+// when its HBM and tier hits are decided again (docs/kv-tiers.md, "Preemption").
 struct PrefixLookup {
   uint32_t replica = 0;
   int64_t prompt_units = 0;    // prefix units (hash blocks) covering the prompt
@@ -87,6 +89,10 @@ struct PrefixLookup {
   int64_t host_hit_tokens = 0; // of hit_tokens, those loaded from a host KV tier (0 without one)
   int64_t store_hit_tokens = 0; // of hit_tokens, those loaded from the shared KV store (0 without one)
   int64_t nvme_hit_tokens = 0;  // of hit_tokens, those loaded from a local NVMe KV tier (0 without one)
+  bool reload = false;          // a re-admission's lookup: not a first lookup (its hits are not the
+                                // run's hit rates; the cached tokens of the record are the first's);
+                                // its prompt_tokens are the prefill target (prompt + generated), whose
+                                // cached units (generated ones too) it may hit
 };
 
 // A request's KV cache moved from a prefill replica to a decode replica.

@@ -62,6 +62,14 @@ void MetricsCollector::to_sketch() {
 }
 
 void MetricsCollector::on_prefix_lookup(const core::PrefixLookup& l) {
+  if (l.reload) [[unlikely]] {  // an admission again after a recompute preemption or a failover
+    ++s_.prefix_reloads;
+    s_.prefix_reload_hit_tokens += l.hit_tokens;
+    s_.prefix_host_reload_tokens += l.host_hit_tokens;
+    s_.prefix_store_reload_tokens += l.store_hit_tokens;
+    s_.prefix_nvme_reload_tokens += l.nvme_hit_tokens;
+    return;
+  }
   s_.prefix_prompt_blocks += static_cast<uint64_t>(l.prompt_units);
   s_.prefix_matched_blocks += static_cast<uint64_t>(l.matched_units);
   s_.prefix_prompt_tokens += l.prompt_tokens;

@@ -296,8 +296,26 @@ void InvariantChecker::on_prefix_lookup(const core::PrefixLookup& l) {
                              n(l.prompt_units) + " units, " + n(l.hit_tokens) + " of " + n(l.prompt_tokens) +
                              " prompt tokens, saving " + std::to_string(l.saved_flops) + " FLOPs");
         });
-  ++totals_.prefix_lookups;
-  totals_.prefix_hit_tokens += l.hit_tokens;
+  check(l.host_hit_tokens >= 0 && l.store_hit_tokens >= 0 && l.nvme_hit_tokens >= 0 &&
+            l.host_hit_tokens + l.store_hit_tokens + l.nvme_hit_tokens <= l.hit_tokens,
+        "prefix", now_, [&] {
+          return std::string("a lookup on replica " + n(l.replica) + " hit " + n(l.hit_tokens) + " tokens, of which " +
+                             n(l.host_hit_tokens) + " host, " + n(l.store_hit_tokens) + " store and " +
+                             n(l.nvme_hit_tokens) + " NVMe tokens (the tiers' hits are part of the hit)");
+        });
+  if (l.reload) {
+    // A request admitted again whose hits were decided again: its KV was dropped before.
+    ++totals_.reloads;
+    totals_.reload_hit_tokens += l.hit_tokens;
+    check(totals_.reloads <= totals_.preemptions + totals_.reroutes, "prefix", now_, [&] {
+      return std::string(n(totals_.reloads) + " reload lookups (admissions again after a recompute preemption or a "
+                         "failover), but only " + n(totals_.preemptions) + " preemptions and " +
+                         n(totals_.reroutes) + " failovers");
+    });
+  } else {
+    ++totals_.prefix_lookups;
+    totals_.prefix_hit_tokens += l.hit_tokens;
+  }
   if (next_) next_->on_prefix_lookup(l);
 }
 
@@ -456,11 +474,14 @@ void InvariantChecker::check_drained() {
     return std::string(n(totals_.prefix_lookups) + " prefix lookups hit " + n(totals_.prefix_hit_tokens) +
                        " tokens, but the requests' records report " + n(totals_.cached_tokens) + " cached tokens");
   });
-  check(totals_.prefill_tokens >= totals_.completed_prompt_tokens - totals_.cached_tokens, "tokens", now_, [&] {
-    return std::string("iterations prefilled " + n(totals_.prefill_tokens) + " tokens, fewer than the " +
-                       n(totals_.completed_prompt_tokens) + " prompt tokens of the completed requests less the " +
-                       n(totals_.cached_tokens) + " a prefix cache spared");
-  });
+  check(totals_.prefill_tokens >=
+            totals_.completed_prompt_tokens - totals_.cached_tokens - totals_.reload_hit_tokens,
+        "tokens", now_, [&] {
+          return std::string("iterations prefilled " + n(totals_.prefill_tokens) + " tokens, fewer than the " +
+                             n(totals_.completed_prompt_tokens) + " prompt tokens of the completed requests less the " +
+                             n(totals_.cached_tokens) + " a prefix cache spared and the " +
+                             n(totals_.reload_hit_tokens) + " its reloads' hits spared");
+        });
 }
 
 }  // namespace servesim::metrics

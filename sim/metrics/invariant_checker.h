@@ -32,9 +32,12 @@
 //               drafts and emits at most what it accepts; prefilled tokens >= the completed requests'
 //               prompt tokens.
 //
-//   prefix      a lookup matches at most the prompt's units and tokens; the hits of all lookups add
-//               up to the cached tokens the requests' records report; prefilled tokens >= prompt
-//               tokens - cached tokens.
+//   prefix      a lookup matches at most the prompt's units and tokens, and its tier hits are part
+//               of its hit; the hits of all first lookups add up to the cached tokens the requests'
+//               records report; a reload lookup (an admission again with its tier hits decided
+//               again, sim/core/lifecycle.h) follows a preemption or a failover (reloads <=
+//               preemptions + failovers); prefilled tokens >= prompt tokens - cached tokens - the
+//               reloads' hits (a request's last admission prefills all but that admission's hit).
 //   transfers   a KV transfer moves a request in flight between two different known replicas,
 //               ends no earlier than it starts, moves a finite, non-negative number of bytes; the
 //               bytes of a request's transfers add up to what its record reports.
@@ -75,6 +78,8 @@ class InvariantChecker final : public core::LifecycleObserver {
     uint64_t prefix_lookups = 0;
     int64_t prefix_hit_tokens = 0;       // summed over the lookups
     int64_t cached_tokens = 0;           // summed over the requests' records
+    uint64_t reloads = 0;                // reload lookups
+    int64_t reload_hit_tokens = 0;       // summed over them
     uint64_t kv_transfers = 0;
     double kv_transfer_bytes = 0;        // summed over the transfers
     uint64_t failed = 0;                 // lost with a failed replica ([faults] on_failure = fail)

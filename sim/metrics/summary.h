@@ -161,6 +161,15 @@ struct RunSummary {
   int64_t prefix_store_hit_tokens = 0;
   // Of prefix_hit_tokens, those loaded from a local NVMe KV tier ([kv_tiers.nvme]; 0 without one).
   int64_t prefix_nvme_hit_tokens = 0;
+  // With a KV tier: requests admitted again after their KV was dropped (a recompute preemption, a
+  // failover), whose HBM and tier hits were decided again, and those admissions' hits (HBM and tiers,
+  // then each tier's share). Not in the hit figures above (first lookups only, so that a hit rate
+  // stays a share of the prompt tokens); appended to `fleet` as kv_reloads, kv_<tier>_reload_tokens.
+  uint64_t prefix_reloads = 0;
+  int64_t prefix_reload_hit_tokens = 0;
+  int64_t prefix_host_reload_tokens = 0;
+  int64_t prefix_store_reload_tokens = 0;
+  int64_t prefix_nvme_reload_tokens = 0;
   // Shed by admission control ([admission]); counted in requests_rejected, kept out of the `runs`
   // columns (class_stats has it per class) so that runs without admission control keep their layout.
   uint64_t rejected_admission = 0;

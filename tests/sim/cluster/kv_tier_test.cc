@@ -380,5 +380,63 @@ TEST(KvTierTest, ARequestAdmittedInTheSameStepAsTheHeadOfTheQueueHasItsHostHitDe
   EXPECT_EQ(c.obs.find(4)->cached_tokens, 16);
 }
 
+TEST(KvTierTest, ARequestPreemptedByRecomputeReloadsItsPrefixFromHostMemory) {
+  // vLLM V1 asks its KV connector again about a preempted request (num_computed_tokens = 0). 6 HBM
+  // blocks of 4 tokens, units of 8 tokens, host 4 MB/s + 1 ms, iterations 10 ms + 1 ms a token.
+  //   A (0 s, 4 tokens, 12 outputs) prefills 0-14 ms (1 block). B (1 ms, 16 tokens, units 1, 2;
+  //   4 outputs) prefills 14-40 ms (10 + 16; 4 blocks), its first token at 40 ms. At 40 ms A's
+  //   next token needs its 2nd block and B's its 5th, 1 is free: B (the newest) is preempted by
+  //   recompute, its two units left in HBM unreferenced. A decodes alone, 11 steps of 11 ms, to
+  //   161 ms; its KV grows to 15 tokens (4 blocks), so HBM evicts one of B's units (2 blocks), unit
+  //   1 (registered first), and writes it to host memory (on_eviction).
+  //   At 161 ms B is decided again: unit 1 in host memory, unit 2 in HBM behind it. The load,
+  //   8,000 B / 4 MB/s + 1 ms = 3 ms, against 16 ms of prefill saved (17 tokens from 0 less 1 from
+  //   16: loading unit 1 makes unit 2 an HBM hit too): loaded, to 164 ms; then the
+  //   prefill of its 16 + 1 generated tokens less the 16 cached: 10 + 1 = 11 ms, its next token at
+  //   175 ms; 2 decode steps more: done at 197 ms.
+  //   Before (decided once): the whole 17 tokens recomputed at 161 ms, 10 + 17 = 27 ms: token at
+  //   188 ms, done at 210 ms (unit 2 alone is no HBM hit: the chain breaks at unit 1).
+  ClusterSetup s = tier_case(4e6, 0.001);
+  s.kv_blocks = 6;
+  Harness h({hashed(0.0, 4, 12, {90}), hashed(0.001, 16, 4, {1, 2})}, s);
+  h.run();  // under the invariant checker (the harness's)
+  EXPECT_EQ(h.obs.preempted, (std::vector<uint64_t>{1}));
+  bool reprefill = false;
+  for (const auto& it : h.obs.iterations)
+    if (it.start.ns() == 164 * kMs) {
+      reprefill = true;
+      EXPECT_EQ(it.prefill_tokens, 1);
+      EXPECT_EQ(it.duration.ns(), 11 * kMs);
+    }
+  EXPECT_TRUE(reprefill) << "no prefill starting at 164 ms (the load's end)";
+  EXPECT_EQ(h.obs.find(1)->first_token.ns(), 40 * kMs);
+  EXPECT_EQ(h.obs.find(1)->finish.ns(), 197 * kMs);
+  EXPECT_EQ(h.obs.find(0)->finish.ns(), 161 * kMs);
+  // The counters: the tier's load counts the reload (bytes, time, tokens); the lookups report B's
+  // first lookup (nothing cached: its cached_tokens and the hit rates) and then its reload, marked as
+  // one: 16 tokens hit, 8 of them from host memory.
+  const KvTierStats& st = h.cluster->replicas()[0]->host_tier()->stats();
+  EXPECT_EQ(st.loads, 1u);
+  EXPECT_EQ(st.loaded_tokens, 8);
+  EXPECT_DOUBLE_EQ(st.load_bytes, 8000);
+  EXPECT_NEAR(st.load_seconds, 0.003, 1e-12);
+  EXPECT_NEAR(st.saved_prefill_seconds, 0.016, 1e-12);
+  ASSERT_EQ(h.obs.lookups.size(), 3u);
+  EXPECT_FALSE(h.obs.lookups[1].reload);
+  EXPECT_EQ(h.obs.lookups[1].hit_tokens, 0);
+  EXPECT_TRUE(h.obs.lookups[2].reload);
+  EXPECT_EQ(h.obs.lookups[2].hit_tokens, 16);
+  EXPECT_EQ(h.obs.lookups[2].host_hit_tokens, 8);
+  EXPECT_EQ(h.obs.find(1)->cached_tokens, 0);
+  // Swap preemption keeps the KV in host memory: nothing is decided again, no reload lookup.
+  ClusterSetup swap = s;
+  swap.preemption = PreemptionMode::kSwap;
+  Harness w({hashed(0.0, 4, 12, {90}), hashed(0.001, 16, 4, {1, 2})}, swap);
+  w.run();
+  EXPECT_FALSE(w.obs.preempted.empty());
+  for (const auto& l : w.obs.lookups) EXPECT_FALSE(l.reload);
+  EXPECT_EQ(w.cluster->replicas()[0]->host_tier()->stats().loads, 0u);
+}
+
 }  // namespace
 }  // namespace servesim::sim

@@ -5,6 +5,7 @@
 // the comments.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -276,6 +277,59 @@ TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsNothingAndItsFlowStops) {
   EXPECT_NEAR(st.load_seconds, 0.004004, 1e-12);
   EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 16);
   EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'022'004'000);
+}
+
+TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsTheUnitsWhoseBytesHaveArrived) {
+  // timeout 3 ms: C waits (out of the queue) 3 ms from the prefetch's start (its arrival, 2 s); its
+  // flow (16,000 B: unit 1's 8,000 B, then unit 2's) moves 4 MB/s x 3 ms = 12,000 B by then: unit 1
+  // has arrived, unit 2 has not. Cut off: unit 1 lands in host memory (8 tokens prefetched), unit 2
+  // is cut (8 tokens). The lookup: unit 1 a host hit, unit 2 a store hit; the store's policy loads
+  // both (3 ms estimate < 16 ms saved), two flows at once: host -> GPU 1, 8,000 / 16 MB/s = 0.5 ms
+  // + 2 us; store -> GPU 1, 8,000 / 4 MB/s = 2 ms + 4 us (the longer). Then 18 ms of prefill: first
+  // token at 2 s + 3 + 2.004 + 18 = 2.023004 s. (Landing nothing, both units would come from the
+  // store: 4.004 ms, 2.025004 s.)
+  testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"timeout\"\ntimeout_ms = 3"));
+  h.run();
+  const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
+  EXPECT_EQ(st.prefetches, 1u);
+  EXPECT_EQ(st.prefetched_tokens, 8);
+  EXPECT_DOUBLE_EQ(st.prefetch_bytes, 8000);
+  EXPECT_EQ(st.prefetch_cut_tokens, 8);
+  EXPECT_EQ(st.prefetch_waits, 1u);
+  EXPECT_NEAR(st.prefetch_wait_seconds, 0.003, 1e-12);
+  EXPECT_EQ(st.loads, 1u);
+  EXPECT_EQ(st.loaded_tokens, 8);
+  EXPECT_NEAR(st.load_seconds, 0.002004, 1e-12);
+  EXPECT_EQ(h.obs.lookups[3].host_hit_tokens, 8);
+  EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 8);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'004'000);
+}
+
+TEST(TierFlowsTest, CancellingATransferReportsWhatItsLeastAdvancedFlowHadLeft) {
+  // One transfer of two flows, 8,000 B each: the store -> GPU 0 (40 GB/s, the store's link) and node
+  // 0's NVMe -> GPU 1 (20 GB/s, the SSD read link); they share no link. Cut at 100 ns: the first has
+  // moved 4,000 B, the second 2,000 B: the least advanced has 6,000 B left. Nobody is told; a second
+  // cancel finds nothing.
+  Simulation sim;
+  Done done;
+  done.sim = &sim;
+  Network net(sim, Topology(with_nvme()));
+  const Topology& t = net.topology();
+  net.start_transfer(7, {{t.store_endpoint(), 0}, {t.nvme_endpoint(0), 1}}, 16000, &done);
+  struct Cut final : EventHandler {
+    Network* net = nullptr;
+    Done* done = nullptr;
+    std::optional<double> left;
+    void on_event(uint64_t) override { left = net->cancel_transfer(7, done); }
+  } cut;
+  cut.net = &net;
+  cut.done = &done;
+  sim.schedule_after(core::Duration::from_ns(100), &cut, 0);
+  sim.run();
+  ASSERT_TRUE(cut.left.has_value());
+  EXPECT_NEAR(*cut.left, 6000, 1e-6);
+  EXPECT_TRUE(done.at.empty());
+  EXPECT_FALSE(net.cancel_transfer(7, &done).has_value());
 }
 
 }  // namespace
