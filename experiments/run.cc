@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
+#include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "hwmodels/calibration_profile.h"
@@ -1190,6 +1192,20 @@ Pool build_pool(const std::string& name, const core::Params& pool_cfg, const cor
     profile = hwmodels::read_calibration_profile(*path);
     p.calibration = *path;
     p.calibration_default = !cost_cfg.has("calibration");
+  }
+  if (!profile && !cost_cfg.has("calibration") && hwmodels::has_shipped_profile(p.gpu->name)) {
+    // Runs on, as the user may mean it, but not silently (once per process: a sweep's points too).
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::string dirs;
+      for (const std::string& d : hwmodels::profile_search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
+      std::cerr << "servesim: warning: the shipped calibration profile of " << p.gpu->name
+                << " was not found (searched: " << (dirs.empty() ? "nowhere" : dirs)
+                << "), so this run uses the roofline model's constant efficiencies, not the fit to measurements "
+                   "(docs/calibration.md): run the binary from its build directory or installation, set "
+                   "SERVESIM_PROFILE_DIR to the source tree's calibration/profiles, or set [cost_model] calibration = "
+                   "\"none\" to choose constant efficiencies\n";
+    });
   }
   const hwmodels::CalibrationProfile* selected = profile ? &*profile : nullptr;
   p.cost = hwmodels::cost_model_registry().make(cost_cfg, model, *p.gpu, tp, selected, p.ep);

@@ -638,6 +638,12 @@ std::optional<std::string> shipped_profile(const std::string& gpu_name) {
   return std::nullopt;
 }
 
+bool has_shipped_profile(const std::string& gpu_name) {
+  static constexpr std::string_view kShipped[] = {"a100-80gb-sxm", "h100-sxm"};
+  const std::string name = core::to_lower(gpu_name);
+  return std::find(std::begin(kShipped), std::end(kShipped), name) != std::end(kShipped);
+}
+
 std::optional<std::string> selected_calibration(const core::Params& cost_model, const std::string& gpu_name) {
   if (cost_model.has("calibration")) {
     const std::string& value = cost_model.get_string("calibration");

@@ -176,6 +176,11 @@ std::vector<std::string> profile_search_path();
 // The shipped profile of a GPU preset (<dir>/<gpu>.toml in the first directory that has it).
 std::optional<std::string> shipped_profile(const std::string& gpu_name);
 
+// Whether a profile of this GPU preset ships with servesim (calibration/profiles/<name>.toml; a test
+// keeps the list and the files in step): a run that finds none of them selects no profile, and
+// warns (a binary moved away from its build or installation would otherwise run uncalibrated).
+bool has_shipped_profile(const std::string& gpu_name);
+
 // The value of [cost_model] calibration that opts out of any profile.
 inline constexpr std::string_view kNoCalibration = "none";
 // The profile a run's [cost_model] section selects for a GPU: the file `calibration` names; none

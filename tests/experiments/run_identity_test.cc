@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "experiments/run.h"
+#include "hwmodels/calibration_profile.h"
 #include "sim/core/config.h"
 #include "sim/core/digest.h"
 #include "sim/core/params.h"
@@ -270,4 +271,46 @@ TEST(RunIdentityTest, ASweepReRunAfterAFileChangedIsNotServedStaleResults) {
 }
 
 }  // namespace
+// A binary moved away from its build directory or installation finds no shipped calibration profile:
+// it runs with the constant efficiencies (as the user may mean it) but says so on stderr, once;
+// it does not when the profile is found, or when [cost_model] calibration = "none" chooses that.
+TEST(RunIdentityTest, ABinaryThatFindsNoShippedProfileWarnsAndRunsUncalibrated) {
+  TempDir dir;
+  const fs::path root = dir.path();
+  const fs::path moved = root / "servesim";
+  fs::copy_file(servesim::testing::servesim_bin(), moved);
+  fs::permissions(moved, fs::perms::owner_all);
+  const std::string config = servesim::testing::source_dir() + "/experiments/quickstart.toml";
+  auto run = [&](const std::string& bin, std::vector<std::string> extra_args, std::vector<std::string> env) {
+    std::vector<std::string> argv = {bin, "run", config, "--no-db", "--json", "--set", "workload.max_requests=50"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    return servesim::testing::run_process(argv, root.string(), 120, -1, env);
+  };
+  const auto lost = run(moved.string(), {}, {"SERVESIM_PROFILE_DIR="});
+  ASSERT_EQ(lost.exit_code, 0) << lost.err;
+  EXPECT_NE(lost.err.find("warning: the shipped calibration profile of h100-sxm was not found"), std::string::npos)
+      << lost.err;
+  // Where it looked: beside the binary's directory, as a build directory inside the source tree.
+  EXPECT_NE(lost.err.find((root.parent_path() / "calibration" / "profiles").string()), std::string::npos) << lost.err;
+  EXPECT_TRUE(nlohmann::json::parse(lost.out)["pools"][0]["calibration"].is_null()) << lost.out;
+  // The same binary told where the profiles are, and one that says "none": no warning.
+  const auto found = run(moved.string(), {}, {"SERVESIM_PROFILE_DIR=" + servesim::testing::source_dir() +
+                                                  "/calibration/profiles"});
+  ASSERT_EQ(found.exit_code, 0) << found.err;
+  EXPECT_EQ(found.err.find("warning"), std::string::npos) << found.err;
+  EXPECT_TRUE(nlohmann::json::parse(found.out)["pools"][0]["calibration"].is_string()) << found.out;
+  const auto none = run(moved.string(), {"--set", "cost_model.calibration=none"}, {"SERVESIM_PROFILE_DIR="});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.err.find("warning"), std::string::npos) << none.err;
+  // And the list of GPUs that have a shipped profile is the files that ship.
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(servesim::testing::source_dir() + "/calibration/profiles")) {
+    if (e.path().extension() != ".toml") continue;
+    ++files;
+    EXPECT_TRUE(hwmodels::has_shipped_profile(e.path().stem().string())) << e.path();
+  }
+  EXPECT_EQ(files, 2u);
+  EXPECT_FALSE(hwmodels::has_shipped_profile("b200"));
+}
+
 }  // namespace servesim::experiments
