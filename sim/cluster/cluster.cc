@@ -68,8 +68,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   return *replicas_.back();
 }
 
-void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
-                        TransferListener* done) {
+void Cluster::tier_pairs(Replica& replica, KvTierEndpoint from, KvTierEndpoint to) {
   const Topology& topo = network_->topology();
   if ((from == KvTierEndpoint::kStore || to == KvTierEndpoint::kStore) && !topo.has_store())
     throw core::Error("internal: a KV store copy on a topology without the store");
@@ -87,8 +86,18 @@ void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to
   };
   host_pairs_.clear();
   for (int64_t g : gpus_[replica.index()]) host_pairs_.emplace_back(endpoint(from, g), endpoint(to, g));
+}
+
+void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
+                        TransferListener* done) {
+  tier_pairs(replica, from, to);
   network_->start_transfer(tag, host_pairs_, bytes, done);
   if (links_down_ > 0) check_cut_off();
+}
+
+double Cluster::tier_copy_seconds(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes) {
+  tier_pairs(replica, from, to);
+  return network_->transfer_seconds_now(host_pairs_, bytes);
 }
 
 void Cluster::cancel_tier_copy(uint64_t tag, const TransferListener* done) { network_->cancel_transfer(tag, done); }

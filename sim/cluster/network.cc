@@ -384,6 +384,37 @@ bool Network::cancel_transfer(uint64_t tag, const TransferListener* listener) {
   return true;
 }
 
+double Network::transfer_seconds_now(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes) {
+  if (pairs.empty()) return 0;
+  if (link_count_.size() != topology_.num_links()) {
+    link_count_.assign(topology_.num_links(), 0);
+    link_mark_.assign(topology_.num_links(), 0);
+  }
+  const uint64_t stamp = ++mark_stamp_;
+  // This transfer's own flows on each link of its paths, then the active flows on those links.
+  for (const auto& [from, to] : pairs) {
+    const Topology::Path& p = topology_.path(from, to);
+    if (!p.connected) return std::numeric_limits<double>::infinity();
+    for (uint32_t l : p.links) {
+      if (link_mark_[l] != stamp) link_mark_[l] = stamp, link_count_[l] = 0;
+      ++link_count_[l];
+    }
+  }
+  for (const Flow& f : flows_)
+    for (uint32_t l : f.path->links)
+      if (link_mark_[l] == stamp) ++link_count_[l];
+  const double share = bytes / static_cast<double>(pairs.size());
+  double longest = 0;
+  for (const auto& [from, to] : pairs) {
+    const Topology::Path& p = topology_.path(from, to);
+    double rate = std::numeric_limits<double>::infinity();
+    for (uint32_t l : p.links) rate = std::min(rate, topology_.link_bandwidth(l) / link_count_[l]);
+    const double s = p.links.empty() ? p.latency_s : share / rate + p.latency_s;
+    longest = std::max(longest, s);
+  }
+  return longest;
+}
+
 uint32_t Network::new_transfer() {
   if (!free_transfers_.empty()) {
     const uint32_t t = free_transfers_.back();

@@ -176,6 +176,17 @@ class Network final : public EventHandler {
   // same sharing. The flows stay in the network until they drain (a later transfer still sees them);
   // nobody is told when. Path latencies are not included (the cost model adds the collectives').
   double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
+  // The seconds a transfer of `bytes` split evenly over the (from, to) pairs would take if it started
+  // now on the network as it is now (what an engine knows of its own links' current use, not a
+  // prediction of the flows to come): each pair's share at the rate its new flow would get, the
+  // least over the path's links of bandwidth / (active flows on the link + this transfer's flows on
+  // it), plus the path's latency; the longest pair. That rate is a lower bound on the max-min fair
+  // rate the flow would get (the fair share on its bottleneck link is at least the link's bandwidth
+  // over its flows), equal to it when the other flows on that link are limited there too, and below
+  // it when some are limited elsewhere (they leave the link's spare to the new flow): the estimate
+  // errs long, never short, at the instant. Moves nothing.
+  // Infinity when a pair has no path (a link down).
+  double transfer_seconds_now(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes);
   size_t active_flows() const { return flows_.size(); }
   // The active flows' links and current rates, in flow order (for tests; computes them first).
   std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates();
@@ -237,6 +248,9 @@ class Network final : public EventHandler {
   std::vector<uint32_t> link_start_, link_fill_, link_flows_;  // per link: its flows' span in link_flows_
   std::vector<std::pair<double, uint32_t>> heap_;
   std::vector<Flow> what_if_;
+  std::vector<int32_t> link_count_;       // transfer_seconds_now's scratch: flows per marked link
+  std::vector<uint64_t> link_mark_;        // the estimate that last marked each link
+  uint64_t mark_stamp_ = 0;
 };
 
 }  // namespace servesim::sim

@@ -5,6 +5,7 @@
 // the comments.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,33 @@ TEST(TierFlowsTest, AnNvmeLoadAndAPdTransferSharingAGpusPcieLinkTakeTheirMaxMinT
   ASSERT_EQ(done.at.size(), 2u);
   EXPECT_EQ(done.at[0], (std::pair<uint64_t, int64_t>{1, 20'000'000 + 102'000}));
   EXPECT_EQ(done.at[1], (std::pair<uint64_t, int64_t>{2, 30'000'000 + 10'000}));
+}
+
+// The load policy's estimate (Network::transfer_seconds_now): per pair, bytes / (the least over its
+// links of bandwidth / (active flows on the link + the copy's own flows on it)) + the path latency;
+// the longest pair. It moves nothing.
+TEST(TierFlowsTest, TheEstimateIsTheNewFlowsShareOfEachLinkAsTheFabricIsNow) {
+  TopologyConfig c = with_nvme();
+  c.nvme_read_bytes_per_s = {100e9, 0};
+  Simulation sim;
+  Network net(sim, Topology(c));
+  const int64_t nvme = net.topology().nvme_endpoint(0);
+  // Idle: NVMe -> GPU 0, 1 GB at min(100 SSD, 50 host, 50 PCIe) = 50 GB/s = 20 ms, + 102 us.
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}}, 1e9), 0.020102, 1e-12);
+  // A replica of GPUs 0 and 1 (1 GB each): its two flows share the host uplink (50 / 2 = 25 GB/s)
+  // and the SSD link (100 / 2): 1 GB / 25 GB/s = 40 ms + 102 us.
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}, {nvme, 1}}, 2e9), 0.040102, 1e-12);
+  // A PD transfer GPU 2 -> GPU 0 under way on "gpu 0 pcie (down)": the NVMe -> GPU 0 copy's flow
+  // would get 50 / 2 = 25 GB/s there: 40 ms + 102 us; GPU 1's path is idle but for the copy's
+  // own two flows on the uplink (25): also 40.102 ms. Nothing moved, no flow added.
+  net.start_transfer(9, {{2, 0}}, 10e9, nullptr);
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}}, 1e9), 0.040102, 1e-12);
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 1}}, 1e9), 0.020102, 1e-12);
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}, {nvme, 1}}, 2e9), 0.040102, 1e-12);
+  EXPECT_EQ(net.active_flows(), 1u);
+  // A link of the path down: no path, infinite.
+  net.set_links_down(net.topology().links_named("node 0 nvme"), true);
+  EXPECT_TRUE(std::isinf(net.transfer_seconds_now({{nvme, 0}}, 1e9)));
 }
 
 // ---- a prefetch on the fabric: one flow per GPU, store -> the node's host ----------------------

@@ -39,6 +39,12 @@ Policies policies_of(const std::string& write) {
           policies::kv_tier_load_registry().make(cfg.section("l"))};
 }
 
+std::shared_ptr<const KvTierLoadPolicy> load_policy(const std::string& kind) {
+  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
+  return policies::kv_tier_load_registry().make(
+      core::parse_config("[l]\nkind = \"" + kind + "\"\n", "t.toml", schema).section("l"));
+}
+
 // Blocks of 4 tokens, units of 8 tokens (2 blocks), 1000 bytes per token per GPU (4,000 per block,
 // 8,000 per unit), iterations of 10 ms + 1 ms per prefilled token. One GPU per PCIe switch, so the
 // node's host attaches at each GPU's PCIe endpoint: a host -> GPU 0 load crosses "node 0 host - nic 0
@@ -188,7 +194,8 @@ TEST(UnifiedFabricTest, AReplicaFailingWithALoadInFlightStopsItsFlows) {
 }
 
 TEST(UnifiedFabricTest, ARequestTimingOutWhileLoadingStopsItsFlow) {
-  // The store case with a 200 kB/s store link (the policy's estimate still 4 MB/s + 1 ms: it loads)
+  // The store case with a 200 kB/s store link, loads `always` (the `cost` estimate on the fabric,
+  // 32,000 B / 200 kB/s = 160 ms, would recompute D's hit)
   // and clients giving up 200 ms after arrival; round robin. A (0 s, units 3, 4) runs on replica
   // 0, A' (0 s, 40 tokens, units 1, 2, 5, 6, 7) on replica 1 (done at 60 ms). D (1 s, units 1, 2,
   // 5, 6, 8) comes to replica 0: units 1, 2, 5, 6 are in the store (unit 7 ends at the last prompt
@@ -202,6 +209,9 @@ TEST(UnifiedFabricTest, ARequestTimingOutWhileLoadingStopsItsFlow) {
   //   before its deadline (1.25 s).
   ClusterSetup s = store_case();
   s.topology.store_bytes_per_s = 0.2e6;
+  auto always = std::make_shared<StoreSpec>(*s.kv_store);
+  always->load = load_policy("always");
+  s.kv_store = always;
   s.client_timeout = core::Duration::from_ns(200 * kMs);
   Harness h({hashed(0.0, 16, 2, {3, 4}), hashed(0.0, 40, 2, {1, 2, 5, 6, 7}), hashed(1.0, 40, 2, {1, 2, 5, 6, 8}),
              hashed(1.05, 24, 2, {3, 4, 9})},
@@ -215,6 +225,43 @@ TEST(UnifiedFabricTest, ARequestTimingOutWhileLoadingStopsItsFlow) {
   EXPECT_NEAR(per.at(1).load_seconds, 0.155004, 1e-12);
   EXPECT_EQ(h.obs.find(3)->first_token.ns(), 1'223'004'000);
   EXPECT_EQ(h.obs.find(3)->outcome, core::RequestOutcome::kCompleted);
+}
+
+// The `cost` policy's estimate on the fabric (Network::transfer_seconds_now): the host case with
+// 8,000 B a block, so C's hit (units 1, 2) is 32,000 B; prefill saved 16 tokens x 1 ms = 16 ms.
+// On an idle PCIe path the estimate is 32,000 / 4 MB/s + 2 x 0.5 ms = 9 ms < 16 ms: C loads
+// (9 ms; as the flow takes), then prefills 8 tokens (18 ms): first token 2.027 s. With one other
+// flow on the path's links (host -> GPU 0, 20 MB started at 0 s: 5 s alone, still running at 2 s)
+// each link gives a new flow 4 MB/s / 2: 32,000 / 2e6 + 1 ms = 17 ms > 16 ms: C recomputes, all 24
+// tokens in one iteration, 10 + 24 ms: first token 2.034 s. The analytic estimate (32,000 / 4 MB/s
+// + 1 ms = 9 ms) would have loaded it, 17 ms on the shared link: first token 2.035 s.
+TEST(UnifiedFabricTest, TheCostEstimateSeesAnotherFlowOnThePcieLink) {
+  auto trace = host_trace();
+  trace.pop_back();  // C alone at 2 s
+  auto one_case = [] {
+    ClusterSetup s = host_case();
+    auto t = std::make_shared<HostTierSpec>(*s.host_tier);
+    t->block_bytes_per_gpu = 8000;
+    s.host_tier = t;
+    return s;
+  };
+  Harness idle(trace, one_case());
+  idle.run();
+  const KvTierStats& si = idle.cluster->replicas()[0]->host_tier()->stats();
+  ASSERT_EQ(si.loads, 1u);
+  EXPECT_EQ(si.declined, 0u);
+  EXPECT_NEAR(si.load_seconds, 0.009, 1e-9);
+  EXPECT_EQ(idle.obs.find(3)->first_token.ns(), 2027 * kMs);
+
+  Harness busy(trace, one_case());
+  busy.network->start_transfer(7, {{busy.network->topology().host_endpoint(0), 0}}, 20e6, nullptr);
+  busy.run();
+  const KvTierStats& sb = busy.cluster->replicas()[0]->host_tier()->stats();
+  EXPECT_EQ(sb.loads, 0u);
+  EXPECT_EQ(sb.declined, 1u);
+  EXPECT_EQ(sb.declined_tokens, 16);
+  EXPECT_EQ(busy.obs.find(3)->cached_tokens, 0);
+  EXPECT_EQ(busy.obs.find(3)->first_token.ns(), 2034 * kMs);
 }
 
 }  // namespace
