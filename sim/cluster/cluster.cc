@@ -88,16 +88,23 @@ void Cluster::tier_pairs(Replica& replica, KvTierEndpoint from, KvTierEndpoint t
   for (int64_t g : gpus_[replica.index()]) host_pairs_.emplace_back(endpoint(from, g), endpoint(to, g));
 }
 
+double Cluster::store_latency(const Replica& replica, KvTierEndpoint from, KvTierEndpoint to) const {
+  if (from != KvTierEndpoint::kStore && to != KvTierEndpoint::kStore) return 0;
+  const size_t group = store_group(replica.index());
+  return group < kv_stores_.size() ? kv_stores_[group]->spec().latency_s : 0;
+}
+
 void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
                         TransferListener* done) {
   tier_pairs(replica, from, to);
-  network_->start_transfer(tag, host_pairs_, bytes, done);
+  // A store copy starts moving bytes after the store's own access latency (its lookup).
+  network_->start_transfer(tag, host_pairs_, bytes, done, store_latency(replica, from, to));
   if (links_down_ > 0) check_cut_off();
 }
 
 double Cluster::tier_copy_seconds(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes) {
   tier_pairs(replica, from, to);
-  return network_->transfer_seconds_now(host_pairs_, bytes);
+  return store_latency(replica, from, to) + network_->transfer_seconds_now(host_pairs_, bytes);
 }
 
 void Cluster::cancel_tier_copy(uint64_t tag, const TransferListener* done) { network_->cancel_transfer(tag, done); }

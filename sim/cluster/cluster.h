@@ -384,6 +384,9 @@ class Cluster final : public EventHandler,
   std::vector<std::pair<int64_t, int64_t>> host_pairs_;  // scratch of tier_copy
   // Fills host_pairs_ with the replica's per-GPU (from, to) endpoint pairs of a tier copy.
   void tier_pairs(Replica& replica, KvTierEndpoint from, KvTierEndpoint to);
+  // A copy to or from the replica's store: the store's access latency (kv_tiers.store.latency_us),
+  // before its bytes move on the fabric; 0 for other copies.
+  double store_latency(const Replica& replica, KvTierEndpoint from, KvTierEndpoint to) const;
   core::LifecycleObserver& observer_;
   ClusterLayout layout_;
   RequestTable requests_;

@@ -163,8 +163,11 @@ class Network final : public EventHandler {
   const Topology& topology() const { return topology_; }
   // Moves `bytes` split evenly over the (from GPU, to GPU) pairs, as parallel flows; tells
   // `listener` with `tag` when the last flow has arrived.
+  // `start_delay_s` > 0: the flows start moving bytes only that long after now (a store's lookup
+  // before its copy: kv_tiers.store.latency_us); the transfer completes after the delay, the drain
+  // and the path latency. Cancelled meanwhile, it never starts.
   void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
-                      TransferListener* listener);
+                      TransferListener* listener, double start_delay_s = 0);
   // Stops the transfer `tag` of `listener` while its flows still move bytes: they leave the network
   // (what they have not moved is never sent, bytes_delivered() does not count it) and nobody is
   // told. Returns false when there is none (done, or only its latency left: it completes as usual).
@@ -213,6 +216,8 @@ class Network final : public EventHandler {
     int64_t flows_left;
     double latency_s = 0;  // the longest path latency of its flows
     double bytes = 0;
+    bool delayed = false;    // its flows wait in delayed_ for their start (start_transfer's delay)
+    bool cancelled = false;  // cancelled while delayed: freed when its start comes
   };
   void advance();
   // The flows changed: their rates are computed again once, at the end of the instant (flush).
@@ -228,6 +233,8 @@ class Network final : public EventHandler {
   Topology topology_;
   std::vector<Flow> flows_;
   std::vector<Flow> stalled_;  // no path while links are down
+  std::vector<Flow> delayed_;  // waiting for their transfer's start (start_transfer's delay)
+  void start_delayed(uint32_t transfer);
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   core::Time last_update_;

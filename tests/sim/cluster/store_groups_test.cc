@@ -149,9 +149,10 @@ TEST(StoreGroupsTest, TheTieredRouterScoresEachReplicaAgainstItsGroupsStore) {
 // full unit: nothing to write), replica 1 gets A (16 tokens, units 1, 2), B (24 tokens, units 5, 6,
 // 7: with 7 HBM blocks its prompt evicts A's two units, written to store 1), then C (2 s, units 1, 2,
 // 9). C's store copy: 16,000 B over "store 1 - leaf 0 (down)", "node 0 nic 1 - leaf (down)", "gpu 1
-// pcie (down)": 16,000 / 2 MB/s = 8 ms + 1 + 2 + 1 us = 8.004 ms (loaded: the `cost` estimate on the
-// idle fabric is that time, under the 16 ms saved; at 1 MB/s it would be 16.004 ms and C recomputes)
-// then 8 tokens of prefill, 18 ms: first token at 2 s + 8.004 + 18 ms = 2.026004 s.
+// pcie (down)", its bytes moving after the store's 1 ms lookup (latency_us): 1 ms + 16,000 / 2 MB/s =
+// 8 ms + 1 + 2 + 1 us = 9.004 ms (loaded: the `cost` estimate on the idle fabric is that time, under
+// the 16 ms saved; at 1 MB/s it would be 17.004 ms and C recomputes); then 8 tokens of prefill,
+// 18 ms: first token at 2 s + 9.004 + 18 ms = 2.027004 s.
 TEST(StoreGroupsTest, OnAPdFabricAReplicasStoreCopiesGoToItsGroupsStore) {
   ClusterSetup s;
   s.replicas = 3;
@@ -176,9 +177,9 @@ TEST(StoreGroupsTest, OnAPdFabricAReplicasStoreCopiesGoToItsGroupsStore) {
   h.run();
   const SharedKvStore& s1 = *h.cluster->kv_stores()[1];
   EXPECT_EQ(h.obs.find(5)->cached_tokens, 16);
-  EXPECT_EQ(h.obs.find(5)->first_token.ns(), 2'026'004'000);
+  EXPECT_EQ(h.obs.find(5)->first_token.ns(), 2'027'004'000);
   EXPECT_EQ(s1.per_replica().at(1).loads, 1u);
-  EXPECT_NEAR(s1.per_replica().at(1).load_seconds, 0.008004, 1e-12);
+  EXPECT_NEAR(s1.per_replica().at(1).load_seconds, 0.009004, 1e-12);
   EXPECT_EQ(h.cluster->kv_stores()[0]->units(), 0u);
   EXPECT_EQ(h.cluster->replicas()[2]->kv_store(), nullptr);  // the decode replica has none
 }

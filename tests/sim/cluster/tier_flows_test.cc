@@ -272,10 +272,11 @@ std::vector<traces::RequestSpec> pd_prefetch_trace() {
 }
 
 TEST(TierFlowsTest, APrefetchOnTheFabricLandsWhenItsFlowArrives) {
-  // wait_complete: C waits (out of the queue) for the flow, 4.004 ms; both units land in replica 1's
-  // host memory then, and C loads them host -> GPU 1 ("node 0 host - nic 1 (down)", "gpu 1 pcie
-  // (down)"): 16,000 / 16 MB/s = 1 ms, + 2 us; then 18 ms of prefill: first token at 2 s + 4.004 +
-  // 1.002 + 18 = 2.023006 s (the analytic prefetch would take 1 ms + 4 ms).
+  // wait_complete: C waits (out of the queue) for the flow, which moves its bytes after the store's
+  // 1 ms lookup (latency_us): 1 + 4.004 = 5.004 ms; both units land in replica 1's host memory then,
+  // and C loads them host -> GPU 1 ("node 0 host - nic 1 (down)", "gpu 1 pcie (down)"): 16,000 /
+  // 16 MB/s = 1 ms, + 2 us; then 18 ms of prefill: first token at 2 s + 5.004 + 1.002 + 18 =
+  // 2.024006 s (the analytic prefetch would take 1 ms + 4 ms).
   testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"wait_complete\""));
   h.run();
   const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
@@ -283,17 +284,18 @@ TEST(TierFlowsTest, APrefetchOnTheFabricLandsWhenItsFlowArrives) {
   EXPECT_EQ(st.prefetched_tokens, 16);
   EXPECT_EQ(st.prefetch_cut_tokens, 0);
   EXPECT_EQ(st.prefetch_waits, 1u);
-  EXPECT_NEAR(st.prefetch_wait_seconds, 0.004004, 1e-12);
+  EXPECT_NEAR(st.prefetch_wait_seconds, 0.005004, 1e-12);
   EXPECT_EQ(st.loads, 0u);
   EXPECT_EQ(h.obs.lookups[3].host_hit_tokens, 16);
-  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'006'000);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'024'006'000);
 }
 
 TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsNothingAndItsFlowStops) {
-  // best_effort: cut off at once (nothing has arrived): nothing lands, both units stay store hits
-  // and load straight from the store, store -> GPU 1 ("store - leaf 0 (down)", "node 0 nic 1 - leaf
-  // (down)", "gpu 1 pcie (down)"): 16,000 / 4 MB/s = 4 ms + 4 us, alone on the store's link (the
-  // prefetch's flow stopped: sharing it would take 8 ms). First token 2 s + 4.004 + 18 = 2.022004 s.
+  // best_effort: cut off at once (still in the store's lookup, nothing has moved): nothing lands,
+  // both units stay store hits and load straight from the store, store -> GPU 1 ("store - leaf 0
+  // (down)", "node 0 nic 1 - leaf (down)", "gpu 1 pcie (down)"): the 1 ms lookup, then 16,000 /
+  // 4 MB/s = 4 ms + 4 us, alone on the store's link (the prefetch's flow never started: sharing it
+  // would take 8 ms): 5.004 ms. First token 2 s + 5.004 + 18 = 2.023004 s.
   testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"best_effort\""));
   h.run();
   const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
@@ -301,9 +303,9 @@ TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsNothingAndItsFlowStops) {
   EXPECT_EQ(st.prefetched_tokens, 0);
   EXPECT_EQ(st.prefetch_cut_tokens, 16);
   EXPECT_EQ(st.loads, 1u);
-  EXPECT_NEAR(st.load_seconds, 0.004004, 1e-12);
+  EXPECT_NEAR(st.load_seconds, 0.005004, 1e-12);
   EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 16);
-  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'022'004'000);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'004'000);
 }
 
 }  // namespace

@@ -119,7 +119,7 @@ TEST(UnifiedFabricTest, TwoHostLoadsOfOneReplicaShareItsPcieLink) {
 // A store -> GPU k load crosses "store - leaf 0 (down)", "node 0 nic k - leaf (down)" and "gpu k
 // pcie (down)": alone 16,000 / 4e6 = 4 ms + 1 + 2 + 1 us = 4.004 ms. The policy's estimate is the
 // analytic 16,000 / 4 MB/s + 1 ms = 5 ms < 16 ms saved: load.
-ClusterSetup store_case() {
+ClusterSetup store_case(double lookup_s = 0.001) {
   ClusterSetup s;
   s.replicas = 2;
   s.prefix_unit_tokens = 8;
@@ -141,7 +141,7 @@ ClusterSetup store_case() {
   st->block_bytes_per_gpu = 4000;
   st->gpus = 1;
   st->link_bytes_per_s = 4e6;
-  st->latency_s = 0.001;
+  st->latency_s = lookup_s;
   s.kv_store = st;
   return s;
 }
@@ -152,9 +152,11 @@ std::vector<traces::RequestSpec> store_trace() {
 }
 
 TEST(UnifiedFabricTest, TwoReplicasStoreLoadsShareTheStoresLink) {
-  // Both loads start at 2 s on the store's 4 MB/s link: 2 MB/s each, 8 ms, + 4 us = 8.004 ms each
-  // (analytic: 5 ms each, the link shared by nothing). Then each prefills its last 8 tokens alone on
-  // its replica, 18 ms: first tokens at 2.026004 s.
+  // Both loads start at 2 s; their bytes move after the store's 1 ms lookup (latency_us): from
+  // 2.001 s on the store's 4 MB/s link, 2 MB/s each, 8 ms, + 4 us of path: 9.004 ms each (analytic:
+  // 5 ms each, the link shared by nothing). Then each prefills its last 8 tokens alone on its
+  // replica, 18 ms: first tokens at 2.027004 s. (Each `cost` estimate at 2 s: the other copy is
+  // still in its lookup, so 16,000 / 4 MB/s + 4 us + 1 ms = 5.004 ms < 16 ms: both load.)
   Harness h(store_trace(), store_case());
   h.run();
   const auto& per = h.cluster->kv_store()->per_replica();
@@ -162,22 +164,22 @@ TEST(UnifiedFabricTest, TwoReplicasStoreLoadsShareTheStoresLink) {
     EXPECT_EQ(per.at(r).loads, 1u) << r;
     EXPECT_EQ(per.at(r).loaded_tokens, 16) << r;
     EXPECT_EQ(per.at(r).cross_tokens, 16) << r;  // written by the other replica
-    EXPECT_NEAR(per.at(r).load_seconds, 0.008004, 1e-12) << r;
+    EXPECT_NEAR(per.at(r).load_seconds, 0.009004, 1e-12) << r;
   }
   EXPECT_EQ(h.obs.find(2)->replica, 0u);
   EXPECT_EQ(h.obs.find(3)->replica, 1u);
-  EXPECT_EQ(h.obs.find(2)->first_token.ns(), 2'026'004'000);
-  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'026'004'000);
+  EXPECT_EQ(h.obs.find(2)->first_token.ns(), 2'027'004'000);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'027'004'000);
 }
 
 TEST(UnifiedFabricTest, AReplicaFailingWithALoadInFlightStopsItsFlows) {
-  // As above, but replica 1 fails at 2.004 s: both flows have moved 4 ms x 2 MB/s = 8,000 B. D's
+  // As above without the store's lookup latency (latency_us = 0), but replica 1 fails at 2.004 s: both flows have moved 4 ms x 2 MB/s = 8,000 B. D's
   // flow stops with its replica (its copying process is gone); C's has the store's link alone for
   // its last 8,000 B: 2 ms, drained at 2.006 s, arrived 4 us later: 6.004 ms of load (8.004 if the
   // dead replica's flow went on). D goes to replica 0 at 2.004 s, idle (C is out of the queue for its
   // load), where units 1 and 2 are in HBM (A's): D prefills its last 8 tokens at once, [2.004,
   // 2.022); C is back at 2.006004 and prefills next, 18 ms: first tokens D 2.022 s, C 2.040 s.
-  Harness h(store_trace(), store_case());
+  Harness h(store_trace(), store_case(0));
   FaultPlan plan;
   FaultEvent e;
   e.replica = 1;
@@ -194,7 +196,7 @@ TEST(UnifiedFabricTest, AReplicaFailingWithALoadInFlightStopsItsFlows) {
 }
 
 TEST(UnifiedFabricTest, ARequestTimingOutWhileLoadingStopsItsFlow) {
-  // The store case with a 200 kB/s store link, loads `always` (the `cost` estimate on the fabric,
+  // The store case without the lookup latency (latency_us = 0), a 200 kB/s store link, loads `always` (the `cost` estimate on the fabric,
   // 32,000 B / 200 kB/s = 160 ms, would recompute D's hit)
   // and clients giving up 200 ms after arrival; round robin. A (0 s, units 3, 4) runs on replica
   // 0, A' (0 s, 40 tokens, units 1, 2, 5, 6, 7) on replica 1 (done at 60 ms). D (1 s, units 1, 2,
@@ -207,7 +209,7 @@ TEST(UnifiedFabricTest, ARequestTimingOutWhileLoadingStopsItsFlow) {
   //   at 1.205 s, arrived at 1.205004 s: 155.004 ms of load (160.004 ms if D's flow went on).
   //   C prefills its last 8 tokens, 18 ms: first token 1.223004 s; one decode, done 1.233004 s,
   //   before its deadline (1.25 s).
-  ClusterSetup s = store_case();
+  ClusterSetup s = store_case(0);
   s.topology.store_bytes_per_s = 0.2e6;
   auto always = std::make_shared<StoreSpec>(*s.kv_store);
   always->load = load_policy("always");
