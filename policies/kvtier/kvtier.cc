@@ -57,11 +57,13 @@ class CostLoad final : public sim::KvTierLoadPolicy {
 class AlwaysLoad final : public sim::KvTierLoadPolicy {
  public:
   bool load(double, double) const override { return true; }
+  bool weighs_copy_time() const override { return false; }
 };
 
 class NeverLoad final : public sim::KvTierLoadPolicy {
  public:
   bool load(double, double) const override { return false; }
+  bool weighs_copy_time() const override { return false; }
 };
 
 const bool kWrites =

@@ -68,8 +68,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   return *replicas_.back();
 }
 
-void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
-                        TransferListener* done) {
+void Cluster::tier_pairs(Replica& replica, KvTierEndpoint from, KvTierEndpoint to) {
   const Topology& topo = network_->topology();
   if ((from == KvTierEndpoint::kStore || to == KvTierEndpoint::kStore) && !topo.has_store())
     throw core::Error("internal: a KV store copy on a topology without the store");
@@ -87,7 +86,19 @@ void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to
   };
   host_pairs_.clear();
   for (int64_t g : gpus_[replica.index()]) host_pairs_.emplace_back(endpoint(from, g), endpoint(to, g));
-  network_->start_transfer(tag, host_pairs_, bytes, done);
+}
+
+double Cluster::store_latency(const Replica& replica, KvTierEndpoint from, KvTierEndpoint to) const {
+  if (from != KvTierEndpoint::kStore && to != KvTierEndpoint::kStore) return 0;
+  const size_t group = store_group(replica.index());
+  return group < kv_stores_.size() ? kv_stores_[group]->spec().latency_s : 0;
+}
+
+void Cluster::tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
+                        TransferListener* done) {
+  tier_pairs(replica, from, to);
+  // A store copy starts moving bytes after the store's own access latency (its lookup).
+  network_->start_transfer(tag, host_pairs_, bytes, done, store_latency(replica, from, to));
   if (links_down_ > 0) check_cut_off();
 }
 
@@ -95,6 +106,11 @@ double Cluster::cancel_tier_copy(Replica& replica, uint64_t tag, const TransferL
   const std::optional<double> left = network_->cancel_transfer(tag, done);  // of one GPU's share (tier_copy)
   const double share = bytes / static_cast<double>(gpus_[replica.index()].size());
   return !left || !(share > 0) ? 1.0 : std::clamp(1.0 - *left / share, 0.0, 1.0);
+}
+
+double Cluster::tier_copy_seconds(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes) {
+  tier_pairs(replica, from, to);
+  return store_latency(replica, from, to) + network_->transfer_seconds_now(host_pairs_, bytes);
 }
 
 void Cluster::set_kv_store(std::unique_ptr<SharedKvStore> store) {

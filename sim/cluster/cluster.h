@@ -293,6 +293,9 @@ class Cluster final : public EventHandler,
   void tier_copy(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes, uint64_t tag,
                  TransferListener* done) override;
   double cancel_tier_copy(Replica& replica, uint64_t tag, const TransferListener* done, double bytes) override;
+  // ReplicaListener: the load policy's estimate of such a copy on the network as it is now
+  // (Network::transfer_seconds_now over the same endpoint pairs).
+  double tier_copy_seconds(Replica& replica, KvTierEndpoint from, KvTierEndpoint to, double bytes) override;
 
   // ---- fleet dynamics (sim/cluster/faults.cc) ----
   struct FaultTimer final : EventHandler {  // payload: index into fault_actions_
@@ -379,6 +382,11 @@ class Cluster final : public EventHandler,
   std::unique_ptr<Router> decode_router_;
   Network* network_;
   std::vector<std::pair<int64_t, int64_t>> host_pairs_;  // scratch of tier_copy
+  // Fills host_pairs_ with the replica's per-GPU (from, to) endpoint pairs of a tier copy.
+  void tier_pairs(Replica& replica, KvTierEndpoint from, KvTierEndpoint to);
+  // A copy to or from the replica's store: the store's access latency (kv_tiers.store.latency_us),
+  // before its bytes move on the fabric; 0 for other copies.
+  double store_latency(const Replica& replica, KvTierEndpoint from, KvTierEndpoint to) const;
   core::LifecycleObserver& observer_;
   ClusterLayout layout_;
   RequestTable requests_;

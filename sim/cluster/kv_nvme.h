@@ -76,6 +76,7 @@ class NvmeKvTier final : public KvTierSink {
   double copy_seconds(int64_t blocks) const { return local_copy_seconds(blocks); }
   double write_seconds(int64_t blocks) const { return copy_bytes(blocks) / spec_.write_bytes_per_s; }
   bool should_load(double load_s, double recompute_s) const { return spec_.load->load(load_s, recompute_s); }
+  bool weighs_copy_time() const { return spec_.load->weighs_copy_time(); }
 
   // A load read this unit (LRU refresh).
   void touch(uint64_t key) { units_.touch(key); }

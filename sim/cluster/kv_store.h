@@ -95,6 +95,7 @@ class SharedKvStore final : private KvTierSink {
   // The one place a store copy is timed (see the header comment).
   double copy_seconds(int64_t blocks) const;
   bool should_load(double load_s, double recompute_s) const { return spec_.load->load(load_s, recompute_s); }
+  bool weighs_copy_time() const { return spec_.load->weighs_copy_time(); }
   bool store_on_compute() const { return spec_.write->store_on_compute(); }
   bool store_on_eviction() const { return spec_.write->store_on_eviction(); }
   const KvTierPrefetchPolicy* prefetch() const { return spec_.prefetch.get(); }

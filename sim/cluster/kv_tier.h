@@ -54,6 +54,8 @@ class KvTierLoadPolicy {
   // `load_s`: the copy's time; `recompute_s`: the prefill time loading would save (the replica's
   // cost model; no knowledge of the future).
   virtual bool load(double load_s, double recompute_s) const = 0;
+  // Whether load() weighs `load_s` (false: the replica need not estimate the copy's time).
+  virtual bool weighs_copy_time() const { return true; }
 };
 
 // How long a request at the head of the waiting queue waits for the prefetch of its store units
@@ -134,6 +136,7 @@ class HostKvTier final : public KvTierSink {
     return static_cast<double>(blocks) * spec_.block_bytes_per_gpu / spec_.link_bytes_per_s + spec_.latency_s;
   }
   bool should_load(double load_s, double recompute_s) const { return spec_.load->load(load_s, recompute_s); }
+  bool weighs_copy_time() const { return spec_.load->weighs_copy_time(); }
   // A load read this entry (LRU refresh).
   void touch(uint64_t key);
   // Writes a unit down (a no-op but for the refresh when it is already here); evicts by policy to

@@ -334,6 +334,7 @@ namespace {
 constexpr uint64_t kCompletionBit = uint64_t{1} << 63;
 constexpr uint64_t kFlush = kCompletionBit - 1;  // above any version
 constexpr double kDrainedBytes = 1e-6;
+constexpr uint64_t kStartBit = uint64_t{1} << 62;  // a delayed transfer's start (versions stay below)
 }  // namespace
 
 Network::Network(Simulation& sim, Topology topology) : sim_(sim), topology_(std::move(topology)) {
@@ -347,25 +348,52 @@ Network::Network(Simulation& sim, Topology topology) : sim_(sim), topology_(std:
 }
 
 void Network::start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
-                             TransferListener* listener) {
+                             TransferListener* listener, double start_delay_s) {
   if (gpu_pairs.empty()) throw core::Error("internal: transfer without GPU pairs");
   advance();
   const uint32_t t = new_transfer();
   Transfer& tr = transfers_[t];
   tr = Transfer{tag, listener, 0, 0, bytes};
+  const bool delay = start_delay_s > 0;
   const double share = bytes / static_cast<double>(gpu_pairs.size());
   for (const auto& [from, to] : gpu_pairs) {
     const Topology::Path& p = topology_.path(from, to);
     tr.latency_s = std::max(tr.latency_s, p.latency_s);
     if ((p.connected && p.links.empty()) || share <= kDrainedBytes) continue;  // same GPU: nothing to move
     const Flow f{t, &p, share, 0, static_cast<int32_t>(from), static_cast<int32_t>(to)};
-    (p.connected ? flows_ : stalled_).push_back(f);  // cut off: it waits for a link to come back
+    (delay ? delayed_ : p.connected ? flows_ : stalled_).push_back(f);  // cut off: it waits for a link to come back
     ++tr.flows_left;
   }
   if (tr.flows_left == 0) {
-    sim_.schedule_after(core::Duration::from_seconds(tr.latency_s), this, kCompletionBit | t);
+    sim_.schedule_after(core::Duration::from_seconds(start_delay_s + tr.latency_s), this, kCompletionBit | t);
     bytes_delivered_ += bytes;
+    return;
   }
+  if (delay) {
+    tr.delayed = true;
+    sim_.schedule_after(core::Duration::from_seconds(start_delay_s), this, kStartBit | t);
+    return;
+  }
+  reschedule();
+}
+
+void Network::start_delayed(uint32_t t) {
+  Transfer& tr = transfers_[t];
+  tr.delayed = false;
+  auto of_it = [t](const Flow& f) { return f.transfer == t; };
+  if (tr.cancelled) {
+    tr.cancelled = false;
+    free_transfers_.push_back(t);
+    return;
+  }
+  advance();
+  for (Flow& f : delayed_) {
+    if (!of_it(f)) continue;
+    f.path = &topology_.path(f.from, f.to);  // the links up now
+    if (f.path->connected) tr.latency_s = std::max(tr.latency_s, f.path->latency_s);
+    (f.path->connected ? flows_ : stalled_).push_back(f);
+  }
+  delayed_.erase(std::remove_if(delayed_.begin(), delayed_.end(), of_it), delayed_.end());
   reschedule();
 }
 
@@ -376,16 +404,52 @@ std::optional<double> Network::cancel_transfer(uint64_t tag, const TransferListe
   if (t == transfers_.size()) return std::nullopt;
   advance();
   double left = 0;  // the most any of its flows had still to move (a drained flow has left the list)
-  for (const std::vector<Flow>* list : {&flows_, &stalled_})
+  for (const std::vector<Flow>* list : {&flows_, &stalled_, &delayed_})
     for (const Flow& f : *list)
       if (f.transfer == t) left = std::max(left, f.remaining);
   auto of_it = [t](const Flow& f) { return f.transfer == t; };
   flows_.erase(std::remove_if(flows_.begin(), flows_.end(), of_it), flows_.end());
   stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), of_it), stalled_.end());
   transfers_[t].flows_left = 0;
+  if (transfers_[t].delayed) {  // not started: its start event frees it
+    delayed_.erase(std::remove_if(delayed_.begin(), delayed_.end(), of_it), delayed_.end());
+    transfers_[t].cancelled = true;
+    return left;  // its flows moved nothing yet
+  }
   free_transfers_.push_back(t);
   reschedule();
   return left;
+}
+
+double Network::transfer_seconds_now(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes) {
+  if (pairs.empty()) return 0;
+  if (link_count_.size() != topology_.num_links()) {
+    link_count_.assign(topology_.num_links(), 0);
+    link_mark_.assign(topology_.num_links(), 0);
+  }
+  const uint64_t stamp = ++mark_stamp_;
+  // This transfer's own flows on each link of its paths, then the active flows on those links.
+  for (const auto& [from, to] : pairs) {
+    const Topology::Path& p = topology_.path(from, to);
+    if (!p.connected) return std::numeric_limits<double>::infinity();
+    for (uint32_t l : p.links) {
+      if (link_mark_[l] != stamp) link_mark_[l] = stamp, link_count_[l] = 0;
+      ++link_count_[l];
+    }
+  }
+  for (const Flow& f : flows_)
+    for (uint32_t l : f.path->links)
+      if (link_mark_[l] == stamp) ++link_count_[l];
+  const double share = bytes / static_cast<double>(pairs.size());
+  double longest = 0;
+  for (const auto& [from, to] : pairs) {
+    const Topology::Path& p = topology_.path(from, to);
+    double rate = std::numeric_limits<double>::infinity();
+    for (uint32_t l : p.links) rate = std::min(rate, topology_.link_bandwidth(l) / link_count_[l]);
+    const double s = p.links.empty() ? p.latency_s : share / rate + p.latency_s;
+    longest = std::max(longest, s);
+  }
+  return longest;
 }
 
 uint32_t Network::new_transfer() {
@@ -630,6 +694,10 @@ void Network::on_event(uint64_t payload) {
   if (payload == kFlush) {
     flush_pending_ = false;
     flush();
+    return;
+  }
+  if (!(payload & kCompletionBit) && (payload & kStartBit)) {
+    start_delayed(static_cast<uint32_t>(payload & ~kStartBit));
     return;
   }
   if (payload & kCompletionBit) {

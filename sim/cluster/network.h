@@ -164,8 +164,11 @@ class Network final : public EventHandler {
   const Topology& topology() const { return topology_; }
   // Moves `bytes` split evenly over the (from GPU, to GPU) pairs, as parallel flows; tells
   // `listener` with `tag` when the last flow has arrived.
+  // `start_delay_s` > 0: the flows start moving bytes only that long after now (a store's lookup
+  // before its copy: kv_tiers.store.latency_us); the transfer completes after the delay, the drain
+  // and the path latency. Cancelled meanwhile, it never starts.
   void start_transfer(uint64_t tag, const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes,
-                      TransferListener* listener);
+                      TransferListener* listener, double start_delay_s = 0);
   // Stops the transfer `tag` of `listener` while its flows still move bytes: they leave the network
   // (what they have not moved is never sent, bytes_delivered() does not count it) and nobody is
   // told. Returns the bytes the least advanced of its flows had still to move (each flow carries
@@ -179,6 +182,17 @@ class Network final : public EventHandler {
   // same sharing. The flows stay in the network until they drain (a later transfer still sees them);
   // nobody is told when. Path latencies are not included (the cost model adds the collectives').
   double start_exchange(const std::vector<std::pair<int64_t, int64_t>>& gpu_pairs, double bytes_per_pair);
+  // The seconds a transfer of `bytes` split evenly over the (from, to) pairs would take if it started
+  // now on the network as it is now (what an engine knows of its own links' current use, not a
+  // prediction of the flows to come): each pair's share at the rate its new flow would get, the
+  // least over the path's links of bandwidth / (active flows on the link + this transfer's flows on
+  // it), plus the path's latency; the longest pair. That rate is a lower bound on the max-min fair
+  // rate the flow would get (the fair share on its bottleneck link is at least the link's bandwidth
+  // over its flows), equal to it when the other flows on that link are limited there too, and below
+  // it when some are limited elsewhere (they leave the link's spare to the new flow): the estimate
+  // errs long, never short, at the instant. Moves nothing.
+  // Infinity when a pair has no path (a link down).
+  double transfer_seconds_now(const std::vector<std::pair<int64_t, int64_t>>& pairs, double bytes);
   size_t active_flows() const { return flows_.size(); }
   // The active flows' links and current rates, in flow order (for tests; computes them first).
   std::vector<std::pair<std::vector<uint32_t>, double>> flow_rates();
@@ -205,6 +219,8 @@ class Network final : public EventHandler {
     int64_t flows_left;
     double latency_s = 0;  // the longest path latency of its flows
     double bytes = 0;
+    bool delayed = false;    // its flows wait in delayed_ for their start (start_transfer's delay)
+    bool cancelled = false;  // cancelled while delayed: freed when its start comes
   };
   void advance();
   // The flows changed: their rates are computed again once, at the end of the instant (flush).
@@ -220,6 +236,8 @@ class Network final : public EventHandler {
   Topology topology_;
   std::vector<Flow> flows_;
   std::vector<Flow> stalled_;  // no path while links are down
+  std::vector<Flow> delayed_;  // waiting for their transfer's start (start_transfer's delay)
+  void start_delayed(uint32_t transfer);
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> free_transfers_;
   core::Time last_update_;
@@ -240,6 +258,9 @@ class Network final : public EventHandler {
   std::vector<uint32_t> link_start_, link_fill_, link_flows_;  // per link: its flows' span in link_flows_
   std::vector<std::pair<double, uint32_t>> heap_;
   std::vector<Flow> what_if_;
+  std::vector<int32_t> link_count_;       // transfer_seconds_now's scratch: flows per marked link
+  std::vector<uint64_t> link_mark_;        // the estimate that last marked each link
+  uint64_t mark_stamp_ = 0;
 };
 
 }  // namespace servesim::sim

@@ -1040,7 +1040,15 @@ bool Replica::start_loads() {
       }
     };
     // The local units' copy (host memory and NVMe share the GPU's PCIe link: kv_nvme.h).
+    // On the network: the copies on the fabric as it is now (ReplicaListener::tier_copy_seconds), the
+    // longest of them; computed only for a policy that weighs the time (`cost`).
+    auto fabric_s = [&](KvTierEndpoint from, double bytes) {
+      return listener_->tier_copy_seconds(*this, from, KvTierEndpoint::kGpu, bytes);
+    };
     auto local_s = [&] {
+      if (tier_fabric_)
+        return std::max(host_tokens > 0 ? fabric_s(KvTierEndpoint::kHost, host_->copy_bytes(host_blocks)) : 0.0,
+                        nvme_tokens > 0 ? fabric_s(KvTierEndpoint::kNvme, nvme_->copy_bytes(nvme_blocks)) : 0.0);
       if (nvme_tokens == 0) return host_tokens > 0 ? host_->copy_seconds(host_blocks) : 0.0;
       return nvme_->local_copy_seconds(nvme_blocks, host_blocks, host_ ? host_->spec().latency_s : 0.0);
     };
@@ -1048,7 +1056,10 @@ bool Replica::start_loads() {
       // A store hit: the store's load policy decides for the whole chain (local and store units:
       // one wait, tier_load_seconds); declined, the units before the first store unit are decided
       // as without a store (NVMe's policy if there are NVMe units among them, else host's).
-      load_s = tier_load_seconds(local_s(), store_->copy_seconds(store_blocks));
+      if (!tier_fabric_)
+        load_s = tier_load_seconds(local_s(), store_->copy_seconds(store_blocks));
+      else if (store_->weighs_copy_time())
+        load_s = tier_load_seconds(local_s(), fabric_s(KvTierEndpoint::kStore, store_->copy_bytes(store_blocks)));
       save = saved(end_tokens);
       if (!store_->should_load(load_s, save.first)) {
         declined_store_tokens = store_tokens;
@@ -1061,7 +1072,7 @@ bool Replica::start_loads() {
       // An NVMe hit (no store units): the NVMe tier's policy decides for the chain (host and NVMe
       // units: one local copy); declined, the host units before the first NVMe unit are decided on
       // their own by the host's policy.
-      load_s = local_s();
+      load_s = !tier_fabric_ || nvme_->weighs_copy_time() ? local_s() : 0.0;
       save = saved(end_tokens);
       if (!nvme_->should_load(load_s, save.first)) {
         declined_nvme_tokens = nvme_tokens;
@@ -1073,7 +1084,9 @@ bool Replica::start_loads() {
       return false;
     }
     if (store_tokens == 0 && nvme_tokens == 0) {
-      load_s = host_->copy_seconds(host_blocks);
+      load_s = !tier_fabric_                 ? host_->copy_seconds(host_blocks)
+               : host_->weighs_copy_time() ? fabric_s(KvTierEndpoint::kHost, host_->copy_bytes(host_blocks))
+                                           : 0.0;
       save = saved(end_tokens);
       if (!host_->should_load(load_s, save.first)) {
         settle();

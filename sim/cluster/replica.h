@@ -175,6 +175,12 @@ class ReplicaListener {
   // with `tag` when the last one has arrived (null: nobody).
   virtual void tier_copy(Replica& /*replica*/, KvTierEndpoint /*from*/, KvTierEndpoint /*to*/, double /*bytes*/,
                          uint64_t /*tag*/, TransferListener* /*done*/) {}
+  // The load policy's estimate of a tier_copy started now: how long it would take on the network as
+  // it is now (what the replica can know of its links' use); negative without a network.
+  virtual double tier_copy_seconds(Replica& /*replica*/, KvTierEndpoint /*from*/, KvTierEndpoint /*to*/,
+                                   double /*bytes*/) {
+    return -1.0;
+  }
   // Stops the tier copy `tag` of `done` (of `bytes`, started by tier_copy for `replica`) still under
   // way (a prefetch cut off): Network::cancel_transfer. Returns the share of its bytes that every
   // one of its flows had delivered, in [0, 1] (1: its flows had drained, only their latency left).

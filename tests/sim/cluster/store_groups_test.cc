@@ -138,15 +138,16 @@ TEST(StoreGroupsTest, TheTieredRouterScoresEachReplicaAgainstItsGroupsStore) {
 // On a PD fabric a replica's store copies go to its group's store endpoint. Prefill replicas 0 and
 // 1 (GPUs 0, 1), decode replica 2 (GPU 2), one node on one leaf (no spine); groups of 1: store 0
 // for replica 0, store 1 for replica 1, both on the leaf ("store 0 - leaf 0", "store 1 - leaf 0"),
-// PCIe and NIC 1 GB/s, each store's link 1 MB/s; latencies PCIe 1 us, NIC - leaf 2 us, store -
+// PCIe and NIC 1 GB/s, each store's link 2 MB/s; latencies PCIe 1 us, NIC - leaf 2 us, store -
 // leaf 1 us. Store 0's link is down for the whole run: any copy replica 1 sent there would never
 // arrive (the run would not drain). Prefill round-robin: replica 0 gets three 4-token requests (no
 // full unit: nothing to write), replica 1 gets A (16 tokens, units 1, 2), B (24 tokens, units 5, 6,
 // 7: with 7 HBM blocks its prompt evicts A's two units, written to store 1), then C (2 s, units 1, 2,
 // 9). C's store copy: 16,000 B over "store 1 - leaf 0 (down)", "node 0 nic 1 - leaf (down)", "gpu 1
-// pcie (down)": 16,000 / 1 MB/s = 16 ms + 1 + 2 + 1 us = 16.004 ms (loaded: the analytic estimate,
-// 16,000 / 4 MB/s + 1 ms = 5 ms, is under the 16 ms saved); then 8 tokens of prefill, 18 ms: first
-// token at 2 s + 16.004 + 18 ms = 2.034004 s.
+// pcie (down)", its bytes moving after the store's 1 ms lookup (latency_us): 1 ms + 16,000 / 2 MB/s =
+// 8 ms + 1 + 2 + 1 us = 9.004 ms (loaded: the `cost` estimate on the idle fabric is that time, under
+// the 16 ms saved; at 1 MB/s it would be 17.004 ms and C recomputes); then 8 tokens of prefill,
+// 18 ms: first token at 2 s + 9.004 + 18 ms = 2.027004 s.
 TEST(StoreGroupsTest, OnAPdFabricAReplicasStoreCopiesGoToItsGroupsStore) {
   ClusterSetup s;
   s.replicas = 3;
@@ -158,7 +159,7 @@ TEST(StoreGroupsTest, OnAPdFabricAReplicasStoreCopiesGoToItsGroupsStore) {
   s.topology.pcie_bytes_per_s = 1e9;
   s.topology.nic_bytes_per_s = 1e9;
   s.topology.store = true;
-  s.topology.store_bytes_per_s = 1e6;
+  s.topology.store_bytes_per_s = 2e6;
   s.topology.store_at = {-1, -1};
   s.kv_store = store_spec();
   s.replicas_per_store = 1;
@@ -171,9 +172,9 @@ TEST(StoreGroupsTest, OnAPdFabricAReplicasStoreCopiesGoToItsGroupsStore) {
   h.run();
   const SharedKvStore& s1 = *h.cluster->kv_stores()[1];
   EXPECT_EQ(h.obs.find(5)->cached_tokens, 16);
-  EXPECT_EQ(h.obs.find(5)->first_token.ns(), 2'034'004'000);
+  EXPECT_EQ(h.obs.find(5)->first_token.ns(), 2'027'004'000);
   EXPECT_EQ(s1.per_replica().at(1).loads, 1u);
-  EXPECT_NEAR(s1.per_replica().at(1).load_seconds, 0.016004, 1e-12);
+  EXPECT_NEAR(s1.per_replica().at(1).load_seconds, 0.009004, 1e-12);
   EXPECT_EQ(h.cluster->kv_stores()[0]->units(), 0u);
   EXPECT_EQ(h.cluster->replicas()[2]->kv_store(), nullptr);  // the decode replica has none
 }

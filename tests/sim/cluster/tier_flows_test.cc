@@ -5,6 +5,7 @@
 // the comments.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -160,6 +161,33 @@ TEST(TierFlowsTest, AnNvmeLoadAndAPdTransferSharingAGpusPcieLinkTakeTheirMaxMinT
   EXPECT_EQ(done.at[1], (std::pair<uint64_t, int64_t>{2, 30'000'000 + 10'000}));
 }
 
+// The load policy's estimate (Network::transfer_seconds_now): per pair, bytes / (the least over its
+// links of bandwidth / (active flows on the link + the copy's own flows on it)) + the path latency;
+// the longest pair. It moves nothing.
+TEST(TierFlowsTest, TheEstimateIsTheNewFlowsShareOfEachLinkAsTheFabricIsNow) {
+  TopologyConfig c = with_nvme();
+  c.nvme_read_bytes_per_s = {100e9, 0};
+  Simulation sim;
+  Network net(sim, Topology(c));
+  const int64_t nvme = net.topology().nvme_endpoint(0);
+  // Idle: NVMe -> GPU 0, 1 GB at min(100 SSD, 50 host, 50 PCIe) = 50 GB/s = 20 ms, + 102 us.
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}}, 1e9), 0.020102, 1e-12);
+  // A replica of GPUs 0 and 1 (1 GB each): its two flows share the host uplink (50 / 2 = 25 GB/s)
+  // and the SSD link (100 / 2): 1 GB / 25 GB/s = 40 ms + 102 us.
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}, {nvme, 1}}, 2e9), 0.040102, 1e-12);
+  // A PD transfer GPU 2 -> GPU 0 under way on "gpu 0 pcie (down)": the NVMe -> GPU 0 copy's flow
+  // would get 50 / 2 = 25 GB/s there: 40 ms + 102 us; GPU 1's path is idle but for the copy's
+  // own two flows on the uplink (25): also 40.102 ms. Nothing moved, no flow added.
+  net.start_transfer(9, {{2, 0}}, 10e9, nullptr);
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}}, 1e9), 0.040102, 1e-12);
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 1}}, 1e9), 0.020102, 1e-12);
+  EXPECT_NEAR(net.transfer_seconds_now({{nvme, 0}, {nvme, 1}}, 2e9), 0.040102, 1e-12);
+  EXPECT_EQ(net.active_flows(), 1u);
+  // A link of the path down: no path, infinite.
+  net.set_links_down(net.topology().links_named("node 0 nvme"), true);
+  EXPECT_TRUE(std::isinf(net.transfer_seconds_now({{nvme, 0}}, 1e9)));
+}
+
 // ---- a prefetch on the fabric: one flow per GPU, store -> the node's host ----------------------
 
 traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
@@ -245,10 +273,11 @@ std::vector<traces::RequestSpec> pd_prefetch_trace() {
 }
 
 TEST(TierFlowsTest, APrefetchOnTheFabricLandsWhenItsFlowArrives) {
-  // wait_complete: C waits (out of the queue) for the flow, 4.004 ms; both units land in replica 1's
-  // host memory then, and C loads them host -> GPU 1 ("node 0 host - nic 1 (down)", "gpu 1 pcie
-  // (down)"): 16,000 / 16 MB/s = 1 ms, + 2 us; then 18 ms of prefill: first token at 2 s + 4.004 +
-  // 1.002 + 18 = 2.023006 s (the analytic prefetch would take 1 ms + 4 ms).
+  // wait_complete: C waits (out of the queue) for the flow, which moves its bytes after the store's
+  // 1 ms lookup (latency_us): 1 + 4.004 = 5.004 ms; both units land in replica 1's host memory then,
+  // and C loads them host -> GPU 1 ("node 0 host - nic 1 (down)", "gpu 1 pcie (down)"): 16,000 /
+  // 16 MB/s = 1 ms, + 2 us; then 18 ms of prefill: first token at 2 s + 5.004 + 1.002 + 18 =
+  // 2.024006 s (the analytic prefetch would take 1 ms + 4 ms).
   testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"wait_complete\""));
   h.run();
   const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
@@ -256,17 +285,18 @@ TEST(TierFlowsTest, APrefetchOnTheFabricLandsWhenItsFlowArrives) {
   EXPECT_EQ(st.prefetched_tokens, 16);
   EXPECT_EQ(st.prefetch_cut_tokens, 0);
   EXPECT_EQ(st.prefetch_waits, 1u);
-  EXPECT_NEAR(st.prefetch_wait_seconds, 0.004004, 1e-12);
+  EXPECT_NEAR(st.prefetch_wait_seconds, 0.005004, 1e-12);
   EXPECT_EQ(st.loads, 0u);
   EXPECT_EQ(h.obs.lookups[3].host_hit_tokens, 16);
-  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'006'000);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'024'006'000);
 }
 
 TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsNothingAndItsFlowStops) {
-  // best_effort: cut off at once (nothing has arrived): nothing lands, both units stay store hits
-  // and load straight from the store, store -> GPU 1 ("store - leaf 0 (down)", "node 0 nic 1 - leaf
-  // (down)", "gpu 1 pcie (down)"): 16,000 / 4 MB/s = 4 ms + 4 us, alone on the store's link (the
-  // prefetch's flow stopped: sharing it would take 8 ms). First token 2 s + 4.004 + 18 = 2.022004 s.
+  // best_effort: cut off at once (still in the store's lookup, nothing has moved): nothing lands,
+  // both units stay store hits and load straight from the store, store -> GPU 1 ("store - leaf 0
+  // (down)", "node 0 nic 1 - leaf (down)", "gpu 1 pcie (down)"): the 1 ms lookup, then 16,000 /
+  // 4 MB/s = 4 ms + 4 us, alone on the store's link (the prefetch's flow never started: sharing it
+  // would take 8 ms): 5.004 ms. First token 2 s + 5.004 + 18 = 2.023004 s.
   testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"best_effort\""));
   h.run();
   const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
@@ -274,21 +304,22 @@ TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsNothingAndItsFlowStops) {
   EXPECT_EQ(st.prefetched_tokens, 0);
   EXPECT_EQ(st.prefetch_cut_tokens, 16);
   EXPECT_EQ(st.loads, 1u);
-  EXPECT_NEAR(st.load_seconds, 0.004004, 1e-12);
+  EXPECT_NEAR(st.load_seconds, 0.005004, 1e-12);
   EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 16);
-  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'022'004'000);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'004'000);
 }
 
 TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsTheUnitsWhoseBytesHaveArrived) {
-  // timeout 3 ms: C waits (out of the queue) 3 ms from the prefetch's start (its arrival, 2 s); its
-  // flow (16,000 B: unit 1's 8,000 B, then unit 2's) moves 4 MB/s x 3 ms = 12,000 B by then: unit 1
-  // has arrived, unit 2 has not. Cut off: unit 1 lands in host memory (8 tokens prefetched), unit 2
-  // is cut (8 tokens). The lookup: unit 1 a host hit, unit 2 a store hit; the store's policy loads
-  // both (3 ms estimate < 16 ms saved), two flows at once: host -> GPU 1, 8,000 / 16 MB/s = 0.5 ms
-  // + 2 us; store -> GPU 1, 8,000 / 4 MB/s = 2 ms + 4 us (the longer). Then 18 ms of prefill: first
-  // token at 2 s + 3 + 2.004 + 18 = 2.023004 s. (Landing nothing, both units would come from the
-  // store: 4.004 ms, 2.025004 s.)
-  testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"timeout\"\ntimeout_ms = 3"));
+  // timeout 3.5 ms: C waits (out of the queue) 3.5 ms from the prefetch's start (its arrival, 2 s);
+  // its flow (16,000 B: unit 1's 8,000 B, then unit 2's) starts after the store's 1 ms lookup and
+  // moves 4 MB/s x 2.5 ms = 10,000 B by then: unit 1 has arrived, unit 2 has not. Cut off: unit 1
+  // lands in host memory (8 tokens prefetched), unit 2 is cut (8 tokens). The lookup: unit 1 a host
+  // hit, unit 2 a store hit; the store's policy loads both (estimate 1 + 2 ms + 4 us < 16 ms
+  // saved), two copies at once: host -> GPU 1, 8,000 / 16 MB/s = 0.5 ms + 2 us; store -> GPU 1, the
+  // 1 ms lookup, then 8,000 / 4 MB/s = 2 ms + 4 us (the longer: 3.004 ms). Then 18 ms of prefill:
+  // first token at 2 s + 3.5 + 3.004 + 18 = 2.024504 s. (Landing nothing, both units would come
+  // from the store: 1 + 4.004 ms, 2.026504 s.)
+  testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"timeout\"\ntimeout_ms = 3.5"));
   h.run();
   const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
   EXPECT_EQ(st.prefetches, 1u);
@@ -296,13 +327,30 @@ TEST(TierFlowsTest, APrefetchCutOffOnTheFabricLandsTheUnitsWhoseBytesHaveArrived
   EXPECT_DOUBLE_EQ(st.prefetch_bytes, 8000);
   EXPECT_EQ(st.prefetch_cut_tokens, 8);
   EXPECT_EQ(st.prefetch_waits, 1u);
-  EXPECT_NEAR(st.prefetch_wait_seconds, 0.003, 1e-12);
+  EXPECT_NEAR(st.prefetch_wait_seconds, 0.0035, 1e-12);
   EXPECT_EQ(st.loads, 1u);
   EXPECT_EQ(st.loaded_tokens, 8);
-  EXPECT_NEAR(st.load_seconds, 0.002004, 1e-12);
+  EXPECT_NEAR(st.load_seconds, 0.003004, 1e-12);
   EXPECT_EQ(h.obs.lookups[3].host_hit_tokens, 8);
   EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 8);
-  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'004'000);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'024'504'000);
+}
+
+TEST(TierFlowsTest, APrefetchCutOffInItsStoreLookupLandsNothing) {
+  // timeout 0.5 ms: cut off while the store's 1 ms lookup still holds the flow off the links (the
+  // transfer has not started, so its least advanced flow has all 16,000 B left): nothing lands, both
+  // units are cut and come from the store: 1 ms lookup + 16,000 / 4 MB/s = 4 ms + 4 us = 5.004 ms;
+  // first token at 2 s + 0.5 + 5.004 + 18 = 2.023504 s.
+  testing::Harness h(pd_prefetch_trace(), pd_prefetch_case("kind = \"timeout\"\ntimeout_ms = 0.5"));
+  h.run();
+  const StoreStats& st = h.cluster->kv_store()->per_replica().at(1);
+  EXPECT_EQ(st.prefetches, 1u);
+  EXPECT_EQ(st.prefetched_tokens, 0);
+  EXPECT_EQ(st.prefetch_cut_tokens, 16);
+  EXPECT_EQ(h.obs.lookups[3].host_hit_tokens, 0);
+  EXPECT_EQ(h.obs.lookups[3].store_hit_tokens, 16);
+  EXPECT_NEAR(st.load_seconds, 0.005004, 1e-12);
+  EXPECT_EQ(h.obs.find(3)->first_token.ns(), 2'023'504'000);
 }
 
 TEST(TierFlowsTest, CancellingATransferReportsWhatItsLeastAdvancedFlowHadLeft) {
