@@ -12,34 +12,27 @@
 #include "sim/core/config.h"
 #include "sim/core/rng.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
 using testing::spec;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 constexpr int64_t kMs = 1000000;
 
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
-// The policies of the three families by kind name, as [kv_tiers.host] would select them.
+// A host tier's policies by kind name, as [kv_tiers.host] would select them.
 std::shared_ptr<HostTierSpec> tier_spec(const std::string& write, const std::string& eviction, const std::string& load) {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
-  const core::Params cfg = core::parse_config("[w]\nkind = \"" + write + "\"\n[e]\nkind = \"" + eviction +
-                                                  "\"\n[l]\nkind = \"" + load + "\"\n",
-                                              "t.toml", schema);
+  const TierPolicies p = tier_policies(write, eviction, load);
   auto s = std::make_shared<HostTierSpec>();
-  s->write = policies::kv_tier_write_registry().make(cfg.section("w"));
-  s->eviction = policies::kv_tier_eviction_registry().make(cfg.section("e"));
-  s->load = policies::kv_tier_load_registry().make(cfg.section("l"));
+  s->write = p.write;
+  s->eviction = p.eviction;
+  s->load = p.load;
   return s;
 }
 

@@ -15,9 +15,14 @@
 #include "sim/cluster/network.h"
 #include "sim/core/config.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
+
+using testing::hashed;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 struct Done : TransferListener {
   Simulation* sim = nullptr;
@@ -190,31 +195,6 @@ TEST(TierFlowsTest, TheEstimateIsTheNewFlowsShareOfEachLinkAsTheFabricIsNow) {
 
 // ---- a prefetch on the fabric: one flow per GPU, store -> the node's host ----------------------
 
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = testing::spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
-struct TierPolicies {
-  std::shared_ptr<const KvTierWritePolicy> write;
-  std::shared_ptr<const KvTierEvictionPolicy> eviction;
-  std::shared_ptr<const KvTierLoadPolicy> load;
-  std::shared_ptr<const KvTierPrefetchPolicy> prefetch;
-};
-TierPolicies tier_policies(const std::string& write, const std::string& prefetch = "") {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l"),
-                                               core::ParamSpec::section("p", "kv_tier_prefetches", "none", "p")};
-  const core::Params cfg =
-      core::parse_config("[w]\nkind = \"" + write + "\"\n[p]\n" + prefetch + "\n", "t.toml", schema);
-  return {policies::kv_tier_write_registry().make(cfg.section("w")),
-          policies::kv_tier_eviction_registry().make(cfg.section("e")),
-          policies::kv_tier_load_registry().make(cfg.section("l")),
-          policies::kv_tier_prefetch_registry().make(cfg.section("p"))};
-}
-
 // kv_prefetch_test's case on a disaggregated cluster: prefill replicas 0 and 1 (GPUs 0, 1), decode
 // replicas 2 and 3, all in node 0 (one leaf); round-robin routing, so A (0 s: units 1, 2) runs on
 // prefill replica 0 and C (2 s: 24 tokens, units 1, 2, 9) on prefill replica 1, idle, at the head
@@ -253,7 +233,7 @@ testing::ClusterSetup pd_prefetch_case(const std::string& prefetch) {
   host->link_bytes_per_s = 16e6;
   host->latency_s = 0;
   s.host_tier = host;
-  const TierPolicies sp = tier_policies("write_through", prefetch);
+  const TierPolicies sp = tier_policies("write_through", "lru", "cost", prefetch);
   auto store = std::make_shared<StoreSpec>();
   store->write = sp.write;
   store->eviction = sp.eviction;

@@ -9,35 +9,18 @@
 #include "sim/cluster/kv_store.h"
 #include "sim/core/config.h"
 #include "tests/sim/cluster/cluster_harness.h"
+#include "tests/sim/cluster/tier_harness.h"
 
 namespace servesim::sim {
 namespace {
 
 using testing::ClusterSetup;
 using testing::Harness;
+using testing::hashed;
+using testing::tier_policies;
+using testing::TierPolicies;
 
 constexpr int64_t kMs = 1000000;
-
-traces::RequestSpec hashed(double t, int64_t prompt, int64_t output, std::vector<uint64_t> hashes) {
-  traces::RequestSpec s = testing::spec(t, prompt, output);
-  s.block_hashes = std::move(hashes);
-  return s;
-}
-
-struct Policies {
-  std::shared_ptr<const KvTierWritePolicy> write;
-  std::shared_ptr<const KvTierEvictionPolicy> eviction;
-  std::shared_ptr<const KvTierLoadPolicy> load;
-};
-Policies policies_of(const std::string& write) {
-  const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("w", "kv_tier_writes", "on_eviction", "w"),
-                                               core::ParamSpec::section("e", "kv_tier_evictions", "lru", "e"),
-                                               core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
-  const core::Params cfg = core::parse_config("[w]\nkind = \"" + write + "\"\n", "t.toml", schema);
-  return {policies::kv_tier_write_registry().make(cfg.section("w")),
-          policies::kv_tier_eviction_registry().make(cfg.section("e")),
-          policies::kv_tier_load_registry().make(cfg.section("l"))};
-}
 
 std::shared_ptr<const KvTierLoadPolicy> load_policy(const std::string& kind) {
   const std::vector<core::ParamSpec> schema = {core::ParamSpec::section("l", "kv_tier_loads", "cost", "l")};
@@ -59,7 +42,7 @@ ClusterSetup host_case() {
   s.unified_network = true;
   s.topology.pcie_bytes_per_s = 4e6;
   s.topology.pcie_latency_s = 0.0005;
-  const Policies p = policies_of("on_eviction");
+  const TierPolicies p = tier_policies("on_eviction");
   auto t = std::make_shared<HostTierSpec>();
   t->write = p.write;
   t->eviction = p.eviction;
@@ -132,7 +115,7 @@ ClusterSetup store_case(double lookup_s = 0.001) {
   s.topology.switch_latency_s = 1e-6;
   s.topology.store = true;
   s.topology.store_bytes_per_s = 4e6;
-  const Policies p = policies_of("write_through");
+  const TierPolicies p = tier_policies("write_through");
   auto st = std::make_shared<StoreSpec>();
   st->write = p.write;
   st->eviction = p.eviction;
