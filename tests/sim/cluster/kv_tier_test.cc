@@ -181,7 +181,7 @@ TEST(KvTierTest, ARequestWaitingForItsLoadDoesNotStallTheOthers) {
 TEST(KvTierTest, HostTierEvictsByItsPolicy) {
   // Capacity 6 blocks, units of 2 blocks: k1, k2, k3 fill it; k1 is read (a load); k4 comes.
   // LRU evicts the least recently used, k2; FIFO the first stored, k1.
-  for (const std::string& policy : {"lru", "fifo"}) {
+  for (const char* policy : {"lru", "fifo"}) {
     auto spec = tier_spec("on_eviction", policy, "cost");
     spec->capacity_blocks = 6;
     spec->block_bytes_per_gpu = 100;
@@ -194,7 +194,7 @@ TEST(KvTierTest, HostTierEvictsByItsPolicy) {
     tier.store(4, 2);
     tier.check();
     EXPECT_EQ(tier.stats().evictions, 1u);
-    if (policy == "lru")
+    if (std::string(policy) == "lru")
       EXPECT_EQ(tier.eviction_order(), (std::vector<uint64_t>{3, 1, 4}));
     else
       EXPECT_EQ(tier.eviction_order(), (std::vector<uint64_t>{2, 3, 4}));
@@ -287,7 +287,7 @@ TEST(KvTierTest, UnitsAreConservedAcrossHbmAndHostOverALongRandomRun) {
     HostKvTier tier(*spec);
     KvCache kv(40, 4, 8);
     kv.set_tier(&tier);
-    ReferenceTier ref{23, eviction == "lru"};
+    ReferenceTier ref{23, eviction == "lru", {}, 0, {}};
     Mirror mirror;
     mirror.ref = &ref;
     mirror.write_through = write == "write_through";
@@ -336,7 +336,9 @@ TEST(KvTierTest, UnitsAreConservedAcrossHbmAndHostOverALongRandomRun) {
       const bool hbm = kv.find(key) != KvCache::kNone, host = tier.contains(key);
       EXPECT_EQ(hbm, mirror.in_hbm.count(key) > 0) << key;
       EXPECT_TRUE(hbm || host || ref.evicted.count(key)) << key << " vanished";
-      if (host) EXPECT_EQ(tier.blocks_of(key), mirror.blocks.at(key));
+      if (host) {
+        EXPECT_EQ(tier.blocks_of(key), mirror.blocks.at(key));
+      }
     }
   }
 }
