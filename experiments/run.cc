@@ -922,16 +922,17 @@ double tier_usd_per_hour(const core::Params& config, const char* tier, bool pres
   return h.get_float("capacity_gb") * h.get_float("usd_per_gb_hour");
 }
 
-// [kv_tiers.store]: refused where it is not modelled; capacity in the replicas' HBM blocks.
+// [kv_tiers.store]: refused where it is not modelled; capacity in the replicas' HBM blocks (a block
+// sits on one attention rank of tp GPUs); an expert-parallel replica's copies spread over its
+// `ranks` x tp GPUs (sim::tier_copy_share).
 sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec& model, int64_t tp,
-                          const policies::DecodingMethod* decoding, bool ep, bool prefix_caching,
+                          const policies::DecodingMethod* decoding, int64_t ranks, bool prefix_caching,
                           int64_t block_size) {
   const core::Params& h = config.section("kv_tiers").section("store");
   if (!prefix_caching)
     h.fail("capacity_gb",
            "a shared KV store keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
            "prefix block hashes)");
-  if (ep) h.fail("capacity_gb", "a shared KV store with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
   const sim::KvLayout layout = kv_layout(model, tp, decoding);
   const double block_bytes = layout.block_bytes(block_size);
   const double replica_block_bytes = block_bytes * static_cast<double>(tp);
@@ -940,8 +941,9 @@ sim::StoreSpec store_spec(const core::Params& config, const hwmodels::ModelSpec&
   if (spec.capacity_blocks < 1)
     h.fail("capacity_gb", "holds no KV block (" + core::format_double(replica_block_bytes) +
                               " bytes per block per replica); give at least that much");
-  spec.block_bytes_per_gpu = block_bytes;
-  spec.gpus = tp;
+  const sim::TierCopyShare share = sim::tier_copy_share(block_bytes, tp, ranks);
+  spec.block_bytes_per_gpu = share.block_bytes_per_gpu;
+  spec.gpus = share.gpus;
   spec.link_bytes_per_s = h.get_float("bandwidth_gb_s") * 1e9;
   spec.total_bytes_per_s = h.get_float("total_bandwidth_gb_s") * 1e9;
   spec.latency_s = h.get_float("latency_us") * 1e-6;
@@ -1019,9 +1021,10 @@ std::vector<int64_t> store_attachments(const core::Params& h, const sim::Topolog
 }
 
 // [kv_tiers.nvme]: refused where it is not modelled; capacity in the replica's HBM blocks; the
-// bounce buffer's PCIe link is the host tier's when there is one (`host`: its spec, or null).
+// bounce buffer's PCIe link is the host tier's when there is one (`host`: its spec, or null); an
+// expert-parallel replica's copies spread over its `ranks` x tp GPUs (sim::tier_copy_share).
 std::shared_ptr<const sim::NvmeTierSpec> nvme_spec(const core::Params& config, const hwmodels::ModelSpec& model,
-                                                   int64_t tp, const policies::DecodingMethod* decoding, bool ep,
+                                                   int64_t tp, const policies::DecodingMethod* decoding, int64_t ranks,
                                                    bool prefix_caching, int64_t block_size,
                                                    const sim::HostTierSpec* host) {
   const core::Params& h = config.section("kv_tiers").section("nvme");
@@ -1029,7 +1032,6 @@ std::shared_ptr<const sim::NvmeTierSpec> nvme_spec(const core::Params& config, c
     h.fail("capacity_gb",
            "an NVMe KV tier keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
            "prefix block hashes)");
-  if (ep) h.fail("capacity_gb", "an NVMe KV tier with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
   if (host && h.has("pcie_gb_s"))
     h.fail("pcie_gb_s",
            "NVMe loads reach the GPU through host memory over the host tier's PCIe link: with [kv_tiers.host], set "
@@ -1042,8 +1044,9 @@ std::shared_ptr<const sim::NvmeTierSpec> nvme_spec(const core::Params& config, c
   if (spec->capacity_blocks < 1)
     h.fail("capacity_gb", "holds no KV block (" + core::format_double(replica_block_bytes) +
                               " bytes per block per replica); give at least that much");
-  spec->block_bytes_per_gpu = block_bytes;
-  spec->gpus = tp;
+  const sim::TierCopyShare share = sim::tier_copy_share(block_bytes, tp, ranks);
+  spec->block_bytes_per_gpu = share.block_bytes_per_gpu;
+  spec->gpus = share.gpus;
   spec->read_bytes_per_s = h.get_float("read_gb_s") * 1e9;
   spec->write_bytes_per_s = h.get_float("write_gb_s") * 1e9;
   spec->pcie_bytes_per_s = host ? host->link_bytes_per_s : (h.has("pcie_gb_s") ? h.get_float("pcie_gb_s") : 25) * 1e9;
@@ -1568,10 +1571,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
              "a host KV tier keeps prefix units, which need cluster.prefix_caching = true (and a workload with "
              "prefix block hashes)");
     // Disaggregated: the tier is the prefill replicas' (pools[0]); decode replicas have none
-    // (docs/kv-tiers.md, "On a disaggregated cluster").
-    if (pools[0].ep.enabled())
-      h.fail("capacity_gb",
-             "a host KV tier with expert parallelism (cluster.expert_parallel > 1) is not modelled yet");
+    // (docs/kv-tiers.md, "On a disaggregated cluster"). A block sits on one attention rank of tp
+    // GPUs; an expert-parallel replica's copies spread over its ranks x tp GPUs (sim::tier_copy_share,
+    // docs/kv-tiers.md, "Expert parallelism").
     const sim::KvLayout layout = kv_layout(*model, pools[0].tp, decoding.get());
     const double block_bytes = layout.block_bytes(cluster_cfg.get_int("block_size"));
     const double replica_block_bytes = block_bytes * static_cast<double>(pools[0].tp);
@@ -1580,8 +1582,9 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     if (spec->capacity_blocks < 1)
       h.fail("capacity_gb", "holds no KV block (" + core::format_double(replica_block_bytes) +
                                 " bytes per block per replica); give at least that much");
-    spec->block_bytes_per_gpu = block_bytes;
-    spec->gpus = pools[0].tp;
+    const sim::TierCopyShare share = sim::tier_copy_share(block_bytes, pools[0].tp, pools[0].ranks);
+    spec->block_bytes_per_gpu = share.block_bytes_per_gpu;
+    spec->gpus = share.gpus;
     spec->link_bytes_per_s = h.get_float("bandwidth_gb_s") * 1e9;
     spec->latency_s = h.get_float("latency_us") * 1e-6;
     spec->write = policies::kv_tier_write_registry().make(h.section("write"));
@@ -1592,11 +1595,11 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   // Disaggregated: as the host tier, the prefill replicas'.
   std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;
   if (config.has("kv_tiers") && config.section("kv_tiers").has("nvme"))
-    nvme_tier = nvme_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching,
+    nvme_tier = nvme_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ranks, prefix_caching,
                           cluster_cfg.get_int("block_size"), host_tier.get());
   std::optional<sim::StoreSpec> kv_store;
   if (config.has("kv_tiers") && config.section("kv_tiers").has("store")) {
-    kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ep.enabled(), prefix_caching, cluster_cfg.get_int("block_size"));
+    kv_store = store_spec(config, *model, pools[0].tp, decoding.get(), pools[0].ranks, prefix_caching, cluster_cfg.get_int("block_size"));
     check_store_groups(config.section("kv_tiers").section("store"), pools[0].replicas, disaggregated, network != nullptr);
   }
 

@@ -42,8 +42,8 @@ namespace servesim::sim {
 
 struct NvmeTierSpec {
   int64_t capacity_blocks = 0;     // per replica
-  double block_bytes_per_gpu = 0;  // KvLayout::block_bytes
-  int64_t gpus = 1;                // GPUs of the replica
+  double block_bytes_per_gpu = 0;  // a block's bytes per GPU of a copy (KvLayout::block_bytes; tier_copy_share)
+  int64_t gpus = 1;                // GPUs of the replica that carry every copy (tier_copy_share)
   double read_bytes_per_s = 0;     // the replica's share of its node's SSD reads (whole replica's bytes)
   double write_bytes_per_s = 0;    // the same for writes
   double pcie_bytes_per_s = 0;     // host bounce buffer -> GPU, per GPU (the host tier's link when there is one)

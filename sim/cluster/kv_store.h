@@ -38,8 +38,8 @@ namespace servesim::sim {
 
 struct StoreSpec {
   int64_t capacity_blocks = 0;     // the whole store
-  double block_bytes_per_gpu = 0;  // KvLayout::block_bytes of the replicas
-  int64_t gpus = 1;                // GPUs per replica (each holds its share of every block)
+  double block_bytes_per_gpu = 0;  // a block's bytes per GPU of a copy (KvLayout::block_bytes; tier_copy_share)
+  int64_t gpus = 1;                // GPUs per replica that carry every copy (tier_copy_share)
   double link_bytes_per_s = 0;     // a GPU's path to the store (its NIC share), one direction
   double total_bytes_per_s = 0;    // the store's own bandwidth for one copy; 0 = no limit
   double latency_s = 0;            // per copy

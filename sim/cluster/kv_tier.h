@@ -85,10 +85,28 @@ class KvTierTraffic {
   ~KvTierTraffic() = default;
 };
 
+// How a replica's tier copies split over its GPUs (the host tier's, the NVMe tier's and the
+// store's specs: block_bytes_per_gpu and gpus). A block (KvLayout::block_bytes per GPU) sits on one
+// attention rank of `tp` GPUs, so a copy of it moves block_bytes x tp bytes. Without expert
+// parallelism (ranks = 1) each of the tp GPUs copies its own block_bytes over its own link. An
+// expert-parallel replica of `ranks` data-parallel attention ranks keeps one KV pool, not one per
+// rank, so its copies are spread evenly: each of its ranks x tp GPUs carries 1 / ranks of every
+// block's bytes over its own links (to its own node's host or NVMe), the bytes unchanged. A real
+// DP-attention engine copies a request's KV over its rank's links alone: the spread is the average
+// of many copies, optimistic (up to `ranks` times) for one large copy on an idle fabric
+// (docs/kv-tiers.md, "Expert parallelism").
+struct TierCopyShare {
+  double block_bytes_per_gpu = 0;
+  int64_t gpus = 1;
+};
+inline TierCopyShare tier_copy_share(double block_bytes, int64_t tp, int64_t ranks) {
+  return {block_bytes / static_cast<double>(ranks), tp * ranks};
+}
+
 struct HostTierSpec {
   int64_t capacity_blocks = 0;     // per replica
-  double block_bytes_per_gpu = 0;  // KvLayout::block_bytes
-  int64_t gpus = 1;                // GPUs of the replica (each holds its share of every block)
+  double block_bytes_per_gpu = 0;  // a block's bytes each GPU's copy carries (KvLayout::block_bytes; TierCopyShare)
+  int64_t gpus = 1;                // GPUs of the replica that carry every copy (TierCopyShare)
   double link_bytes_per_s = 0;     // GPU <-> host, one direction, per GPU
   double latency_s = 0;            // per copy
   std::shared_ptr<const KvTierWritePolicy> write;

@@ -474,12 +474,12 @@ Draw draw_config(uint64_t seed) {
     }
     t += a;
   }
-  // A host KV tier (issue 16) on half of the prefix-caching draws without expert parallelism (what it
-  // models), from its own stream and last: small to roomy, slow to fast PCIe, every policy. On a
-  // disaggregated draw it is the prefill replicas', its copies flows on the network (with the link
-  // failures above, when drawn).
+  // A host KV tier (issue 16) on half of the prefix-caching draws, from its own stream and last:
+  // small to roomy, slow to fast PCIe, every policy. On a disaggregated draw it is the prefill
+  // replicas', its copies flows on the network (with the link failures above, when drawn); on an
+  // expert-parallel draw the EP replica's, its copies spread over the replica's GPUs.
   core::Rng tier_rng(seed, "property-kv-tier");
-  if (d.prefix_caching && !d.expert_parallel && tier_rng.uniform_int(2) == 0) {
+  if (d.prefix_caching && tier_rng.uniform_int(2) == 0) {
     d.kv_tier = true;
     t += "[kv_tiers.host]\ncapacity_gb = " + num(pick(tier_rng, std::vector<double>{0.5, 4, 64})) +
          "\nbandwidth_gb_s = " + num(pick(tier_rng, std::vector<double>{0.5, 25, 200})) +
@@ -492,7 +492,7 @@ Draw draw_config(uint64_t seed) {
   // A shared KV store on half of the same draws (with or without the host tier; disaggregated: the
   // prefill replicas', its copies flows on the topology), from its own stream.
   core::Rng store_rng(seed, "property-kv-store");
-  if (d.prefix_caching && !d.expert_parallel && store_rng.uniform_int(2) == 0) {
+  if (d.prefix_caching && store_rng.uniform_int(2) == 0) {
     d.kv_tier = d.kv_store = true;
     t += "[kv_tiers.store]\ncapacity_gb = " + num(pick(store_rng, std::vector<double>{0.5, 8, 512})) +
          "\nbandwidth_gb_s = " + num(pick(store_rng, std::vector<double>{0.5, 40, 400})) +
@@ -619,6 +619,7 @@ struct Tally {
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
   uint64_t kv_tier_runs = 0, kv_host_loads = 0, kv_tier_pd_runs = 0, kv_host_loads_pd = 0, kv_host_stores_pd = 0;
+  uint64_t kv_tier_ep_runs = 0;
   uint64_t kv_store_runs = 0, kv_store_loads = 0, kv_store_pd_runs = 0, kv_store_loads_pd = 0;
   std::map<std::string, uint64_t> routers, schedulers, workloads, models, arrivals, decodings;
   std::map<std::string, double> workload_seconds;
@@ -760,6 +761,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.kv_store_runs += d.kv_store;
       tally.kv_store_pd_runs += d.kv_store && d.disaggregated;
       tally.kv_tier_pd_runs += d.kv_tier && d.disaggregated;
+      tally.kv_tier_ep_runs += d.kv_tier && d.expert_parallel;
       for (const auto& v : s.fleet)
         if (v.name == "kv_host_loads") {
           tally.kv_host_loads += static_cast<uint64_t>(v.value);
@@ -812,6 +814,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.kv_tier_runs, kSeeds / 40);
   EXPECT_GT(tally.kv_host_loads, 0u);
   EXPECT_GT(tally.kv_tier_pd_runs, 0u);  // the tier on disaggregated clusters: its copies as flows
+  EXPECT_GT(tally.kv_tier_ep_runs, 0u);  // tiers on expert-parallel replicas
   EXPECT_GT(tally.kv_store_pd_runs, 0u);  // the store on disaggregated clusters: its copies as flows
   EXPECT_GT(tally.kv_host_stores_pd, 0u);
   EXPECT_GT(tally.kv_store_runs, kSeeds / 40);
@@ -880,7 +883,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
             << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
             << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a KV tier ("
-            << tally.kv_host_loads << " host loads; " << tally.kv_tier_pd_runs << " disaggregated, "
+            << tally.kv_host_loads << " host loads; " << tally.kv_tier_ep_runs << " expert-parallel; "
+            << tally.kv_tier_pd_runs << " disaggregated, "
             << tally.kv_host_loads_pd << " loads and " << tally.kv_host_stores_pd << " stores as flows; "
             << tally.kv_store_runs << " with a shared store, " << tally.kv_store_loads << " store loads; "
             << tally.kv_store_pd_runs << " disaggregated, " << tally.kv_store_loads_pd << " store loads as flows); decoding:";

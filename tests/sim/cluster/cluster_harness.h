@@ -57,6 +57,10 @@ struct ClusterSetup {
   std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
   int replicas_per_store = 0;  // > 0: one store of kv_store's spec per group of this many (prefill) replicas
   std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;  // an NVMe KV tier per (prefill) replica (none by default)
+  // GPUs of each replica (consecutive, replica i from GPU i x gpus_per_replica) and its attention
+  // ranks (expert parallelism: data-parallel attention ranks sharing one KV pool).
+  int64_t gpus_per_replica = 1;
+  int64_t attention_ranks = 1;
 };
 
 struct Harness {
@@ -104,7 +108,7 @@ struct Harness {
     std::unique_ptr<sim::Router> decode_router;
     if (s.prefill_replicas > 0 || s.unified_network) {
       sim::TopologyConfig t = s.topology;
-      t.num_gpus = s.replicas;
+      t.num_gpus = s.replicas * s.gpus_per_replica;
       network = std::make_unique<sim::Network>(sim, sim::Topology(t));
     }
     if (s.prefill_replicas > 0) decode_router = policies::router_registry().make(cfg.section("decode_router"), 8);
@@ -112,6 +116,7 @@ struct Harness {
                                              checker, layout, std::move(decode_router), network.get());
     policies::SchedulerContext ctx;
     ctx.max_context = std::min<int64_t>(s.max_context, 2048);
+    ctx.data_parallel = s.attention_ranks;
     sim::ReplicaConfig rc;
     rc.kv_blocks = s.kv_blocks;
     rc.block_size = s.block_size;
@@ -140,7 +145,10 @@ struct Harness {
       rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
       rc.nvme_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.nvme_tier : nullptr;
       rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
-      cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
+      std::vector<int64_t> gpus;
+      for (int64_t g = 0; g < s.gpus_per_replica; ++g) gpus.push_back(i * s.gpus_per_replica + g);
+      cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), gpus,
+                           s.attention_ranks);
     }
   }
 
