@@ -365,6 +365,7 @@ bool Replica::admit_front(int64_t kv_tokens) {
         }
       }
       core::PrefixLookup rec;
+      rec.id = r.id;
       rec.reload = reload;
       rec.replica = index_;
       rec.prompt_units = hit.prompt_units;
