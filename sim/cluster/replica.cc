@@ -356,8 +356,16 @@ bool Replica::admit_front(int64_t kv_tokens) {
       const bool reload = r.looked_up;
       r.tier_redecide = false;
       r.looked_up = true;
-      if (!reload) r.cached_tokens = hit.usable_tokens;
+      if (!reload) {
+        r.cached_tokens = hit.usable_tokens;
+        // The declines of the answer its tier hits were last asked on (start_loads), once.
+        if (asked_.request == r.id) [[unlikely]] {
+          count_declines(asked_);
+          asked_.request = kNoAsk;
+        }
+      }
       core::PrefixLookup rec;
+      rec.id = r.id;
       rec.reload = reload;
       rec.replica = index_;
       rec.prompt_units = hit.prompt_units;
@@ -1003,10 +1011,11 @@ bool Replica::start_loads() {
       end_units = j + 1;
     }
     if (host_tokens == 0 && store_tokens == 0 && nvme_tokens == 0) {
-      // Nothing in the tiers. A request deciding again after a recompute preemption is asked again
-      // each time it is considered until it is admitted (as vLLM V1 asks its connector): it reaches
-      // the head at once, its units still in HBM, and HBM may evict them to a tier while it waits.
-      r.tier_checked = !r.tier_redecide;  // (settle's rule)
+      // Nothing in the tiers. The answer is not held: until the request is admitted or a load for
+      // it starts, it is asked again each time it is considered (as vLLM V1 asks its prefix cache
+      // and its KV connector about a waiting request at every step): while it waits for blocks, HBM
+      // may evict its units to a tier, or another replica write them to the store.
+      asked_.request = kNoAsk;
       return false;
     }
     // Load or recompute: the copy's time against the prefill time the hit saves, the cost model's
@@ -1023,21 +1032,12 @@ bool Replica::start_loads() {
     double load_s = 0;
     std::pair<double, double> save{0, 0};
     int64_t declined_store_tokens = 0, declined_nvme_tokens = 0;
-    // The request's tier hit is decided (counted once, when it is). One deciding again after a
-    // recompute preemption is asked again each time it is considered until it is admitted, whatever
-    // the answer, and its declines are not counted (one per consideration would inflate them).
-    auto settle = [&] {
-      r.tier_checked = !r.tier_redecide;
-      if (r.tier_redecide) return;
-      if (declined_store_tokens > 0) {
-        StoreStats& st = store_->stats(index_);
-        ++st.declined;
-        st.declined_tokens += declined_store_tokens;
-      }
-      if (declined_nvme_tokens > 0) {
-        ++nvme_->stats().declined;
-        nvme_->stats().declined_tokens += declined_nvme_tokens;
-      }
+    // An answer without a load is not held (the request is asked again each time it is considered
+    // until it is admitted): its declines are counted when the request's first admission follows
+    // it (admit_front), so a request asked at every step counts the declines of one answer, the
+    // one it was admitted on. A reload's (the request was admitted before) are not counted.
+    auto answer = [&](int64_t declined_host_tokens) {
+      asked_ = {r.id, declined_host_tokens, declined_nvme_tokens, declined_store_tokens};
     };
     // The local units' copy (host memory and NVMe share the GPU's PCIe link: kv_nvme.h).
     // On the network: the copies on the fabric as it is now (ReplicaListener::tier_copy_seconds), the
@@ -1080,7 +1080,7 @@ bool Replica::start_loads() {
       }
     }
     if (host_tokens == 0 && store_tokens == 0 && nvme_tokens == 0) {
-      settle();
+      answer(0);
       return false;
     }
     if (store_tokens == 0 && nvme_tokens == 0) {
@@ -1089,16 +1089,19 @@ bool Replica::start_loads() {
                                            : 0.0;
       save = saved(end_tokens);
       if (!host_->should_load(load_s, save.first)) {
-        settle();
-        if (!r.tier_redecide) {
-          ++host_->stats().declined;
-          host_->stats().declined_tokens += host_tokens;
-        }
+        answer(host_tokens);
         return false;
       }
     }
     if (need > kv_.available() - scheduler_->reserved_blocks(kv_)) return true;  // tried again when blocks free up
-    settle();
+    // A load starts: a fresh request's answer is held from here on (as vLLM holds a request whose
+    // KV is on the way, WAITING_FOR_REMOTE_KVS, and then its computed tokens); one deciding again
+    // (a reload) is asked again when it is back (its loaded units unreferenced until its admission,
+    // HBM may evict them). The declines in the answer (a store or NVMe hit declined, the units
+    // before it loaded) are counted now, for a first admission.
+    r.tier_checked = !r.tier_redecide;
+    asked_.request = kNoAsk;
+    if (!r.looked_up) count_declines({r.id, 0, declined_nvme_tokens, declined_store_tokens});
     // Pin what HBM holds, then bring in the tiers' units (inserting may evict other units).
     uint64_t k = 0;
     for (size_t j = 0; j < end_units; ++j) {
@@ -1176,6 +1179,22 @@ bool Replica::start_loads() {
           load_seq_);
   }
   return false;
+}
+
+void Replica::count_declines(const Asked& a) {
+  if (a.host_tokens > 0) {
+    ++host_->stats().declined;
+    host_->stats().declined_tokens += a.host_tokens;
+  }
+  if (a.nvme_tokens > 0) {
+    ++nvme_->stats().declined;
+    nvme_->stats().declined_tokens += a.nvme_tokens;
+  }
+  if (a.store_tokens > 0) {
+    StoreStats& st = store_->stats(index_);
+    ++st.declined;
+    st.declined_tokens += a.store_tokens;
+  }
 }
 
 void Replica::finish_load(uint64_t seq) {

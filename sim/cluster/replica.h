@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -427,6 +428,16 @@ class Replica final : public EventHandler {
   // chain continues past HBM's hit in the host tier and the load policy says load, takes HBM blocks
   // for the units (the hit's pinned, the loaded ones inserted), and parks it until the copy ends.
   bool start_loads();  // see settle_tier_hits()
+  // The last answer start_loads() gave without a load (the request at the head of the queue then):
+  // the tokens of the tier hits the load policies declined in it, counted (count_declines) when the
+  // request's first admission follows that answer.
+  static constexpr uint64_t kNoAsk = std::numeric_limits<uint64_t>::max();
+  struct Asked {
+    uint64_t request = kNoAsk;  // Request::id
+    int64_t host_tokens = 0, nvme_tokens = 0, store_tokens = 0;
+  };
+  Asked asked_;
+  void count_declines(const Asked& a);
   // The load numbered `seq` is over: its request goes back to the front of the waiting queue, its
   // units left cached (unreferenced, most recently used) for its admission to hit in HBM.
   void finish_load(uint64_t seq);

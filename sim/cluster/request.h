@@ -67,7 +67,8 @@ struct Request {
   uint32_t waits = 0;           // autoscaled: times the replica it was parked for did not come
   RequestState state = RequestState::kWaiting;
   // KV tiers (all three in the padding before `session`: sizeof(Request) is unchanged).
-  bool tier_checked = false;    // its tier hit has been decided (for its current admission)
+  bool tier_checked = false;    // its tier answer is held: a load for its current admission has started
+                                // (until then it is asked again each time the scheduler considers it)
   bool tier_redecide = false;   // its KV was dropped after its first admission (a recompute preemption,
                                 // a failover): its next admission's lookup is reported as a reload
   uint32_t host_hit_tokens = 0; // prompt tokens loaded from host for it

@@ -80,6 +80,7 @@ struct IterationRecord {
 // (`reload`), of its admission again after its KV was dropped (a recompute preemption, a failover),
 // when its HBM and tier hits are decided again (docs/kv-tiers.md, "Preemption").
 struct PrefixLookup {
+  uint64_t id = 0;             // the request's number (its arrival order)
   uint32_t replica = 0;
   int64_t prompt_units = 0;    // prefix units (hash blocks) covering the prompt
   int64_t matched_units = 0;   // of those, the longest cached chain

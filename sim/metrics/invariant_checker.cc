@@ -107,6 +107,10 @@ void InvariantChecker::on_request_done(const core::RequestRecord& r) {
   });
   check(!r.retried || timed_out || failed || r.outcome == core::RequestOutcome::kRejectedAdmission, "requests",
         r.finish, [&] { return std::string(who() + " was retried, but its outcome is not one a client retries"); });
+  check(r.cached_tokens == (p.looked_up ? p.first_hit : 0), "prefix", r.finish, [&] {
+    return std::string(who() + " reports " + n(r.cached_tokens) + " cached tokens, its first lookup hit " +
+                       (p.looked_up ? n(p.first_hit) : std::string("nothing (none was signalled)")));
+  });
   totals_.cached_tokens += r.cached_tokens;
   if (completed) {
     check(r.arrival < r.first_token && r.first_token <= r.finish, "requests", r.finish, [&] {
@@ -313,6 +317,14 @@ void InvariantChecker::on_prefix_lookup(const core::PrefixLookup& l) {
                          n(totals_.reroutes) + " failovers");
     });
   } else {
+    // A request's first lookup, signalled once (its hits count in the hit rates once).
+    Pending& p = pending(l.id, "prefix-lookup", now_);
+    check(!p.looked_up, "prefix", now_, [&] {
+      return std::string("request " + n(l.id) + " signalled a second first lookup (hit " + n(l.hit_tokens) +
+                         " tokens; the first hit " + n(p.first_hit) + ")");
+    });
+    p.looked_up = true;
+    p.first_hit = l.hit_tokens;
     ++totals_.prefix_lookups;
     totals_.prefix_hit_tokens += l.hit_tokens;
   }

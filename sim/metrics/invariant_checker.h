@@ -33,11 +33,14 @@
 //               prompt tokens.
 //
 //   prefix      a lookup matches at most the prompt's units and tokens, and its tier hits are part
-//               of its hit; the hits of all first lookups add up to the cached tokens the requests'
-//               records report; a reload lookup (an admission again with its tier hits decided
-//               again, sim/core/lifecycle.h) follows a preemption or a failover (reloads <=
-//               preemptions + failovers); prefilled tokens >= prompt tokens - cached tokens - the
-//               reloads' hits (a request's last admission prefills all but that admission's hit).
+//               of its hit; a request signals one first lookup at most (one asked again while it
+//               waits is counted at its admission only), and its record's cached tokens are that
+//               lookup's hit (0 without one); so the hits of all first lookups add up to the cached
+//               tokens the requests' records report; a reload lookup (an admission again with its
+//               tier hits decided again, sim/core/lifecycle.h) follows a preemption or a failover
+//               (reloads <= preemptions + failovers); prefilled tokens >= prompt tokens - cached
+//               tokens - the reloads' hits (a request's last admission prefills all but that
+//               admission's hit).
 //   transfers   a KV transfer moves a request in flight between two different known replicas,
 //               ends no earlier than it starts, moves a finite, non-negative number of bytes; the
 //               bytes of a request's transfers add up to what its record reports.
@@ -114,6 +117,8 @@ class InvariantChecker final : public core::LifecycleObserver {
     core::Time arrival;
     uint32_t preemptions = 0;
     double kv_transfer_bytes = 0;
+    bool looked_up = false;  // its first lookup has been signalled
+    int64_t first_hit = 0;   // and hit this many tokens
   };
   struct ReplicaView {
     bool seen = false;  // has reported its state (the cluster reports every replica before the run)

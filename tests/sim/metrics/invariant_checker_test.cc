@@ -348,6 +348,35 @@ TEST(InvariantCheckerTest, PrefixHitsAndTransfersAddUp) {
   bad_lookup.matched_units = 3;
   expect_violation(arrived, [&](InvariantChecker& c) { c.on_prefix_lookup(bad_lookup); },
                    {"[prefix]", "matched 3 of 2 units"});
+  // A request's first lookup is signalled once (one asked again while it waits counts at its
+  // admission), and its record reports that lookup's hit as its cached tokens.
+  core::PrefixLookup first;
+  first.id = 0;
+  first.replica = 0;
+  first.prompt_units = 2;
+  first.matched_units = 2;
+  first.prompt_tokens = 16;
+  first.hit_tokens = 8;
+  expect_violation(
+      [&](InvariantChecker& c) {
+        arrived(c);
+        c.on_prefix_lookup(first);
+      },
+      [&](InvariantChecker& c) { c.on_prefix_lookup(first); }, {"[prefix]", "request 0 signalled a second first lookup"});
+  core::RequestRecord rec;
+  rec.id = 0;
+  rec.replica = 0;
+  rec.prompt_tokens = 16;
+  rec.output_tokens = 1;
+  rec.cached_tokens = 16;
+  rec.arrival = at(0);
+  rec.first_token = rec.finish = at(100);
+  expect_violation(
+      [&](InvariantChecker& c) {
+        arrived(c);
+        c.on_prefix_lookup(first);
+      },
+      [&](InvariantChecker& c) { c.on_request_done(rec); }, {"[prefix]", "reports 16 cached tokens, its first lookup hit 8"});
   core::KvTransfer same;
   same.id = 0;
   same.from_replica = same.to_replica = 1;
