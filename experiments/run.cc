@@ -944,8 +944,9 @@ void append_swap_metrics(const sim::Cluster& cluster, metrics::RunSummary& s) {
     s.fleet.push_back({p + "swap_wait_s", x.wait_seconds, false});
   };
   rows("", total);
-  for (const auto& r : cluster.replicas())
-    if (r->swap_on_fabric()) rows("replica" + std::to_string(r->index()) + ".", r->swap_stats());
+  for (const auto& r : cluster.replicas())  // a prefill replica never swaps (its requests do not decode there)
+    if (r->swap_on_fabric() && r->role() != sim::ReplicaRole::kPrefill)
+      rows("replica" + std::to_string(r->index()) + ".", r->swap_stats());
 }
 
 // A KV tier's price: [kv_tiers.<tier>] has usd_per_gb_hour (docs/kv-tiers.md, "Cost").
