@@ -918,16 +918,13 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
     }
 }
 
-// Swap preemption on the network (cluster.swap_copies = flows): per run and per replica, the swap
-// copies, their GB (every GPU's share) and the seconds steps waited for them to drain, appended to
-// `fleet` (table fleet_metrics); nothing where no replica swaps on the network, so that other runs
-// keep their results byte for byte.
+// Swap preemption on a cluster with a network topology (either cluster.swap_copies): per run and per
+// replica that decodes, the swap copies, their GB (every GPU's share) and the seconds they held steps
+// (flows: the wait for them to drain; analytic: the time added), appended to `fleet` (table
+// fleet_metrics). Nothing without a topology, so that those runs keep their results byte for byte.
 void append_swap_metrics(const sim::Cluster& cluster, metrics::RunSummary& s) {
-  bool any = false;
   sim::Replica::SwapStats total;
   for (const auto& r : cluster.replicas()) {
-    if (!r->swap_on_fabric()) continue;
-    any = true;
     const sim::Replica::SwapStats& x = r->swap_stats();
     total.swap_outs += x.swap_outs;
     total.swap_ins += x.swap_ins;
@@ -935,7 +932,6 @@ void append_swap_metrics(const sim::Cluster& cluster, metrics::RunSummary& s) {
     total.in_bytes += x.in_bytes;
     total.wait_seconds += x.wait_seconds;
   }
-  if (!any) return;
   auto rows = [&s](const std::string& p, const sim::Replica::SwapStats& x) {
     s.fleet.push_back({p + "swap_outs", static_cast<double>(x.swap_outs), true});
     s.fleet.push_back({p + "swap_ins", static_cast<double>(x.swap_ins), true});
@@ -945,7 +941,7 @@ void append_swap_metrics(const sim::Cluster& cluster, metrics::RunSummary& s) {
   };
   rows("", total);
   for (const auto& r : cluster.replicas())  // a prefill replica never swaps (its requests do not decode there)
-    if (r->swap_on_fabric() && r->role() != sim::ReplicaRole::kPrefill)
+    if (r->role() != sim::ReplicaRole::kPrefill)
       rows("replica" + std::to_string(r->index()) + ".", r->swap_stats());
 }
 
@@ -1834,7 +1830,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                              "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
   if (host_tier || kv_store || nvme_tier) append_kv_tier_metrics(cluster, result.summary, outputs.check);
-  append_swap_metrics(cluster, result.summary);
+  if (swapping && network) append_swap_metrics(cluster, result.summary);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
   // Every output is written where it is not yet visible, then committed: the database first, so

@@ -389,10 +389,12 @@ bool Replica::admit_front(int64_t kv_tokens) {
   apply_growth(r, kv_tokens);
   if (r.swapped) {
     const double bytes = kv_bytes_per_gpu(r.kv_tokens);
-    if (swap_fabric_) [[unlikely]]
+    if (swap_fabric_) [[unlikely]] {
       start_swap_copy(false, bytes);
-    else
+    } else {
       pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
+      swap_stats_.wait_seconds += bytes / host_link_bytes_per_s_;
+    }
     ++swap_stats_.swap_ins;
     swap_stats_.in_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
     swap_used_bytes_ -= bytes;
@@ -447,10 +449,12 @@ void Replica::preempt(RequestId id) {
     // The KV goes to host memory and comes back on readmission; both copies delay an iteration.
     r.swapped = true;
     swap_used_bytes_ += swap_bytes;
-    if (swap_fabric_) [[unlikely]]
+    if (swap_fabric_) [[unlikely]] {
       start_swap_copy(true, swap_bytes);  // the step being planned waits for it (try_start_iteration)
-    else
+    } else {
       pending_swap_seconds_ += swap_bytes / host_link_bytes_per_s_;
+      swap_stats_.wait_seconds += swap_bytes / host_link_bytes_per_s_;
+    }
     ++swap_stats_.swap_outs;
     swap_stats_.out_bytes += swap_bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
   } else {

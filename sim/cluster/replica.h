@@ -314,7 +314,9 @@ class Replica final : public EventHandler {
   void set_swap_fabric(int64_t gpus);
   bool swap_on_fabric() const { return swap_fabric_ != nullptr; }
   // Swap preemption's traffic over the run (both models): copies, bytes (the whole replica's, every
-  // GPU's share) and, on the network, the time iterations waited for their copies to drain.
+  // GPU's share) and the time they held iterations: on the network, from the plan until the copies
+  // had drained; analytic, the bytes / host link time added to iterations (the same where the copy
+  // is alone on an idle fabric, less its path latency).
   struct SwapStats {
     uint64_t swap_outs = 0, swap_ins = 0;
     double out_bytes = 0, in_bytes = 0;

@@ -178,6 +178,7 @@ TEST(SwapFabricTest, WithoutTheFabricTheCopyTimeIsAddedToTheNextStep) {
     EXPECT_EQ(h.obs.find(1)->finish.ns(), 216 * kMs) << network;
     EXPECT_FALSE(h.cluster->replicas()[0]->swap_on_fabric());
     EXPECT_EQ(h.cluster->replicas()[0]->swap_stats().swap_outs, 1u);
+    EXPECT_NEAR(h.cluster->replicas()[0]->swap_stats().wait_seconds, 0.016, 1e-12);  // 8 + 8 ms added
     if (network) {
       EXPECT_EQ(h.network->active_flows(), 0u);
     }
