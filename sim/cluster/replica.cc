@@ -499,7 +499,7 @@ void Replica::abort(RequestId id) {
     }
     account(r, -1);
     if (r.swapped) {
-      swap_used_bytes_ -= static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+      swap_used_bytes_ -= kv_bytes_per_gpu(r.kv_tokens);  // what preempt() took (a hybrid model's window and state)
       r.swapped = false;
     }
     leave_timed_out(id);
@@ -782,7 +782,11 @@ void Replica::swap_copy_done(uint64_t tag) {
   auto it = std::find(swap_copies_.begin(), swap_copies_.end(), tag);
   if (it == swap_copies_.end()) return;  // cancelled by a failure (only its latency was left)
   swap_copies_.erase(it);
-  if (!swap_copies_.empty() || !swap_waiting_) return;
+  if (!swap_copies_.empty()) return;
+  if (!swap_waiting_) {  // copies of a plan that ran nothing: the swapped requests may go on now
+    if (!busy_ && !down_) try_start_iteration();
+    return;
+  }
   swap_waiting_ = false;
   swap_stats_.wait_seconds += (sim_.now() - last_start_).seconds();
   run_iteration(swap_wait_compute_s_, swap_wait_rec_);
