@@ -129,6 +129,16 @@ const std::vector<core::ParamSpec>& run_schema() {
                               "preemption falls back to recompute")
                   .range(0, 1e5),
               // Optional, so that configurations that do not set it resolve (and hash) as before.
+              ParamSpec::string("swap_copies", "flows",
+                                "preemption = swap: how the swap copies take their time: flows = on the cluster's "
+                                "[network] topology, each GPU's share of the KV between it and its node's host, "
+                                "sharing the PCIe links max-min with KV-tier copies and PD transfers, the next "
+                                "step waiting for them to drain (flows given here builds the topology for a "
+                                "unified cluster that has none); analytic = bytes / network.pcie_gb_s added to "
+                                "the next step; unset = kv_tiers.copies where given, else flows where the "
+                                "cluster has a topology, analytic where it has none (docs/policies.md)")
+                  .one_of({"flows", "analytic"})
+                  .optional(),
               ParamSpec::string("pd_pull", "reserve_first",
                                 "disaggregation: reserve_first = a decode replica reserves a request's blocks "
                                 "before pulling its KV, which its prefill replica holds until then "
@@ -908,6 +918,33 @@ void append_kv_tier_metrics(const sim::Cluster& cluster, metrics::RunSummary& s,
     }
 }
 
+// Swap preemption on a cluster with a network topology (either cluster.swap_copies): per run and per
+// replica that decodes, the swap copies, their GB (every GPU's share) and the seconds they held steps
+// (flows: the wait for them to drain; analytic: the time added), appended to `fleet` (table
+// fleet_metrics). Nothing without a topology, so that those runs keep their results byte for byte.
+void append_swap_metrics(const sim::Cluster& cluster, metrics::RunSummary& s) {
+  sim::Replica::SwapStats total;
+  for (const auto& r : cluster.replicas()) {
+    const sim::Replica::SwapStats& x = r->swap_stats();
+    total.swap_outs += x.swap_outs;
+    total.swap_ins += x.swap_ins;
+    total.out_bytes += x.out_bytes;
+    total.in_bytes += x.in_bytes;
+    total.wait_seconds += x.wait_seconds;
+  }
+  auto rows = [&s](const std::string& p, const sim::Replica::SwapStats& x) {
+    s.fleet.push_back({p + "swap_outs", static_cast<double>(x.swap_outs), true});
+    s.fleet.push_back({p + "swap_ins", static_cast<double>(x.swap_ins), true});
+    s.fleet.push_back({p + "swap_out_gb", x.out_bytes * 1e-9, false});
+    s.fleet.push_back({p + "swap_in_gb", x.in_bytes * 1e-9, false});
+    s.fleet.push_back({p + "swap_wait_s", x.wait_seconds, false});
+  };
+  rows("", total);
+  for (const auto& r : cluster.replicas())  // a prefill replica never swaps (its requests do not decode there)
+    if (r->role() != sim::ReplicaRole::kPrefill)
+      rows("replica" + std::to_string(r->index()) + ".", r->swap_stats());
+}
+
 // A KV tier's price: [kv_tiers.<tier>] has usd_per_gb_hour (docs/kv-tiers.md, "Cost").
 bool tier_priced(const core::Params& config, const char* tier) {
   return config.has("kv_tiers") && config.section("kv_tiers").has(tier) &&
@@ -1489,9 +1526,21 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                                                    config.section("kv_tiers").has("store"));
   const bool tier_flows = any_tier && (!config.section("kv_tiers").has("copies") ||
                                        config.section("kv_tiers").get_string("copies") == "flows");
+  // Swap preemption's copies (cluster.swap_copies): flows wherever the cluster has a topology unless
+  // told analytic, by swap_copies or, without it, by kv_tiers.copies (one switch for every host copy).
+  const core::Params& cluster_section = config.section("cluster");
+  const bool swapping = cluster_section.get_string("preemption") == "swap";
+  if (cluster_section.has("swap_copies") && !swapping)
+    cluster_section.fail("swap_copies", "swap_copies applies to preemption = \"swap\"; remove it or set preemption");
+  const bool swap_flows =
+      swapping && (cluster_section.has("swap_copies")
+                       ? cluster_section.get_string("swap_copies") == "flows"
+                       : !(config.has("kv_tiers") && config.section("kv_tiers").has("copies") &&
+                           config.section("kv_tiers").get_string("copies") == "analytic"));
+  const bool swap_topology = swap_flows && cluster_section.has("swap_copies");  // asked for by name
   std::unique_ptr<sim::Network> network;
   sim::Simulation simulation;
-  if (disaggregated || multi_node_replicas || tier_flows) {
+  if (disaggregated || multi_node_replicas || tier_flows || swap_topology) {
     sim::TopologyConfig topology = net.topology(*pools[0].gpu, next_gpu);
     // A shared KV store is an endpoint on the spine, its link the store's own bandwidth
     // (kv_tiers.store.total_bandwidth_gb_s; 0 = non-blocking): docs/kv-tiers.md, "One fabric".
@@ -1714,6 +1763,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
   layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
   layout.tier_flows = tier_flows;
+  layout.swap_flows = swap_flows;
   if (cluster_cfg.has("pd_pull")) {
     if (!disaggregated)
       cluster_cfg.fail("pd_pull", "pd_pull applies to prefill/decode disaggregation ([cluster.prefill] and "
@@ -1780,6 +1830,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                              "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
   if (host_tier || kv_store || nvme_tier) append_kv_tier_metrics(cluster, result.summary, outputs.check);
+  if (swapping && network) append_swap_metrics(cluster, result.summary);
   if (result.summary.requests_total == 0)
     throw core::Error("the workload produced no requests (check its window, max_requests and input file)");
   // Every output is written where it is not yet visible, then committed: the database first, so

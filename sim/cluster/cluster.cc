@@ -60,6 +60,8 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   exchange_pairs_.push_back(std::move(pairs));
   ranks_.push_back(attention_ranks);
   if (network_ && !gpus.empty() && layout_.tier_flows) replicas_.back()->set_tier_fabric();  // used only with a tier
+  if (network_ && !gpus.empty() && layout_.swap_flows && c.preemption == PreemptionMode::kSwap)
+    replicas_.back()->set_swap_fabric(static_cast<int64_t>(gpus.size()));
   gpus_.push_back(std::move(gpus));
   if (!kv_stores_.empty() && c.role != ReplicaRole::kDecode) {
     if (store_group(i) >= kv_stores_.size()) throw core::Error("internal: a replica past the last store group");

@@ -157,6 +157,9 @@ struct ClusterLayout {
   // With a network: the KV tiers' copies are flows on it (kv_tiers.copies = "flows", the default),
   // else analytic (docs/kv-tiers.md, "One fabric").
   bool tier_flows = true;
+  // With a network: swap preemption's copies are flows on it too (cluster.swap_copies = "flows", the
+  // default where a topology exists; Replica::set_swap_fabric), else analytic (network.pcie_gb_s).
+  bool swap_flows = true;
   ClientPath client;
 };
 

@@ -397,7 +397,14 @@ bool Replica::admit_front(int64_t kv_tokens) {
   apply_growth(r, kv_tokens);
   if (r.swapped) {
     const double bytes = kv_bytes_per_gpu(r.kv_tokens);
-    pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
+    if (swap_fabric_) [[unlikely]] {
+      start_swap_copy(false, bytes);
+    } else {
+      pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
+      swap_stats_.wait_seconds += bytes / host_link_bytes_per_s_;
+    }
+    ++swap_stats_.swap_ins;
+    swap_stats_.in_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
     swap_used_bytes_ -= bytes;
     r.swapped = false;
   }
@@ -450,7 +457,14 @@ void Replica::preempt(RequestId id) {
     // The KV goes to host memory and comes back on readmission; both copies delay an iteration.
     r.swapped = true;
     swap_used_bytes_ += swap_bytes;
-    pending_swap_seconds_ += swap_bytes / host_link_bytes_per_s_;
+    if (swap_fabric_) [[unlikely]] {
+      start_swap_copy(true, swap_bytes);  // the step being planned waits for it (try_start_iteration)
+    } else {
+      pending_swap_seconds_ += swap_bytes / host_link_bytes_per_s_;
+      swap_stats_.wait_seconds += swap_bytes / host_link_bytes_per_s_;
+    }
+    ++swap_stats_.swap_outs;
+    swap_stats_.out_bytes += swap_bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
   } else {
     r.kv_tokens = 0;
     r.decoding = false;
@@ -493,7 +507,7 @@ void Replica::abort(RequestId id) {
     }
     account(r, -1);
     if (r.swapped) {
-      swap_used_bytes_ -= static_cast<double>(r.kv_tokens) * kv_bytes_per_token_per_gpu_;
+      swap_used_bytes_ -= kv_bytes_per_gpu(r.kv_tokens);  // what preempt() took (a hybrid model's window and state)
       r.swapped = false;
     }
     leave_timed_out(id);
@@ -576,10 +590,16 @@ void Replica::fail(std::vector<RequestId>& lost) {
   if (transferring_ > 0 || role_ != ReplicaRole::kUnified)
     throw core::Error("internal: replica failures are modelled for unified replicas only");
   if (busy_) {
-    lost_iteration_end_ = last_start_ + last_duration_;
+    // An iteration still waiting for its swap copies has not started computing: nothing to wait for.
+    lost_iteration_end_ = swap_waiting_ ? sim_.now() : last_start_ + last_duration_;
     ++iteration_;  // its completion event is stale now
     busy_ = false;
   }
+  // Swap copies under way stop where they are (the process that copies is gone); the host memory
+  // they were filling or draining is lost with the rest (swap_used_bytes_ = 0 below).
+  for (uint64_t tag : swap_copies_) listener_->cancel_tier_copy(*this, tag, swap_fabric_.get(), 0);
+  swap_copies_.clear();
+  swap_waiting_ = false;
   plan_.clear();
   aborts_pending_ = 0;
   chained_ = false;
@@ -717,23 +737,67 @@ void Replica::try_start_iteration() {
       engine_ ? engine_->iteration_seconds(gpu_s, engine_terms, after_idle) : gpu_s;
   const double seconds = (speed_ == 1.0 ? iteration_s : iteration_s / speed_) + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
-  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
 
   busy_ = true;
-  last_duration_ = duration;
   last_start_ = sim_.now();
-  sim_.schedule_after(duration, this, ++iteration_);
   rec.replica = index_;
-  rec.start = sim_.now();
-  rec.duration = duration;
   rec.prefill_tokens = shape.prefill_tokens;
   rec.decode_tokens = shape.decode_seqs;
   rec.batch_size = shape.prefill_seqs + shape.decode_seqs;
   rec.flops = cost.flops;
   rec.bytes = cost.bytes;
   rec.peak_flop_seconds = cost.peak_flop_seconds;
+  if (!swap_copies_.empty()) [[unlikely]] {
+    // Swap copies on the network: the model step runs once they have drained (swap_copy_done).
+    swap_waiting_ = true;
+    swap_wait_compute_s_ = seconds;
+    swap_wait_rec_ = rec;
+    publish_state();
+    return;
+  }
+  run_iteration(seconds, rec);
+}
+
+void Replica::run_iteration(double seconds, core::IterationRecord& rec) {
+  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
+  // From the plan (last_start_) to the step's end: a wait for swap copies, then the compute.
+  last_duration_ = (sim_.now() - last_start_) + duration;
+  sim_.schedule_after(duration, this, ++iteration_);
+  rec.start = sim_.now();
+  rec.duration = duration;
   observer_.on_iteration(rec);
   publish_state();
+}
+
+// ---- swap copies on the network -----------------------------------------------------------------
+
+void Replica::set_swap_fabric(int64_t gpus) {
+  if (!listener_ || gpus <= 0) return;
+  swap_fabric_ = std::make_unique<SwapFabric>();
+  swap_fabric_->replica = this;
+  swap_gpus_ = gpus;
+}
+
+void Replica::start_swap_copy(bool out, double bytes) {
+  const uint64_t tag = ++swap_seq_;
+  swap_copies_.push_back(tag);
+  constexpr KvTierEndpoint gpu = KvTierEndpoint::kGpu, host = KvTierEndpoint::kHost;
+  listener_->tier_copy(*this, out ? gpu : host, out ? host : gpu, bytes * static_cast<double>(swap_gpus_), tag,
+                       swap_fabric_.get());
+}
+
+void Replica::swap_copy_done(uint64_t tag) {
+  auto it = std::find(swap_copies_.begin(), swap_copies_.end(), tag);
+  if (it == swap_copies_.end()) return;  // cancelled by a failure (only its latency was left)
+  swap_copies_.erase(it);
+  if (!swap_copies_.empty()) return;
+  if (!swap_waiting_) {  // copies of a plan that ran nothing: the swapped requests may go on now
+    if (!busy_ && !down_) try_start_iteration();
+    return;
+  }
+  swap_waiting_ = false;
+  swap_stats_.wait_seconds += (sim_.now() - last_start_).seconds();
+  run_iteration(swap_wait_compute_s_, swap_wait_rec_);
 }
 
 void Replica::speculate(hwmodels::BatchShape& shape, core::IterationRecord& rec) {

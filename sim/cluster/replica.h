@@ -305,6 +305,27 @@ class Replica final : public EventHandler {
   void attach_store(SharedKvStore* store);
   const SharedKvStore* kv_store() const { return store_; }
   size_t loading() const { return loading_.size(); }
+  // Swap preemption on the network (cluster.swap_copies = "flows", docs/policies.md): each swap-out
+  // and swap-in is a flow per GPU of the replica (`gpus` of them), that GPU's share of the request's
+  // KV (kv_bytes_per_gpu) between it and its node's host (ReplicaListener::tier_copy, kGpu <-> kHost:
+  // the GPU's PCIe link and the switch uplink, shared max-min fairly with tier copies and PD
+  // transfers). The iteration planned with them computes once they have all drained (vLLM v0 runs
+  // swap_out / swap_in before the model step), in place of network.pcie_gb_s's analytic time added
+  // to it. A no-op without a listener.
+  void set_swap_fabric(int64_t gpus);
+  bool swap_on_fabric() const { return swap_fabric_ != nullptr; }
+  // Swap preemption's traffic over the run (both models): copies, bytes (the whole replica's, every
+  // GPU's share) and the time they held iterations: on the network, from the plan until the copies
+  // had drained; analytic, the bytes / host link time added to iterations (the same where the copy
+  // is alone on an idle fabric, less its path latency).
+  struct SwapStats {
+    uint64_t swap_outs = 0, swap_ins = 0;
+    double out_bytes = 0, in_bytes = 0;
+    double wait_seconds = 0;
+  };
+  const SwapStats& swap_stats() const { return swap_stats_; }
+  size_t swap_copies_in_flight() const { return swap_copies_.size(); }
+  double swap_used_bytes() const { return swap_used_bytes_; }  // per GPU
 
   // ---- scheduler side: the mechanism policies use ----
   // Called by a scheduler before it considers the head of the waiting queue for admission (each
@@ -495,6 +516,25 @@ class Replica final : public EventHandler {
   // aborted, or the replica failed (the copying process is gone).
   void cancel_load_copies(uint64_t seq);
   std::unique_ptr<TierFabric> tier_fabric_;
+  // ---- swap copies on the network (set_swap_fabric) ----
+  struct SwapFabric final : TransferListener {
+    Replica* replica = nullptr;
+    void on_transfer_done(uint64_t tag) override { replica->swap_copy_done(tag); }
+  };
+  // Starts the swap copy of `bytes` per GPU: out (GPU -> host) or in (host -> GPU).
+  void start_swap_copy(bool out, double bytes);
+  // A swap copy has arrived; the last one of the step starts the iteration that waited for it.
+  void swap_copy_done(uint64_t tag);
+  // Starts the iteration planned at last_start_: `seconds` of compute from now, `rec` its record.
+  void run_iteration(double seconds, core::IterationRecord& rec);
+  std::unique_ptr<SwapFabric> swap_fabric_;
+  int64_t swap_gpus_ = 0;
+  std::vector<uint64_t> swap_copies_;  // the tags of the swap copies still moving
+  uint64_t swap_seq_ = 0;
+  bool swap_waiting_ = false;          // the planned iteration waits for swap_copies_ to drain
+  double swap_wait_compute_s_ = 0;     // its compute time then
+  core::IterationRecord swap_wait_rec_;  // and its record
+  SwapStats swap_stats_;
   // Adds to the replica's load what `r` adds now (sign +1) or removes what it added (-1): call with
   // -1 before changing a request's token counts and +1 after.
   int64_t incoming_ = 0;  // routed here, still on the client path (see incoming())

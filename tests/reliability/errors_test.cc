@@ -533,6 +533,10 @@ std::vector<ErrorCase> cases() {
   add({"pd_pull_unified", "`pd_pull` on a unified cluster",
        {{"run.toml", poisson_config("", "[cluster]\npd_pull = \"push\"\n")}}, run_azure, 2,
        {"run.toml", "cluster.pd_pull", "applies to prefill/decode disaggregation"}});
+  // Swap copies on the fabric (issue 16).
+  add({"swap_copies_without_swap", "`swap_copies` without swap preemption",
+       {{"run.toml", poisson_config("", "[cluster]\nswap_copies = \"flows\"\n")}}, run_azure, 2,
+       {"run.toml", "cluster.swap_copies", "applies to preemption = \"swap\""}});
   add({"pd_pull_unknown", "an unknown `pd_pull`",
        {{"run.toml", poisson_config("", "[cluster]\npd_pull = \"pull\"\n[cluster.prefill]\nreplicas = 1\n"
                                         "[cluster.decode]\nreplicas = 1\n")}},

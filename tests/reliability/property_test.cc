@@ -665,8 +665,17 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       EXPECT_EQ(fleet("requests_failed"), t.failed);
       EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
       EXPECT_EQ(fleet("replica_failures"), t.replica_failures);
+      // Swap preemption on a topology adds its swap rows (swap_outs, ..., replica<i>.swap_wait_s).
+      size_t swap_rows = 0;
+      for (const auto& v : s.fleet) swap_rows += v.name.find("swap_") != std::string::npos;
+      if (!d.swap) {
+        EXPECT_EQ(swap_rows, 0u);
+      }
+      if (fleet("swap_outs") > 0) {
+        EXPECT_GT(s.preemptions, 0u);
+      }
       if (!d.faults && !d.retries && !d.autoscale && !d.link_faults && !d.kv_tier) {
-        EXPECT_TRUE(s.fleet.empty());
+        EXPECT_EQ(s.fleet.size(), swap_rows);
       }
       tally.link_fault_runs += d.link_faults;
       tally.node_mtbf_runs += d.node_mtbf;

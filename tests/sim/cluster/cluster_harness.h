@@ -39,6 +39,7 @@ struct ClusterSetup {
   double per_token_s = 0.0;
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
   bool unified_network = false;  // a unified cluster on `topology` too (its KV tiers' copies are flows)
+  bool swap_flows = true;        // with a network: swap copies are flows on it (ClusterLayout::swap_flows)
   bool layerwise = false;
   sim::PdPull pd_pull = sim::PdPull::kReserveFirst;
   std::vector<int64_t> kv_blocks_of;  // per replica, where given: its KV capacity in place of kv_blocks
@@ -105,6 +106,7 @@ struct Harness {
     layout.layerwise_kv_transfer = s.layerwise;
     layout.pd_pull = s.pd_pull;
     layout.client = s.client;
+    layout.swap_flows = s.swap_flows;
     std::unique_ptr<sim::Router> decode_router;
     if (s.prefill_replicas > 0 || s.unified_network) {
       sim::TopologyConfig t = s.topology;
