@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,8 @@ struct ClusterSetup {
   std::shared_ptr<const sim::StoreSpec> kv_store;      // a KV store shared by the replicas (none by default)
   int replicas_per_store = 0;  // > 0: one store of kv_store's spec per group of this many (prefill) replicas
   std::shared_ptr<const sim::NvmeTierSpec> nvme_tier;  // an NVMe KV tier per (prefill) replica (none by default)
+  // Where given, each replica's scheduler as this returns it (a test's wrapper around the configured one).
+  std::function<std::unique_ptr<sim::BatchScheduler>(std::unique_ptr<sim::BatchScheduler>)> wrap_scheduler;
 };
 
 struct Harness {
@@ -140,7 +143,9 @@ struct Harness {
       rc.host_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.host_tier : nullptr;
       rc.nvme_tier = s.prefill_replicas == 0 || i < s.prefill_replicas ? s.nvme_tier : nullptr;
       rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
-      cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), {i});
+      std::unique_ptr<sim::BatchScheduler> scheduler = policies::scheduler_registry().make(cfg.section("scheduler"), ctx);
+      if (s.wrap_scheduler) scheduler = s.wrap_scheduler(std::move(scheduler));
+      cluster->add_replica(rc, cost, std::move(scheduler), {i});
     }
   }
 
