@@ -658,9 +658,14 @@ void Replica::admit_arrivals(bool chained) {
 // reserves made here are no-ops to it (the blocks held then suffice: without prefix caching or a
 // hybrid layout, reserve only tests and grows r.kv_blocks; a failed one changes nothing).
 bool Replica::repeat_decodes() {
-  if (!std::equal(plan_.decodes.begin(), plan_.decodes.end(), running_.begin(), running_.end())) return false;
+  const size_t n = plan_.decodes.size();
+  if (n != running_.size()) return false;
+  const RequestId* decodes = plan_.decodes.data();
+  const RequestId* running = running_.data();
   int64_t context = 0;
-  for (RequestId id : plan_.decodes) {
+  for (size_t i = 0; i < n; ++i) {
+    const RequestId id = decodes[i];
+    if (id != running[i]) return false;  // (the reserves before are decode_running's own first ones)
     const int64_t need = requests_[id].kv_tokens + 1;
     if (!reserve(id, need)) return false;
     context += need;
