@@ -37,6 +37,10 @@ class ContinuousScheduler final : public sim::BatchScheduler {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
+  // With nothing waiting, plan_batch admits nothing and plans decode_running alone (no token
+  // budget); priority orders the decodes otherwise and fair charges every plan.
+  bool decodes_running_when_nothing_waits() const override { return !priority_ && !fair_; }
+
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
     if (!fair_) return plan_batch(replica, plan);
     fair_->order_waiting(replica);

@@ -34,6 +34,8 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
       kv_(config.kv_blocks, config.block_size, config.role == ReplicaRole::kDecode ? 0 : config.prefix_unit_tokens,
           config.kv_layout) {
   plan_.limits = cost_.model().attention_limits();
+  repeats_ = scheduler_->decodes_running_when_nothing_waits() && !speculator_ && !kv_.prefix_caching() &&
+             !kv_.hybrid() && plan_.limits.window == 0 && plan_.limits.topk == 0;
   if (role_ == ReplicaRole::kPrefill && !listener_)
     throw core::Error("internal: a prefill replica needs a listener to hand requests to");
   load_ = ReplicaLoad{};
@@ -631,6 +633,7 @@ void Replica::fail(std::vector<RequestId>& lost) {
   running_.clear();
   waiting_.clear();
   arriving_.clear();
+  repeat_ = false;
   std::sort(lost.begin() + static_cast<std::ptrdiff_t>(first), lost.end(),
             [this](RequestId a, RequestId b) { return requests_[a].id < requests_[b].id; });
   swap_used_bytes_ = 0;
@@ -676,6 +679,29 @@ void Replica::admit_arrivals(bool chained) {
   }
 }
 
+// Without a waiting request, and with the running set the last iteration's decodes in the same
+// order (so every running request decodes), the scheduler's plan is decode_running's: every decode
+// again, reserving its next token in running order. That is done here without the plan's rebuild.
+// When a reserve fails, decode_running would preempt: the scheduler plans instead, and the
+// reserves made here are no-ops to it (the blocks held then suffice: without prefix caching or a
+// hybrid layout, reserve only tests and grows r.kv_blocks; a failed one changes nothing).
+bool Replica::repeat_decodes() {
+  const size_t n = plan_.decodes.size();
+  if (n != running_.size()) return false;
+  const RequestId* decodes = plan_.decodes.data();
+  const RequestId* running = running_.data();
+  int64_t context = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const RequestId id = decodes[i];
+    if (id != running[i]) return false;  // (the reserves before are decode_running's own first ones)
+    const int64_t need = requests_[id].kv_tokens + 1;
+    if (!reserve(id, need)) return false;
+    context += need;
+  }
+  plan_.decode_context_tokens = context;
+  return true;
+}
+
 void Replica::try_start_iteration() {
   if (busy_) return;
   // With async scheduling the host prepares an iteration while the GPU runs the previous one; the
@@ -683,12 +709,16 @@ void Replica::try_start_iteration() {
   const bool after_idle = !chained_;
   chained_ = false;
   if (!arriving_.empty()) admit_arrivals(!after_idle);
+  const bool repeat = repeat_;
+  repeat_ = false;
   if (waiting_.empty() && running_.empty()) {
     publish_state();
     return;
   }
-  plan_.clear();
-  scheduler_->plan(*this, plan_);
+  if (!repeat || !waiting_.empty() || !repeat_decodes()) {
+    plan_.clear();
+    scheduler_->plan(*this, plan_);
+  }
   if (plan_.empty()) {
     // With nothing running or in transfer, every waiting request fits alone (rejection() saw to
     // that), so a policy that schedules nothing would stall the replica forever: a bug.
@@ -943,7 +973,9 @@ void Replica::on_event(uint64_t payload) {
   }
   running_.resize(kept);
   if (!gaps_.empty()) observer_.on_token_gaps(gaps_);
-  plan_.clear();
+  // Nothing but token counts changed: the plan keeps its decodes for try_start_iteration to repeat.
+  repeat_ = repeats_ && !leaving && plan_.prefills.empty();
+  if (!repeat_) plan_.clear();
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
   chained_ = true;

@@ -105,6 +105,11 @@ class BatchScheduler {
   // Blocks the policy keeps free when admitting (vLLM's watermark); a request that needs more than
   // total - reserved blocks can never run and is rejected on arrival.
   virtual int64_t reserved_blocks(const KvCache& /*kv*/) const { return 0; }
+  // Whether plan() is exactly policies::decode_running (each running request, in order, reserving
+  // its next token, the newest preempted when a block runs out, no token budget) whenever the
+  // waiting queue is empty and every running request decodes. The replica then repeats its last
+  // decodes without asking while nothing but token counts changed (Replica::repeat_decodes).
+  virtual bool decodes_running_when_nothing_waits() const { return false; }
 };
 
 // What routers see of a replica; kept current by the replica. Everything but the last field is
@@ -415,6 +420,10 @@ class Replica final : public EventHandler {
   void try_start_iteration();
   // Moves the requests the scheduler can see now from arriving_ into the waiting queue.
   void admit_arrivals(bool chained);
+  // Plans the next iteration as the last one's decodes again, each one token longer, when that is
+  // what the scheduler would plan (see BatchScheduler::decodes_running_when_nothing_waits): false,
+  // and the scheduler plans, when the running set is not the last decodes or a block runs out.
+  bool repeat_decodes();
   bool reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative);
   // Emits `tokens` tokens of `r` at once (one streamed chunk: one inter-token gap).
   void emit_token(Request& r, core::Time now, int64_t tokens = 1) {
@@ -606,6 +615,11 @@ class Replica final : public EventHandler {
   std::vector<uint64_t> unit_keys_;   // scratch of apply_growth
   bool busy_ = false;
   bool chained_ = false;  // the iteration about to start follows the previous one without a gap
+  // The decode fast path (repeat_decodes): possible on this replica at all (the scheduler declares
+  // it; no speculation, prefix caching, hybrid layout or attention caps), and, after an iteration,
+  // whether plan_ still holds its decodes because nothing but token counts changed.
+  bool repeats_ = false;
+  bool repeat_ = false;
   bool down_ = false;
   double speed_ = 1.0;
   core::Time lost_iteration_end_;  // when the iteration a failure interrupted would have ended

@@ -34,13 +34,7 @@ void Simulation::replace_root(Event e) {
   sift_up(i, e);
 }
 
-// The event being handled gives its root place to the first event its handler schedules.
-inline void Simulation::push(Event e) {
-  if (root_is_done_) {
-    root_is_done_ = false;
-    replace_root(e);
-    return;
-  }
+void Simulation::push_back(Event e) {
   heap_.push_back(e);
   sift_up(heap_.size() - 1, e);
 }
@@ -52,11 +46,9 @@ void Simulation::clock_limit(core::Duration d) const {
                     "speeds, overheads) are out of proportion");
 }
 
-void Simulation::schedule_at(core::Time t, EventHandler* handler, uint64_t payload) {
-  if (t < now_)
-    throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
-                      std::to_string(now_.ns()) + " ns)");
-  push(Event{t.ns(), next_seq_++, handler, payload});
+void Simulation::in_the_past(core::Time t) const {
+  throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
+                    std::to_string(now_.ns()) + " ns)");
 }
 
 void Simulation::schedule_reserved(core::Time t, uint64_t seq, EventHandler* handler, uint64_t payload) {
@@ -67,9 +59,7 @@ void Simulation::schedule_reserved(core::Time t, uint64_t seq, EventHandler* han
 }
 
 void Simulation::schedule_weak_at(core::Time t, EventHandler* handler, uint64_t payload) {
-  if (t < now_)
-    throw core::Error("internal: event scheduled in the past (" + std::to_string(t.ns()) + " ns < now " +
-                      std::to_string(now_.ns()) + " ns)");
+  if (t < now_) in_the_past(t);
   weak_.push_back(Event{t.ns(), next_seq_++, handler, payload});
   std::push_heap(weak_.begin(), weak_.end(), [](const Event& a, const Event& b) { return before(b, a); });
 }

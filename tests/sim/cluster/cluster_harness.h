@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,8 @@ struct ClusterSetup {
   // ranks (expert parallelism: data-parallel attention ranks sharing one KV pool).
   int64_t gpus_per_replica = 1;
   int64_t attention_ranks = 1;
+  // Where given, each replica's scheduler as this returns it (a test's wrapper around the configured one).
+  std::function<std::unique_ptr<sim::BatchScheduler>(std::unique_ptr<sim::BatchScheduler>)> wrap_scheduler;
 };
 
 struct Harness {
@@ -149,8 +152,9 @@ struct Harness {
       rc.kv_blocks = static_cast<size_t>(i) < s.kv_blocks_of.size() ? s.kv_blocks_of[static_cast<size_t>(i)] : s.kv_blocks;
       std::vector<int64_t> gpus;
       for (int64_t g = 0; g < s.gpus_per_replica; ++g) gpus.push_back(i * s.gpus_per_replica + g);
-      cluster->add_replica(rc, cost, policies::scheduler_registry().make(cfg.section("scheduler"), ctx), gpus,
-                           s.attention_ranks);
+      std::unique_ptr<sim::BatchScheduler> scheduler = policies::scheduler_registry().make(cfg.section("scheduler"), ctx);
+      if (s.wrap_scheduler) scheduler = s.wrap_scheduler(std::move(scheduler));
+      cluster->add_replica(rc, cost, std::move(scheduler), gpus, s.attention_ranks);
     }
   }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "sim/core/error.h"
@@ -142,6 +144,115 @@ TEST(SimulationTest, AWeakEventsFollowUpKeepsTheRunGoing) {
   sim.schedule_weak_at(core::Time::from_ns(3), &c, 1);
   sim.run();
   EXPECT_EQ(c.seen, (std::vector<int64_t>{3, 5, 103}));
+}
+
+// The in-line rule (Simulation::push): a handler's first event runs next without a pass through
+// the heap only when it comes before every queued event. Two handlers, A every 3, 3, 4, 10 ns from
+// t = 0 and B at 10, then after 5 and 2 ns, and a weak event at t = 4. Worked out by hand:
+// A@0 -> A@3 (before B@10: in line), A@3 -> A@6 (in line; the weak W@4 still runs first, weak
+// events are compared at every step), A@6 -> A@10 ties B@10, which was scheduled first: it goes
+// through the heap and runs after B. B@10 -> B@15 (A@10 is queued: heap), A@10 -> A@20 (B@15
+// queued: heap), B@15 -> B@17 (before A@20: in line). Three in line out of the six follow-ups.
+TEST(SimulationTest, TheNextEventInLineKeepsTheHeapsOrder) {
+  Simulation sim;
+  struct Script : EventHandler {
+    Simulation* sim = nullptr;
+    char name = '?';
+    std::vector<int64_t> delays;
+    size_t next = 0;
+    std::vector<std::pair<char, int64_t>>* seen = nullptr;
+    void on_event(uint64_t /*payload*/) override {
+      seen->emplace_back(name, sim->now().ns());
+      if (next < delays.size()) sim->schedule_after(core::Duration::from_ns(delays[next++]), this);
+    }
+  };
+  std::vector<std::pair<char, int64_t>> seen;
+  Script a, b, w;
+  a.sim = b.sim = w.sim = &sim;
+  a.seen = b.seen = w.seen = &seen;
+  a.name = 'A';
+  a.delays = {3, 3, 4, 10};
+  b.name = 'B';
+  b.delays = {5, 2};
+  w.name = 'W';
+  sim.schedule_at(core::Time::from_ns(0), &a);
+  sim.schedule_at(core::Time::from_ns(10), &b);
+  sim.schedule_weak_at(core::Time::from_ns(4), &w);
+  sim.run();
+  const std::vector<std::pair<char, int64_t>> expected = {{'A', 0},  {'A', 3},  {'W', 4},  {'A', 6}, {'B', 10},
+                                                          {'A', 10}, {'B', 15}, {'B', 17}, {'A', 20}};
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(sim.events_processed(), 9u);
+  EXPECT_EQ(sim.events_in_line(), 3u);
+}
+
+// Against an independent reference: the same handlers run by a plain ordered set of (t, seq),
+// numbered in scheduling order. Each handler schedules zero to three follow-ups at delays of 0-3 ns
+// (many ties, events in line and not), drawn from its own generator; the two orders must agree.
+TEST(SimulationTest, InLineEventsRunInTheOrderOfAPlainPriorityQueue) {
+  struct Script {
+    uint64_t state;
+    int budget;
+    // The follow-ups of one event: delays in ns.
+    std::vector<int64_t> follow_ups() {
+      std::vector<int64_t> out;
+      if (budget <= 0) return out;
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      const int n = static_cast<int>((state >> 60) % 4);
+      for (int i = 0; i < n && budget > 0; ++i, --budget) out.push_back(static_cast<int64_t>((state >> (40 - 4 * i)) % 4));
+      return out;
+    }
+  };
+  constexpr int kHandlers = 5;
+  using Seen = std::vector<std::pair<int, int64_t>>;
+  auto scripts = [] {
+    std::vector<Script> s;
+    for (int i = 0; i < kHandlers; ++i) s.push_back({0x9e3779b97f4a7c15ULL * (i + 1), 400});
+    return s;
+  };
+  // The engine.
+  Seen engine_seen;
+  {
+    Simulation sim;
+    std::vector<Script> s = scripts();
+    struct H : EventHandler {
+      Simulation* sim;
+      Script* script;
+      int index;
+      Seen* seen;
+      void on_event(uint64_t) override {
+        seen->emplace_back(index, sim->now().ns());
+        for (int64_t d : script->follow_ups()) sim->schedule_after(core::Duration::from_ns(d), this);
+      }
+    };
+    std::vector<H> hs(kHandlers);
+    for (int i = 0; i < kHandlers; ++i) {
+      hs[i].sim = &sim;
+      hs[i].script = &s[i];
+      hs[i].index = i;
+      hs[i].seen = &engine_seen;
+      sim.schedule_at(core::Time::from_ns(i % 2), &hs[i]);
+    }
+    sim.run();
+    EXPECT_GT(sim.events_in_line(), 0u);
+    EXPECT_LT(sim.events_in_line(), sim.events_processed());
+  }
+  // The reference.
+  Seen reference;
+  {
+    std::vector<Script> s = scripts();
+    std::set<std::tuple<int64_t, uint64_t, int>> queue;
+    uint64_t seq = 0;
+    for (int i = 0; i < kHandlers; ++i) queue.emplace(i % 2, seq++, i);
+    while (!queue.empty()) {
+      const auto [t, q, i] = *queue.begin();
+      queue.erase(queue.begin());
+      reference.emplace_back(i, t);
+      for (int64_t d : s[i].follow_ups()) queue.emplace(t + d, seq++, i);
+    }
+  }
+  ASSERT_GT(reference.size(), 1000u);
+  EXPECT_EQ(engine_seen, reference);
 }
 
 }  // namespace
