@@ -61,7 +61,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   ranks_.push_back(attention_ranks);
   if (network_ && !gpus.empty() && layout_.tier_flows) replicas_.back()->set_tier_fabric();  // used only with a tier
   if (network_ && !gpus.empty() && layout_.swap_flows && c.preemption == PreemptionMode::kSwap)
-    replicas_.back()->set_swap_fabric(static_cast<int64_t>(gpus.size()));
+    replicas_.back()->set_swap_fabric(static_cast<int64_t>(gpus.size()), attention_ranks);
   gpus_.push_back(std::move(gpus));
   if (!kv_stores_.empty() && c.role != ReplicaRole::kDecode) {
     if (store_group(i) >= kv_stores_.size()) throw core::Error("internal: a replica past the last store group");

@@ -801,11 +801,12 @@ void Replica::run_iteration(double seconds, core::IterationRecord& rec) {
 
 // ---- swap copies on the network -----------------------------------------------------------------
 
-void Replica::set_swap_fabric(int64_t gpus) {
+void Replica::set_swap_fabric(int64_t gpus, int64_t ranks) {
   if (!listener_ || gpus <= 0) return;
+  if (ranks < 1 || gpus % ranks != 0) throw core::Error("internal: a replica's GPUs must split into whole attention ranks");
   swap_fabric_ = std::make_unique<SwapFabric>();
   swap_fabric_->replica = this;
-  swap_gpus_ = gpus;
+  swap_gpus_ = gpus / ranks;  // tier_copy spreads a copy's bytes over all `gpus` GPUs
 }
 
 void Replica::start_swap_copy(bool out, double bytes) {

@@ -316,8 +316,11 @@ class Replica final : public EventHandler {
   // the GPU's PCIe link and the switch uplink, shared max-min fairly with tier copies and PD
   // transfers). The iteration planned with them computes once they have all drained (vLLM v0 runs
   // swap_out / swap_in before the model step), in place of network.pcie_gb_s's analytic time added
-  // to it. A no-op without a listener.
-  void set_swap_fabric(int64_t gpus);
+  // to it. An expert-parallel replica of `ranks` attention ranks keeps one KV pool, so a request's
+  // KV (kv_bytes_per_gpu on each of a rank's gpus / ranks GPUs) is spread evenly over all `gpus`
+  // GPUs' links, each carrying 1 / ranks of a rank GPU's share, as its tier copies are
+  // (sim::tier_copy_share; docs/kv-tiers.md, "Expert parallelism"). A no-op without a listener.
+  void set_swap_fabric(int64_t gpus, int64_t ranks = 1);
   bool swap_on_fabric() const { return swap_fabric_ != nullptr; }
   // Swap preemption's traffic over the run (both models): copies, bytes (the whole replica's, every
   // GPU's share) and the time they held iterations: on the network, from the plan until the copies
@@ -537,7 +540,7 @@ class Replica final : public EventHandler {
   // Starts the iteration planned at last_start_: `seconds` of compute from now, `rec` its record.
   void run_iteration(double seconds, core::IterationRecord& rec);
   std::unique_ptr<SwapFabric> swap_fabric_;
-  int64_t swap_gpus_ = 0;
+  int64_t swap_gpus_ = 0;  // the GPUs holding one request's KV (one attention rank's)
   std::vector<uint64_t> swap_copies_;  // the tags of the swap copies still moving
   uint64_t swap_seq_ = 0;
   bool swap_waiting_ = false;          // the planned iteration waits for swap_copies_ to drain

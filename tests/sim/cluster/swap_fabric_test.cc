@@ -118,6 +118,32 @@ TEST(SwapFabricTest, ATensorParallelReplicaMovesEachGpusShareOverItsSwitch) {
   EXPECT_DOUBLE_EQ(h.network->bytes_delivered(), 32e6);
 }
 
+TEST(SwapFabricTest, AnExpertParallelReplicasSwapIsSpreadOverItsRanksLikeItsTierCopies) {
+  // The same requests on one expert-parallel replica of two attention ranks of TP 1 (GPUs 0 and 1,
+  // each behind its own PCIe switch and host uplink). The replica keeps one KV pool, so B's 8 MB
+  // (8 tokens x 1 MB on the one GPU of the rank that holds it) is spread over both GPUs' links as
+  // its tier copies are (sim::tier_copy_share): 4 MB each at 1 GB/s, 4 ms + 1 ms of latency. A's
+  // step planned at 60 ms computes in [65, 75] ms: gen 6 at 75, gen 12 at 135 ms; B's swap-in at
+  // 135 ms the same 5 ms: its step [140, 150], gen 6 at 150, gen 12 at 210 ms. Waits 5 + 5 ms;
+  // 8 MB each way (one rank's share, not one per GPU of the replica: 16 MB would take 9 ms).
+  ClusterSetup s = swap_case();
+  s.gpus_per_replica = 2;
+  s.attention_ranks = 2;
+  Harness h(swap_trace(), s);
+  h.run();
+  ASSERT_EQ(h.obs.preempted.size(), 1u);
+  ASSERT_GE(h.obs.iterations.size(), 8u);
+  EXPECT_EQ(h.obs.iterations[6].start.ns(), 65 * kMs);
+  EXPECT_EQ(h.obs.iterations[6].duration.ns(), 10 * kMs);
+  EXPECT_EQ(h.obs.find(0)->finish.ns(), 135 * kMs);
+  EXPECT_EQ(h.obs.find(1)->finish.ns(), 210 * kMs);
+  const Replica::SwapStats& st = h.cluster->replicas()[0]->swap_stats();
+  EXPECT_DOUBLE_EQ(st.out_bytes, 8e6);
+  EXPECT_DOUBLE_EQ(st.in_bytes, 8e6);
+  EXPECT_NEAR(st.wait_seconds, 0.010, 1e-12);
+  EXPECT_DOUBLE_EQ(h.network->bytes_delivered(), 16e6);
+}
+
 struct Probe : EventHandler {
   Harness* h = nullptr;
   size_t flows = 99;
