@@ -1325,8 +1325,9 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
         const std::string name = e.get_string("link");
         if (!network)
           e.fail("link", "this cluster has no network: links carry prefill -> decode KV transfers ([cluster.prefill] "
-                         "and [cluster.decode]), the all-to-alls of expert-parallel replicas larger than a node and the "
-                         "copies of KV tiers ([kv_tiers] unless kv_tiers.copies = \"analytic\")");
+                         "and [cluster.decode]), the all-to-alls of expert-parallel replicas larger than a node, the "
+                         "copies of KV tiers ([kv_tiers] unless kv_tiers.copies = \"analytic\") and swap preemption's "
+                         "copies (cluster.swap_copies = \"flows\")");
         ev.kind = sim::FaultEvent::Kind::kLink;
         ev.links = network->topology().links_named(name);
         if (ev.links.empty())
