@@ -21,10 +21,11 @@ namespace po = boost::program_options;
 namespace {
 
 nlohmann::json sample_json(const BenchSample& b) {
-  return {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
+  nlohmann::json j = {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
           {"events", b.events},             {"sim_seconds", b.sim_seconds}, {"peak_rss_mib", b.peak_rss_mib},
-          {"percentiles", b.percentiles}, {"runs", b.runs},             {"configurations", b.configurations},
-          {"cpu_seconds", b.cpu_seconds}};
+          {"percentiles", b.percentiles}, {"runs", b.runs},             {"configurations", b.configurations}};
+  if (b.cpu_seconds > 0) j["cpu_seconds"] = b.cpu_seconds;  // S5 only
+  return j;
 }
 
 // One repetition in a child process: its stdout is one JSON object; what it says on stderr (a
