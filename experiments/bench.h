@@ -29,6 +29,7 @@ struct BenchSample {
   std::string percentiles = "exact";  // how the run kept its latency percentiles (RunSummary::percentiles)
   uint64_t runs = 0;            // S7: simulations the capacity search ran
   uint64_t configurations = 0;  // S7: configurations searched
+  double cpu_seconds = 0;       // S5: user + system CPU of the sweep, every thread (0: not measured)
 };
 
 // The sweep scenario S5: `servesim sweep` of experiments/sweeps/bench64.toml (64 points) with

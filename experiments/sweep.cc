@@ -8,6 +8,7 @@
 #include <exception>
 #include <iomanip>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <sstream>
 #include <unordered_map>
@@ -54,6 +55,40 @@ struct Slot {
   size_t position = 0;
   metrics::BufferSink run;
   std::exception_ptr error;
+};
+
+// The pipeline's slots, recycled: a point's rows go into a slot whose vectors kept the capacity an
+// earlier point grew them to, so the simulations do not fault fresh pages in for every point (and
+// the process does not unmap them again, which on several cores interrupts the other threads).
+// At most as many slots as the pipeline has tokens (2 x jobs), as before.
+class SlotPool {
+ public:
+  Slot* take(size_t position) {
+    Slot* slot = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (free_.empty()) {
+        all_.push_back(std::make_unique<Slot>());
+        slot = all_.back().get();
+      } else {
+        slot = free_.back();
+        free_.pop_back();
+      }
+    }
+    slot->position = position;
+    slot->error = nullptr;
+    slot->run.reset();
+    return slot;
+  }
+  void give_back(Slot* slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(slot);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Slot>> all_;
+  std::vector<Slot*> free_;
 };
 
 }  // namespace
@@ -108,23 +143,22 @@ void run_points(const Experiment& experiment, const std::vector<Point>& points, 
   if (points.empty()) return;
   threads = resolve_jobs(threads);
   size_t next = 0;
+  SlotPool slots;
   tbb::task_arena arena(threads);
   arena.execute([&] {
     tbb::parallel_pipeline(
         static_cast<size_t>(2 * threads),
-        tbb::make_filter<void, std::shared_ptr<Slot>>(tbb::filter_mode::serial_in_order,
-                                                      [&](tbb::flow_control& fc) -> std::shared_ptr<Slot> {
-                                                        if (next == points.size()) {
-                                                          fc.stop();
-                                                          return nullptr;
-                                                        }
-                                                        auto slot = std::make_shared<Slot>();
-                                                        slot->position = next++;
-                                                        return slot;
-                                                      }) &
-            tbb::make_filter<std::shared_ptr<Slot>, std::shared_ptr<Slot>>(
+        tbb::make_filter<void, Slot*>(tbb::filter_mode::serial_in_order,
+                                      [&](tbb::flow_control& fc) -> Slot* {
+                                        if (next == points.size()) {
+                                          fc.stop();
+                                          return nullptr;
+                                        }
+                                        return slots.take(next++);
+                                      }) &
+            tbb::make_filter<Slot*, Slot*>(
                 tbb::filter_mode::parallel,
-                [&](std::shared_ptr<Slot> slot) {
+                [&](Slot* slot) {
                   const Point& p = points[slot->position];
                   try {
                     core::Params config =
@@ -139,14 +173,14 @@ void run_points(const Experiment& experiment, const std::vector<Point>& points, 
                   }
                   return slot;
                 }) &
-            tbb::make_filter<std::shared_ptr<Slot>, void>(
-                tbb::filter_mode::serial_in_order, [&](std::shared_ptr<Slot> slot) {
+            tbb::make_filter<Slot*, void>(
+                tbb::filter_mode::serial_in_order, [&](Slot* slot) {
                   if (slot->error) std::rethrow_exception(slot->error);
-                  const Point& p = points[slot->position];
-                  if (db) db->commit(p, slot->run);
+                  const size_t position = slot->position;
+                  if (db) db->commit(points[position], slot->run);
                   const RunFigures figures = figures_of(slot->run);
-                  slot->run.clear_rows();
-                  if (on_done) on_done(slot->position, figures);
+                  slots.give_back(slot);  // its rows are dropped when its next point begins
+                  if (on_done) on_done(position, figures);
                   if (progress) progress->advance();
                 }));
   });

@@ -5,7 +5,8 @@
 // Determinism: points run on any number of threads but are written in point order (a pipeline whose
 // last stage is serial and in order), so the database file is byte-identical for any --jobs.
 // Memory: at most 2 x jobs finished or running points are held (their request and time-series rows,
-// 128 bytes per request) before they are written.
+// 128 bytes per request) before they are written; their buffers are recycled from point to point
+// (they keep the capacity the largest point grew them to), so points do not fault in fresh memory.
 // Resumable: a point and its run are committed in one transaction; a re-run skips committed points.
 
 #include <cstdint>

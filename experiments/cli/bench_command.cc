@@ -21,9 +21,11 @@ namespace po = boost::program_options;
 namespace {
 
 nlohmann::json sample_json(const BenchSample& b) {
-  return {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
+  nlohmann::json j = {{"wall_seconds", b.wall_seconds}, {"requests", b.requests},     {"iterations", b.iterations},
           {"events", b.events},             {"sim_seconds", b.sim_seconds}, {"peak_rss_mib", b.peak_rss_mib},
           {"percentiles", b.percentiles}, {"runs", b.runs},             {"configurations", b.configurations}};
+  if (b.cpu_seconds > 0) j["cpu_seconds"] = b.cpu_seconds;  // S5 only
+  return j;
 }
 
 // One repetition in a child process: its stdout is one JSON object; what it says on stderr (a
@@ -50,6 +52,7 @@ BenchSample run_child(const std::string& scenario, const std::string& traces, in
   if (j.contains("percentiles")) b.percentiles = j["percentiles"];
   if (j.contains("runs")) b.runs = j["runs"];
   if (j.contains("configurations")) b.configurations = j["configurations"];
+  if (j.contains("cpu_seconds")) b.cpu_seconds = j["cpu_seconds"];
   return b;
 }
 
@@ -133,17 +136,24 @@ int cmd_bench(const std::vector<std::string>& args, std::ostream& out, std::ostr
       }
       const BenchSample m1 = median(one), m2 = median(two);
       const double speedup = m1.wall_seconds / m2.wall_seconds;
+      // What two idle cores could give: the CPU work of --jobs 2 spread over both, against --jobs 1's.
+      const double cpu_bound = m2.cpu_seconds > 0 ? 2 * m1.cpu_seconds / m2.cpu_seconds : 0;
       if (json) {
         nlohmann::json j = sample_json(m2);
         j["scenario"] = "S5";
         j["repeat"] = repeat;
         j["wall_seconds_jobs1"] = m1.wall_seconds;
         j["speedup_jobs2_vs_jobs1"] = speedup;
+        j["cpu_seconds_jobs1"] = m1.cpu_seconds;
+        j["speedup_bound_from_cpu"] = cpu_bound;
         out << j.dump() << "\n";
       } else {
         out << "S5         " << grouped(m2.requests) << " requests in 64 points: --jobs 1 " << fixed(m1.wall_seconds, 3)
             << " s, --jobs 2 " << fixed(m2.wall_seconds, 3) << " s, speed-up " << fixed(speedup, 2) << "x, peak RSS "
-            << fixed(std::max(m1.peak_rss_mib, m2.peak_rss_mib), 1) << " MiB\n";
+            << fixed(std::max(m1.peak_rss_mib, m2.peak_rss_mib), 1) << " MiB\n"
+            << "           CPU (user + sys) --jobs 1 " << fixed(m1.cpu_seconds, 3) << " s, --jobs 2 "
+            << fixed(m2.cpu_seconds, 3) << " s: 2 x CPU1 / CPU2 = " << fixed(cpu_bound, 2)
+            << "x (the speed-up two idle cores give when nothing is serial)\n";
       }
       continue;
     }

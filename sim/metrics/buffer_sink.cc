@@ -49,6 +49,17 @@ void BufferSink::replay(ResultSink& sink) const {
   sink.end_run(summary_);
 }
 
+void BufferSink::reset() {
+  info_ = RunInfo{};
+  summary_ = RunSummary{};
+  requests_.clear();
+  samples_.clear();
+  replica_stats_.clear();
+  fleet_events_.clear();
+  order_.clear();
+  complete_ = false;
+}
+
 void BufferSink::clear_rows() {
   requests_.clear();
   requests_.shrink_to_fit();

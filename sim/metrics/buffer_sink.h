@@ -35,6 +35,9 @@ class BufferSink final : public ResultSink {
   void replay(ResultSink& sink) const;
   // Frees the rows (the summary and info stay).
   void clear_rows();
+  // Forgets the run (info, summary, rows) but keeps the rows' memory for the next one: a sweep
+  // reuses its buffers from point to point.
+  void reset();
 
  private:
   RunInfo info_;
