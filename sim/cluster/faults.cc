@@ -282,11 +282,17 @@ void Cluster::park(RequestId id) {
   if (park_timer_pending_) return;
   // Repairs (and autoscaling's evaluations and starts) are weak events: a strong one at the first
   // keeps the run going for the parked.
-  std::optional<core::Time> first = autoscaler_ ? next_scale_up() : std::nullopt;
+  const std::optional<core::Time> scale_up = autoscaler_ ? next_scale_up() : std::nullopt;
+  bool found = scale_up.has_value();
+  core::Time first = found ? *scale_up : core::Time();
   for (const auto& at : repair_at_)
-    if (at && (!first || *at < *first)) first = *at;
+    if (at && (!found || *at < first)) {
+      first = *at;
+      found = true;
+    }
+  if (!found) throw core::Error("internal: a request parked with no repair or scale-up to wait for");
   park_timer_pending_ = true;
-  sim_.schedule_at(*first, &park_timer_);
+  sim_.schedule_at(first, &park_timer_);
 }
 
 void Cluster::on_park_timer() {

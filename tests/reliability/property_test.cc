@@ -550,7 +550,9 @@ void check_against_the_logs(const metrics::RunSummary& s, const RecordingObserve
   for (auto& [replica, v] : iterations) {
     std::sort(v.begin(), v.end());
     for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0) EXPECT_GE(v[i].first, v[i - 1].second) << "replica " << replica << " ran two iterations at once";
+      if (i > 0) {
+        EXPECT_GE(v[i].first, v[i - 1].second) << "replica " << replica << " ran two iterations at once";
+      }
       ends[replica].insert(v[i].second);
       all_ends.insert(v[i].second);
     }

@@ -34,7 +34,9 @@ TEST(SharedPrefixTest, APoolOfPromptsSentInACycleWithGroupSharedBlocks) {
     EXPECT_EQ(rows[n].hashed_tokens, 30) << n;
     ASSERT_EQ(rows[n].block_hashes.size(), 4u) << n;  // ceil(30 / 8)
     // Request n sends prompt n mod 4: the same hashes every 4 requests.
-    if (n >= 4) EXPECT_EQ(rows[n].block_hashes, rows[n - 4].block_hashes) << n;
+    if (n >= 4) {
+      EXPECT_EQ(rows[n].block_hashes, rows[n - 4].block_hashes) << n;
+    }
   }
   // The first 4 are the 4 prompts, each once: 2 groups of 2 sharing exactly the blocks inside the
   // system prompt.
@@ -64,7 +66,9 @@ TEST(SharedPrefixTest, ExtraTokensAreDrawnOncePerPrompt) {
     EXPECT_GE(rows[n].prompt_tokens, 31);
     EXPECT_LE(rows[n].prompt_tokens, 39);
     EXPECT_EQ(rows[n].block_hashes.size(), static_cast<size_t>((rows[n].prompt_tokens + 7) / 8));
-    if (n >= 4) EXPECT_EQ(rows[n].prompt_tokens, rows[n - 4].prompt_tokens);
+    if (n >= 4) {
+      EXPECT_EQ(rows[n].prompt_tokens, rows[n - 4].prompt_tokens);
+    }
     lengths.insert(rows[n].prompt_tokens);
   }
   EXPECT_GT(lengths.size(), 1u);

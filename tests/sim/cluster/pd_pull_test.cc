@@ -100,7 +100,9 @@ TEST(PdPullTest, AFullDecodeReplicaLeavesTheKvOnThePrefillReplicaUntilItHasRoom)
   EXPECT_EQ(prefill_blocks_at(h, transfer_of(h, 4).end.ns()), 1 * 8);
   EXPECT_EQ(prefill_blocks_at(h, transfer_of(h, 5).end.ns()), 0);
   for (const auto& st : h.obs.states)
-    if (st.replica == 1) EXPECT_LE(st.kv_blocks_used, 20);
+    if (st.replica == 1) {
+      EXPECT_LE(st.kv_blocks_used, 20);
+    }
   // The cluster's pull figures: four waits, the longest request 5's, four waiting at most.
   const ClusterCounters& c = h.cluster->counters();
   EXPECT_EQ(c.pull_waits, 4u);
@@ -187,7 +189,9 @@ TEST(PdPullTest, AClientThatGivesUpWhileItsPullWaitsFreesThePrefillBlocks) {
     EXPECT_EQ(r.outcome, core::RequestOutcome::kTimedOut);
     EXPECT_EQ(r.client_finish.ns(), 50 * kMs);
     // The waiting ones leave at once; 0 and 1, decoding, when the decode iteration under way ends.
-    if (r.id >= 2) EXPECT_EQ(r.finish.ns(), 50 * kMs);
+    if (r.id >= 2) {
+      EXPECT_EQ(r.finish.ns(), 50 * kMs);
+    }
   }
   EXPECT_EQ(h.obs.transfers.size(), 2u);  // the four waiting pulls never started
   EXPECT_EQ(prefill_blocks_at(h, 50 * kMs - 1), 4 * 8);
