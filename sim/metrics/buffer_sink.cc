@@ -5,13 +5,8 @@
 namespace servesim::metrics {
 
 void BufferSink::begin_run(RunInfo& info) {
+  reset();
   info_ = info;
-  requests_.clear();
-  samples_.clear();
-  replica_stats_.clear();
-  fleet_events_.clear();
-  order_.clear();
-  complete_ = false;
 }
 
 void BufferSink::add_request(const core::RequestRecord& record, const RequestMetrics& metrics) {
