@@ -788,7 +788,7 @@ void Replica::try_start_iteration() {
   run_iteration(seconds, rec);
 }
 
-void Replica::run_iteration(double seconds, core::IterationRecord& rec) {
+[[gnu::always_inline]] inline void Replica::run_iteration(double seconds, core::IterationRecord& rec) {
   const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
   // From the plan (last_start_) to the step's end: a wait for swap copies, then the compute.
   last_duration_ = (sim_.now() - last_start_) + duration;
