@@ -399,14 +399,7 @@ bool Replica::admit_front(int64_t kv_tokens) {
   apply_growth(r, kv_tokens);
   if (r.swapped) {
     const double bytes = kv_bytes_per_gpu(r.kv_tokens);
-    if (swap_fabric_) [[unlikely]] {
-      start_swap_copy(false, bytes);
-    } else {
-      pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
-      swap_stats_.wait_seconds += bytes / host_link_bytes_per_s_;
-    }
-    ++swap_stats_.swap_ins;
-    swap_stats_.in_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
+    swap_copy(false, bytes);
     swap_used_bytes_ -= bytes;
     r.swapped = false;
   }
@@ -459,14 +452,7 @@ void Replica::preempt(RequestId id) {
     // The KV goes to host memory and comes back on readmission; both copies delay an iteration.
     r.swapped = true;
     swap_used_bytes_ += swap_bytes;
-    if (swap_fabric_) [[unlikely]] {
-      start_swap_copy(true, swap_bytes);  // the step being planned waits for it (try_start_iteration)
-    } else {
-      pending_swap_seconds_ += swap_bytes / host_link_bytes_per_s_;
-      swap_stats_.wait_seconds += swap_bytes / host_link_bytes_per_s_;
-    }
-    ++swap_stats_.swap_outs;
-    swap_stats_.out_bytes += swap_bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
+    swap_copy(true, swap_bytes);  // the step being planned waits for it
   } else {
     r.kv_tokens = 0;
     r.decoding = false;
@@ -809,7 +795,19 @@ void Replica::set_swap_fabric(int64_t gpus, int64_t ranks) {
   swap_gpus_ = gpus / ranks;  // tier_copy spreads a copy's bytes over all `gpus` GPUs
 }
 
-void Replica::start_swap_copy(bool out, double bytes) {
+void Replica::swap_copy(bool out, double bytes) {
+  if (out) {
+    ++swap_stats_.swap_outs;
+    swap_stats_.out_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
+  } else {
+    ++swap_stats_.swap_ins;
+    swap_stats_.in_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
+  }
+  if (!swap_fabric_) [[likely]] {  // analytic: the copy's time is added to the next iteration
+    pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
+    swap_stats_.wait_seconds += bytes / host_link_bytes_per_s_;
+    return;
+  }
   const uint64_t tag = ++swap_seq_;
   swap_copies_.push_back(tag);
   constexpr KvTierEndpoint gpu = KvTierEndpoint::kGpu, host = KvTierEndpoint::kHost;

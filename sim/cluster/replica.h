@@ -533,8 +533,10 @@ class Replica final : public EventHandler {
     Replica* replica = nullptr;
     void on_transfer_done(uint64_t tag) override { replica->swap_copy_done(tag); }
   };
-  // Starts the swap copy of `bytes` per GPU: out (GPU -> host) or in (host -> GPU).
-  void start_swap_copy(bool out, double bytes);
+  // A swap copy of `bytes` per GPU, out (GPU -> host) or in (host -> GPU), counted in swap_stats_:
+  // on the network a flow (the next iteration waits for it), else its analytic time is added to
+  // the next iteration.
+  void swap_copy(bool out, double bytes);
   // A swap copy has arrived; the last one of the step starts the iteration that waited for it.
   void swap_copy_done(uint64_t tag);
   // Starts the iteration planned at last_start_: `seconds` of compute from now, `rec` its record.
