@@ -55,17 +55,4 @@ void BufferSink::reset() {
   complete_ = false;
 }
 
-void BufferSink::clear_rows() {
-  requests_.clear();
-  requests_.shrink_to_fit();
-  samples_.clear();
-  samples_.shrink_to_fit();
-  order_.clear();
-  order_.shrink_to_fit();
-  replica_stats_.clear();
-  replica_stats_.shrink_to_fit();
-  fleet_events_.clear();
-  fleet_events_.shrink_to_fit();
-}
-
 }  // namespace servesim::metrics

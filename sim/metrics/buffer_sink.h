@@ -33,8 +33,6 @@ class BufferSink final : public ResultSink {
   // Replays the run into `sink` (begin_run with the same run_id, every row, end_run). Throws
   // core::Error unless the run is complete.
   void replay(ResultSink& sink) const;
-  // Frees the rows (the summary and info stay).
-  void clear_rows();
   // Forgets the run (info, summary, rows) but keeps the rows' memory for the next one: a sweep
   // reuses its buffers from point to point.
   void reset();
