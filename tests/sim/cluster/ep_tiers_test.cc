@@ -16,6 +16,7 @@ namespace {
 using testing::ClusterSetup;
 using testing::Harness;
 using testing::hashed;
+using testing::host_tier_spec;
 using testing::tier_policies;
 using testing::TierPolicies;
 
@@ -57,18 +58,8 @@ ClusterSetup ep_host_case(bool fabric) {
   s.unified_network = fabric;
   s.topology.pcie_bytes_per_s = 4e6;
   s.topology.pcie_latency_s = 0.0005;
-  const TierPolicies p = tier_policies("on_eviction");
-  auto t = std::make_shared<HostTierSpec>();
-  t->write = p.write;
-  t->eviction = p.eviction;
-  t->load = p.load;
-  t->capacity_blocks = 100;
   const TierCopyShare share = tier_copy_share(4000, 1, 4);
-  t->block_bytes_per_gpu = share.block_bytes_per_gpu;
-  t->gpus = share.gpus;
-  t->link_bytes_per_s = 4e6;
-  t->latency_s = 0.001;
-  s.host_tier = t;
+  s.host_tier = host_tier_spec(tier_policies("on_eviction"), 100, share.block_bytes_per_gpu, share.gpus, 4e6, 0.001);
   return s;
 }
 

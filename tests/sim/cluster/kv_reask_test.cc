@@ -19,6 +19,7 @@ namespace {
 using testing::ClusterSetup;
 using testing::Harness;
 using testing::hashed;
+using testing::host_tier_spec;
 using testing::tier_policies;
 using testing::TierPolicies;
 
@@ -32,17 +33,7 @@ ClusterSetup host_case(const std::string& load) {
   s.prefix_unit_tokens = 8;
   s.kv_blocks = 8;
   s.per_token_s = 0.001;
-  const TierPolicies p = tier_policies("on_eviction", "lru", load);
-  auto t = std::make_shared<HostTierSpec>();
-  t->write = p.write;
-  t->eviction = p.eviction;
-  t->load = p.load;
-  t->capacity_blocks = 100;
-  t->block_bytes_per_gpu = 4000;
-  t->gpus = 1;
-  t->link_bytes_per_s = 4e6;
-  t->latency_s = 0.001;
-  s.host_tier = t;
+  s.host_tier = host_tier_spec(tier_policies("on_eviction", "lru", load), 100, 4000, 1, 4e6, 0.001);
   return s;
 }
 
@@ -177,17 +168,7 @@ TEST(KvReaskTest, AFreshRequestWhosePrefixAnotherReplicaWritesToTheStoreWhileItW
 // bytes: unit 1 arrives 3 ms after it starts, unit 2 at 5 ms.
 ClusterSetup prefetch_case() {
   ClusterSetup s = store_case();
-  const TierPolicies hp = tier_policies("on_eviction");
-  auto host = std::make_shared<HostTierSpec>();
-  host->write = hp.write;
-  host->eviction = hp.eviction;
-  host->load = hp.load;
-  host->capacity_blocks = 100;
-  host->block_bytes_per_gpu = 4000;
-  host->gpus = 1;
-  host->link_bytes_per_s = 16e6;
-  host->latency_s = 0;
-  s.host_tier = host;
+  s.host_tier = host_tier_spec(tier_policies("on_eviction"), 100, 4000, 1, 16e6, 0);
   auto st = std::make_shared<StoreSpec>(*s.kv_store);
   st->prefetch = tier_policies("write_through", "lru", "cost", "kind = \"best_effort\"").prefetch;
   s.kv_store = st;

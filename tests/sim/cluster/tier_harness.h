@@ -45,4 +45,21 @@ inline TierPolicies tier_policies(const std::string& write = "on_eviction", cons
           policies::kv_tier_prefetch_registry().make(cfg.section("p"))};
 }
 
+// A host tier with the policies `p` (tier_policies): each of `gpus` GPUs copies `block_bytes_per_gpu`
+// of a block over its own link of `link_bytes_per_s`, `latency_s` a copy.
+inline std::shared_ptr<sim::HostTierSpec> host_tier_spec(const TierPolicies& p, int64_t capacity_blocks,
+                                                         double block_bytes_per_gpu, int64_t gpus,
+                                                         double link_bytes_per_s, double latency_s) {
+  auto t = std::make_shared<sim::HostTierSpec>();
+  t->write = p.write;
+  t->eviction = p.eviction;
+  t->load = p.load;
+  t->capacity_blocks = capacity_blocks;
+  t->block_bytes_per_gpu = block_bytes_per_gpu;
+  t->gpus = gpus;
+  t->link_bytes_per_s = link_bytes_per_s;
+  t->latency_s = latency_s;
+  return t;
+}
+
 }  // namespace servesim::testing
