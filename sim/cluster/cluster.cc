@@ -44,11 +44,12 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
            : i < layout_.prefill_replicas ? ReplicaRole::kPrefill
                                           : ReplicaRole::kDecode;
   if (disaggregated() && gpus.empty()) throw core::Error("internal: disaggregated replicas need GPU placements");
+  if (attention_ranks < 1 || (!gpus.empty() && gpus.size() % static_cast<size_t>(attention_ranks) != 0))
+    throw core::Error("internal: a replica's GPUs must split into whole attention ranks");
+  if (!gpus.empty()) c.gpus_per_rank = static_cast<int64_t>(gpus.size()) / attention_ranks;  // its swaps' GPUs
   replicas_.push_back(std::make_unique<Replica>(c, sim_, requests_, cost, std::move(scheduler),
                                                 static_cast<core::LifecycleObserver&>(*this), loads_[i],
                                                 static_cast<ReplicaListener*>(this)));
-  if (attention_ranks < 1 || (!gpus.empty() && gpus.size() % static_cast<size_t>(attention_ranks) != 0))
-    throw core::Error("internal: a replica's GPUs must split into whole attention ranks");
   std::vector<std::pair<int64_t, int64_t>> pairs;
   if (network_ && !gpus.empty()) {
     const Topology& topo = network_->topology();
@@ -61,7 +62,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   ranks_.push_back(attention_ranks);
   if (network_ && !gpus.empty() && layout_.tier_flows) replicas_.back()->set_tier_fabric();  // used only with a tier
   if (network_ && !gpus.empty() && layout_.swap_flows && c.preemption == PreemptionMode::kSwap)
-    replicas_.back()->set_swap_fabric(static_cast<int64_t>(gpus.size()), attention_ranks);
+    replicas_.back()->set_swap_fabric();
   gpus_.push_back(std::move(gpus));
   if (!kv_stores_.empty() && c.role != ReplicaRole::kDecode) {
     if (store_group(i) >= kv_stores_.size()) throw core::Error("internal: a replica past the last store group");

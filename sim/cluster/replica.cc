@@ -38,6 +38,8 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
              !kv_.hybrid() && plan_.limits.window == 0 && plan_.limits.topk == 0;
   if (role_ == ReplicaRole::kPrefill && !listener_)
     throw core::Error("internal: a prefill replica needs a listener to hand requests to");
+  if (config.gpus_per_rank < 1) throw core::Error("internal: a replica's attention rank needs a GPU");
+  swap_gpus_ = config.gpus_per_rank;
   load_ = ReplicaLoad{};
   load_.kv_blocks_total = kv_.total();
   if (engine_) first_token_delay_ns_ = std::llround(engine_->first_token_s * 1e9);
@@ -787,23 +789,23 @@ void Replica::try_start_iteration() {
 
 // ---- swap copies on the network -----------------------------------------------------------------
 
-void Replica::set_swap_fabric(int64_t gpus, int64_t ranks) {
-  if (!listener_ || gpus <= 0) return;
-  if (ranks < 1 || gpus % ranks != 0) throw core::Error("internal: a replica's GPUs must split into whole attention ranks");
+void Replica::set_swap_fabric() {
+  if (!listener_) return;
   swap_fabric_ = std::make_unique<SwapFabric>();
   swap_fabric_->replica = this;
-  swap_gpus_ = gpus / ranks;  // tier_copy spreads a copy's bytes over all `gpus` GPUs
 }
 
 void Replica::swap_copy(bool out, double bytes) {
+  // Both models move `bytes` from (to) each of the swap_gpus_ GPUs of the request's attention rank.
+  const double total = bytes * static_cast<double>(swap_gpus_);
   if (out) {
     ++swap_stats_.swap_outs;
-    swap_stats_.out_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
+    swap_stats_.out_bytes += total;
   } else {
     ++swap_stats_.swap_ins;
-    swap_stats_.in_bytes += bytes * static_cast<double>(std::max<int64_t>(1, swap_gpus_));
+    swap_stats_.in_bytes += total;
   }
-  if (!swap_fabric_) [[likely]] {  // analytic: the copy's time is added to the next iteration
+  if (!swap_fabric_) [[likely]] {  // analytic: each GPU over its own link, in parallel: bytes / link
     pending_swap_seconds_ += bytes / host_link_bytes_per_s_;
     swap_stats_.wait_seconds += bytes / host_link_bytes_per_s_;
     return;
@@ -811,8 +813,8 @@ void Replica::swap_copy(bool out, double bytes) {
   const uint64_t tag = ++swap_seq_;
   swap_copies_.push_back(tag);
   constexpr KvTierEndpoint gpu = KvTierEndpoint::kGpu, host = KvTierEndpoint::kHost;
-  listener_->tier_copy(*this, out ? gpu : host, out ? host : gpu, bytes * static_cast<double>(swap_gpus_), tag,
-                       swap_fabric_.get());
+  // Cluster::tier_copy spreads the request's bytes over all the replica's GPUs (one flow each).
+  listener_->tier_copy(*this, out ? gpu : host, out ? host : gpu, total, tag, swap_fabric_.get());
 }
 
 void Replica::swap_copy_done(uint64_t tag) {

@@ -147,6 +147,11 @@ struct ReplicaConfig {
   int64_t prefix_unit_tokens = 0;  // tokens per prefix-cache unit; 0 = no prefix caching
   PreemptionMode preemption = PreemptionMode::kRecompute;
   double swap_capacity_bytes = 0;       // host memory for swapped KV, per GPU
+  // The GPUs holding one request's KV: one attention rank's (its tensor-parallel GPUs, each with a
+  // share of the heads). A swap moves kv_bytes_per_gpu from each of them, and its figures
+  // (swap_stats) count them all, analytic copies as flows. Cluster::add_replica sets it from the
+  // replica's GPUs over its attention ranks.
+  int64_t gpus_per_rank = 1;
   double host_link_bytes_per_s = 0;     // GPU <-> host copy bandwidth, per GPU
   double kv_bytes_per_token_per_gpu = 0;
   // The cache by layer group (hybrid models: window and linear-attention layers); default: every
@@ -311,16 +316,16 @@ class Replica final : public EventHandler {
   const SharedKvStore* kv_store() const { return store_; }
   size_t loading() const { return loading_.size(); }
   // Swap preemption on the network (cluster.swap_copies = "flows", docs/policies.md): each swap-out
-  // and swap-in is a flow per GPU of the replica (`gpus` of them), that GPU's share of the request's
+  // and swap-in is a flow per GPU of the replica, that GPU's share of the request's
   // KV (kv_bytes_per_gpu) between it and its node's host (ReplicaListener::tier_copy, kGpu <-> kHost:
   // the GPU's PCIe link and the switch uplink, shared max-min fairly with tier copies and PD
   // transfers). The iteration planned with them computes once they have all drained (vLLM v0 runs
   // swap_out / swap_in before the model step), in place of network.pcie_gb_s's analytic time added
-  // to it. An expert-parallel replica of `ranks` attention ranks keeps one KV pool, so a request's
-  // KV (kv_bytes_per_gpu on each of a rank's gpus / ranks GPUs) is spread evenly over all `gpus`
-  // GPUs' links, each carrying 1 / ranks of a rank GPU's share, as its tier copies are
+  // to it. An expert-parallel replica of several attention ranks keeps one KV pool, so a request's
+  // KV (kv_bytes_per_gpu on each of a rank's ReplicaConfig::gpus_per_rank GPUs) is spread evenly over
+  // all the replica's GPUs' links, each carrying 1 / ranks of a rank GPU's share, as its tier copies are
   // (sim::tier_copy_share; docs/kv-tiers.md, "Expert parallelism"). A no-op without a listener.
-  void set_swap_fabric(int64_t gpus, int64_t ranks = 1);
+  void set_swap_fabric();
   bool swap_on_fabric() const { return swap_fabric_ != nullptr; }
   // Swap preemption's traffic over the run (both models): copies, bytes (the whole replica's, every
   // GPU's share) and the time they held iterations: on the network, from the plan until the copies
@@ -542,7 +547,7 @@ class Replica final : public EventHandler {
   // Starts the iteration planned at last_start_: `seconds` of compute from now, `rec` its record.
   void run_iteration(double seconds, core::IterationRecord& rec);
   std::unique_ptr<SwapFabric> swap_fabric_;
-  int64_t swap_gpus_ = 0;  // the GPUs holding one request's KV (one attention rank's)
+  int64_t swap_gpus_ = 1;  // the GPUs holding one request's KV (ReplicaConfig::gpus_per_rank)
   std::vector<uint64_t> swap_copies_;  // the tags of the swap copies still moving
   uint64_t swap_seq_ = 0;
   bool swap_waiting_ = false;          // the planned iteration waits for swap_copies_ to drain

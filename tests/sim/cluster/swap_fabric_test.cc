@@ -205,10 +205,80 @@ TEST(SwapFabricTest, WithoutTheFabricTheCopyTimeIsAddedToTheNextStep) {
     EXPECT_FALSE(h.cluster->replicas()[0]->swap_on_fabric());
     EXPECT_EQ(h.cluster->replicas()[0]->swap_stats().swap_outs, 1u);
     EXPECT_NEAR(h.cluster->replicas()[0]->swap_stats().wait_seconds, 0.016, 1e-12);  // 8 + 8 ms added
+    // TP 1: 8 tokens x 1 MB per token on the one GPU = 8 MB each way, as the flows case counts.
+    EXPECT_DOUBLE_EQ(h.cluster->replicas()[0]->swap_stats().out_bytes, 8e6) << network;
+    EXPECT_DOUBLE_EQ(h.cluster->replicas()[0]->swap_stats().in_bytes, 8e6) << network;
     if (network) {
       EXPECT_EQ(h.network->active_flows(), 0u);
     }
   }
+}
+
+TEST(SwapFabricTest, AnalyticSwapsOfATensorParallelReplicaCountEveryGpusShare) {
+  // The TP = 2 replica of ATensorParallelReplicaMovesEachGpusShareOverItsSwitch with analytic copies,
+  // without a topology and on one with swap_flows off (cluster.swap_copies = "analytic"). B's KV is
+  // 8 tokens x 1 MB per token per GPU x 2 GPUs = 16 MB out and 16 MB back in: the bytes the flows
+  // case counts (and delivers: 2 x 8 MB each way). The time is each GPU's 8 MB over its own 1 GB/s
+  // link, in parallel: 8 ms added to A's step planned at 60 ms ([60, 78] ms) and 8 ms to B's first
+  // step back, as on TP 1 (WithoutTheFabricTheCopyTimeIsAddedToTheNextStep): A ends at 138 ms, B at
+  // 216 ms; 16 ms of wait. (Counting one GPU's share, as before this fix, gives 8 MB.)
+  double flows_out = -1, flows_in = -1;
+  {
+    ClusterSetup s = swap_case();
+    s.gpus_per_replica = 2;
+    s.topology.gpus_per_pcie_switch = 2;
+    Harness h(swap_trace(), s);
+    h.run();
+    ASSERT_TRUE(h.cluster->replicas()[0]->swap_on_fabric());
+    flows_out = h.cluster->replicas()[0]->swap_stats().out_bytes;
+    flows_in = h.cluster->replicas()[0]->swap_stats().in_bytes;
+  }
+  EXPECT_DOUBLE_EQ(flows_out, 16e6);
+  EXPECT_DOUBLE_EQ(flows_in, 16e6);
+  for (bool network : {false, true}) {
+    ClusterSetup s = swap_case();
+    s.gpus_per_replica = 2;
+    s.topology.gpus_per_pcie_switch = 2;
+    s.unified_network = network;
+    s.swap_flows = false;
+    Harness h(swap_trace(), s);
+    h.run();
+    EXPECT_FALSE(h.cluster->replicas()[0]->swap_on_fabric());
+    ASSERT_GE(h.obs.iterations.size(), 8u);
+    EXPECT_EQ(h.obs.iterations[6].start.ns(), 60 * kMs) << network;
+    EXPECT_EQ(h.obs.iterations[6].duration.ns(), 18 * kMs) << network;
+    EXPECT_EQ(h.obs.find(0)->finish.ns(), 138 * kMs) << network;
+    EXPECT_EQ(h.obs.find(1)->finish.ns(), 216 * kMs) << network;
+    const Replica::SwapStats& st = h.cluster->replicas()[0]->swap_stats();
+    EXPECT_EQ(st.swap_outs, 1u) << network;
+    EXPECT_EQ(st.swap_ins, 1u) << network;
+    EXPECT_DOUBLE_EQ(st.out_bytes, 16e6) << network;
+    EXPECT_DOUBLE_EQ(st.in_bytes, 16e6) << network;
+    EXPECT_DOUBLE_EQ(st.out_bytes, flows_out) << network;
+    EXPECT_DOUBLE_EQ(st.in_bytes, flows_in) << network;
+    EXPECT_NEAR(st.wait_seconds, 0.016, 1e-12) << network;
+    if (network) {
+      EXPECT_DOUBLE_EQ(h.network->bytes_delivered(), 0);  // nothing on the fabric
+    }
+  }
+}
+
+TEST(SwapFabricTest, AnalyticSwapsOfAnExpertParallelReplicaCountOneRanksShare) {
+  // The expert-parallel replica of AnExpertParallelReplicasSwapIsSpreadOverItsRanksLikeItsTierCopies
+  // (two attention ranks of TP 1) with analytic copies: one rank's share, 8 tokens x 1 MB x 1 GPU =
+  // 8 MB each way, as its flows count (not 2 x 8 MB for the replica's two GPUs); 8 ms added to each
+  // of the two steps (16 ms).
+  ClusterSetup s = swap_case();
+  s.gpus_per_replica = 2;
+  s.attention_ranks = 2;
+  s.swap_flows = false;
+  Harness h(swap_trace(), s);
+  h.run();
+  const Replica::SwapStats& st = h.cluster->replicas()[0]->swap_stats();
+  EXPECT_EQ(st.swap_outs, 1u);
+  EXPECT_DOUBLE_EQ(st.out_bytes, 8e6);
+  EXPECT_DOUBLE_EQ(st.in_bytes, 8e6);
+  EXPECT_NEAR(st.wait_seconds, 0.016, 1e-12);
 }
 
 }  // namespace
