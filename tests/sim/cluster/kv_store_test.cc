@@ -23,6 +23,7 @@ namespace {
 using testing::ClusterSetup;
 using testing::Harness;
 using testing::hashed;
+using testing::host_tier_spec;
 using testing::spec;
 using testing::tier_policies;
 using testing::TierPolicies;
@@ -141,16 +142,7 @@ TEST(KvStoreTest, HostAndStoreUnitsOfOneRequestAreOneWaitOnTwoLinks) {
   s.prefix_unit_tokens = 8;
   s.kv_blocks = 8;
   s.per_token_s = 0.001;
-  auto host = std::make_shared<HostTierSpec>();
-  const TierPolicies hp = tier_policies("on_eviction", "lru", "cost");
-  host->write = hp.write;
-  host->eviction = hp.eviction;
-  host->load = hp.load;
-  host->capacity_blocks = 2;
-  host->block_bytes_per_gpu = 4000;
-  host->link_bytes_per_s = 4e6;
-  host->latency_s = 0.001;
-  s.host_tier = host;
+  s.host_tier = host_tier_spec(tier_policies("on_eviction", "lru", "cost"), 2, 4000, 1, 4e6, 0.001);
   s.kv_store = store_spec(1e6, 0.002);
   Harness h({hashed(0.0, 16, 2, {1, 2}), hashed(1.0, 24, 2, {5, 6, 7}), hashed(2.0, 24, 2, {1, 2, 9})}, s);
   h.run();
@@ -201,16 +193,7 @@ TEST(KvStoreTest, OnAPdFabricAMixedLoadWaitsForTheLaterOfItsHostAndStoreFlows) {
   s.topology.host_bytes_per_s = 4e6;
   s.topology.store = true;
   s.topology.store_bytes_per_s = 1e6;
-  auto host = std::make_shared<HostTierSpec>();
-  const TierPolicies hp = tier_policies("on_eviction", "lru", "cost");
-  host->write = hp.write;
-  host->eviction = hp.eviction;
-  host->load = hp.load;
-  host->capacity_blocks = 2;
-  host->block_bytes_per_gpu = 4000;
-  host->link_bytes_per_s = 4e6;
-  host->latency_s = 0.001;
-  s.host_tier = host;
+  s.host_tier = host_tier_spec(tier_policies("on_eviction", "lru", "cost"), 2, 4000, 1, 4e6, 0.001);
   s.kv_store = store_spec(1e6, 0.002);
   Harness h({hashed(0.0, 16, 2, {1, 2}), hashed(1.0, 24, 2, {5, 6, 7}), hashed(2.0, 24, 2, {1, 2, 9})}, s);
   h.run();
@@ -381,15 +364,8 @@ TEST(KvStoreTest, UnitsAreConservedAcrossHbmHostNvmeAndStoreOverALongRandomRun) 
                              (c.nvme_write.empty() ? "none" : c.nvme_write) + "/" + c.store_write + "/" + c.eviction;
     std::unique_ptr<HostKvTier> host;
     if (!c.host_write.empty()) {
-      HostTierSpec hs;
-      const TierPolicies p = tier_policies(c.host_write, c.eviction, "cost");
-      hs.write = p.write;
-      hs.eviction = p.eviction;
-      hs.load = p.load;
-      hs.capacity_blocks = 13;
-      hs.block_bytes_per_gpu = 10;
-      hs.link_bytes_per_s = 1e9;
-      host = std::make_unique<HostKvTier>(hs);
+      host = std::make_unique<HostKvTier>(
+          *host_tier_spec(tier_policies(c.host_write, c.eviction, "cost"), 13, 10, 1, 1e9, 0));
     }
     std::unique_ptr<NvmeKvTier> nvme;
     if (!c.nvme_write.empty()) {

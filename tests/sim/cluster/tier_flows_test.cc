@@ -21,6 +21,7 @@ namespace servesim::sim {
 namespace {
 
 using testing::hashed;
+using testing::host_tier_spec;
 using testing::tier_policies;
 using testing::TierPolicies;
 
@@ -223,16 +224,7 @@ testing::ClusterSetup pd_prefetch_case(const std::string& prefetch) {
   s.topology.host_bytes_per_s = 16e6;
   s.topology.store = true;
   s.topology.store_bytes_per_s = 4e6;
-  const TierPolicies hp = tier_policies("on_eviction");
-  auto host = std::make_shared<HostTierSpec>();
-  host->write = hp.write;
-  host->eviction = hp.eviction;
-  host->load = hp.load;
-  host->capacity_blocks = 100;
-  host->block_bytes_per_gpu = 4000;
-  host->link_bytes_per_s = 16e6;
-  host->latency_s = 0;
-  s.host_tier = host;
+  s.host_tier = host_tier_spec(tier_policies("on_eviction"), 100, 4000, 1, 16e6, 0);
   const TierPolicies sp = tier_policies("write_through", "lru", "cost", prefetch);
   auto store = std::make_shared<StoreSpec>();
   store->write = sp.write;
