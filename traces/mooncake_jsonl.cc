@@ -293,7 +293,9 @@ class LineParser {
     for (;;) {
       ws();
       if (p_ == end_) truncated();
-      const std::string what = "hash_ids[" + std::to_string(out.block_hashes.size()) + "]";
+      // The element's name for a message, built only when there is one to give (building it for
+      // every element cost more than parsing the element).
+      const auto what = [&out] { return "hash_ids[" + std::to_string(out.block_hashes.size()) + "]"; };
       const char c = *p_;
       if (c >= '0' && c <= '9') {
         // The common case: a plain unsigned integer, parsed inline.
@@ -307,14 +309,14 @@ class LineParser {
         }
         const bool delimited = q == end_ || *q == ',' || *q == ']' || *q == ' ' || *q == '\t';
         if (!delimited || (q - p_ > 1 && *p_ == '0'))  // "1.5", "12a", "07": not JSON integers
-          field(kKey, what + " must be a non-negative integer, got " + excerpt(token_at(p_)));
-        if (overflow) field(kKey, what + " " + excerpt(token_at(p_)) + " is out of range (at most 2^64-1)");
+          field(kKey, what() + " must be a non-negative integer, got " + excerpt(token_at(p_)));
+        if (overflow) field(kKey, what() + " " + excerpt(token_at(p_)) + " is out of range (at most 2^64-1)");
         p_ = q;
         out.block_hashes.push_back(v);
       } else {
         Number n;
-        if (scan_number(n)) field(kKey, what + " must be a non-negative integer, got " + excerpt(n.text));
-        field(kKey, "expected an array of non-negative integers; " + what + " is " +
+        if (scan_number(n)) field(kKey, what() + " must be a non-negative integer, got " + excerpt(n.text));
+        field(kKey, "expected an array of non-negative integers; " + what() + " is " +
                         (value_kind(c) == "an invalid token" ? excerpt(token_at(p_)) : value_kind(c)));
       }
       ws();
