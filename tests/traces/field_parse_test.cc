@@ -93,6 +93,39 @@ TEST(TraceFieldParseTest, DatetimeFastAndGeneralPathsAgree) {
   EXPECT_EQ(message(" "), "f.csv:1: field 'TIMESTAMP': empty value; expected a datetime YYYY-MM-DD HH:MM:SS[.fraction]");
 }
 
+// DatetimeColumn reuses the date, hour and minute of the row before when a timestamp begins with
+// the same 16 characters; the values are those worked out above, and across a minute, a day and a
+// year the prefix is read afresh.
+TEST(TraceFieldParseTest, DatetimeColumnReusesTheMinute) {
+  constexpr int64_t kS = 1'700'158'546;  // 2023-11-16 18:15:46
+  constexpr int64_t kNs = 1'000'000'000;
+  DatetimeColumn col;
+  const FieldRef at{kFile, 9, "TIMESTAMP"};
+  EXPECT_EQ(col.parse("2023-11-16 18:15:46.6805900", at), kS * kNs + 680'590'000);
+  EXPECT_EQ(col.parse("2023-11-16 18:15:47", at), (kS + 1) * kNs);
+  EXPECT_EQ(col.parse(" 2023-11-16 18:15:59.999999999", at), (kS + 13) * kNs + 999'999'999);
+  EXPECT_EQ(col.parse("2023-11-16 18:16:00", at), (kS + 14) * kNs);            // next minute
+  EXPECT_EQ(col.parse("2023-11-16 18:16:00.5Z", at), (kS + 14) * kNs + 500'000'000);  // suffix: general
+  EXPECT_EQ(col.parse("2023-11-16 19:16:01+01:00", at), (kS + 15) * kNs);
+  EXPECT_EQ(col.parse("2023-11-17 18:16:00", at), (kS + 14 + 86'400) * kNs);   // next day
+  EXPECT_EQ(col.parse("2023-11-17T18:16:00", at), (kS + 14 + 86'400) * kNs);   // 'T': another prefix
+  // 2024-01-01: days_from_civil 19723 (2023-11-16 is 19677; + 15 days to December 1, + 31).
+  EXPECT_EQ(col.parse("2024-01-01 00:00:01", at), (19'723LL * 86'400 + 1) * kNs);
+  // A bad second after a remembered prefix gets the general path's message.
+  col.parse("2023-11-16 18:15:46", at);
+  try {
+    col.parse("2023-11-16 18:15:60", at);
+    FAIL();
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "f.csv:9: field 'TIMESTAMP': malformed datetime '2023-11-16 18:15:60': time of day out of range "
+              "(expected YYYY-MM-DD HH:MM:SS[.fraction])");
+  }
+  EXPECT_THROW(col.parse("2023-11-16 18:15:4", at), core::InputError);
+  EXPECT_THROW(col.parse("2023-11-16 18:15:46.", at), core::InputError);
+  EXPECT_THROW(col.parse("2023-11-16 18:15:46 x", at), core::InputError);
+}
+
 // parse_length reads plain digits on a fast path (up to 18 of them, not 0) and the rest through
 // from_chars; the values are the digits read in decimal, and the messages the general path's.
 TEST(TraceFieldParseTest, LengthFastAndGeneralPathsAgree) {
