@@ -121,7 +121,7 @@ void AzureCsvReader::parse_row(std::string_view line, RequestSpec& out) {
   }
 
   const FieldRef ts_at{lines_.path(), line_no, kTimestamp};
-  const int64_t ns = parse_datetime_ns(timestamp, ts_at);
+  const int64_t ns = timestamps_.parse(timestamp, ts_at);
   if (have_previous_ && ns < previous_ns_)
     field_error(ts_at, "timestamp goes backwards: " + std::string(trim(timestamp)) + " < previous " +
                            previous_text_ + " (requests must be in arrival order)");

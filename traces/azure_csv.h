@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "traces/arrival_source.h"
+#include "traces/field_parse.h"
 #include "traces/line_reader.h"
 #include "traces/request_classes.h"
 
@@ -37,6 +38,7 @@ class AzureCsvReader {
   size_t output_col_ = 0;
   const ClassAssigner* classes_ = nullptr;
   size_t class_col_ = 0;  // columns_.size() when there is none
+  DatetimeColumn timestamps_;
   int64_t first_ns_ = 0;     // the first row's datetime, ns since 1970
   int64_t previous_ns_ = 0;  // the previous row's
   std::string previous_text_;

@@ -1,10 +1,14 @@
 // Kind "empirical": lengths from one column of a trace or a length file, drawn uniformly among its
 // rows or replayed in file order. Unlike the workloads, this holds the column in memory: one int64
-// per row.
+// per row (for a trace, both its length columns: see TraceColumns).
 
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
+
+#include "sim/core/digest.h"
 
 #include "traces/azure_csv.h"
 #include "traces/length_distribution.h"
@@ -15,14 +19,54 @@
 namespace servesim::traces {
 namespace {
 
+// Both length columns of a trace, read in one pass. The readers parse every field of a row whichever
+// column is wanted, so an empirical prompt and output over one trace (S1's setting) would read and
+// validate the file twice for the same rows; instead the first of them reads both columns and the
+// second shares them (see trace_columns).
+struct TraceColumns {
+  std::vector<int64_t> prompt, output;
+};
+
 template <class Reader>
-std::vector<int64_t> load_column(const std::string& path, bool prompt) {
+TraceColumns load_columns(const std::string& path) {
   // The workloads' own readers, so a file is validated the same way whichever uses it.
   Reader reader(path);
   RequestSpec r;
-  std::vector<int64_t> values;
-  while (reader.read(r)) values.push_back(prompt ? r.prompt_tokens : r.output_tokens);
-  return values;
+  TraceColumns t;
+  while (reader.read(r)) {
+    t.prompt.push_back(r.prompt_tokens);
+    t.output.push_back(r.output_tokens);
+  }
+  return t;
+}
+
+// The columns of the trace at `path` in `format`, shared with any live distribution that read the
+// same file version (device, inode, size, times) in the same format: a table lives as long as a
+// distribution holds it, so the sharing spans a generator's prompt and output (and a sessions
+// workload's sections), never a file that changed since. Thread-safe (a sweep builds points in
+// parallel); two threads that miss at once each read the file, which gives the same values.
+std::shared_ptr<const TraceColumns> trace_columns(const std::string& format, const std::string& path,
+                                                  const std::string& canonical) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, core::FileVersion>, std::weak_ptr<const TraceColumns>> tables;
+  const core::FileVersion version = core::file_version(path);
+  const auto key = std::make_pair(format + ":" + canonical, version);
+  const bool cacheable = version != core::FileVersion{};
+  if (cacheable) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = tables.find(key);
+    if (it != tables.end())
+      if (auto table = it->second.lock()) return table;
+  }
+  auto table = std::make_shared<const TraceColumns>(format == "mooncake_jsonl"
+                                                        ? load_columns<MooncakeJsonlReader>(path)
+                                                        : load_columns<AzureCsvReader>(path));
+  if (cacheable) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::erase_if(tables, [](const auto& entry) { return entry.second.expired(); });
+    tables[key] = table;
+  }
+  return table;
 }
 
 // The names a length file's prompt and output columns go by in the tools that write them (vllm bench,
@@ -49,33 +93,36 @@ class EmpiricalDistribution final : public LengthDistribution {
     const std::string order = p.has("order") ? p.get_string("order") : "random";
     sequential_ = order == "sequential";
     const std::string path = readable_file(p, "path");
-    if (format == "mooncake_jsonl") {
-      values_ = load_column<MooncakeJsonlReader>(path, prompt);
-    } else if (format == "azure_csv") {
-      values_ = load_column<AzureCsvReader>(path, prompt);
+    std::error_code ec;
+    const auto resolved = std::filesystem::weakly_canonical(path, ec);
+    const std::string canonical = ec ? path : resolved.string();
+    if (trace) {
+      table_ = trace_columns(format, path, canonical);
+      values_ = prompt ? &table_->prompt : &table_->output;
     } else {
       const LengthFileFormat f = format == "json"    ? LengthFileFormat::kJson
                                  : format == "jsonl" ? LengthFileFormat::kJsonl
                                                      : LengthFileFormat::kCsv;
-      values_ = read_length_column(path, f, p.has("column") ? p.get_string("column") : std::string(),
-                                   prompt ? kPromptNames : kOutputNames)
-                    .values;
+      own_ = read_length_column(path, f, p.has("column") ? p.get_string("column") : std::string(),
+                                prompt ? kPromptNames : kOutputNames)
+                 .values;
+      values_ = &own_;
     }
-    std::error_code ec;
-    auto canonical = std::filesystem::weakly_canonical(path, ec);
-    key_ = format + ":" + order + ":" + (ec ? path : canonical.string());
+    key_ = format + ":" + order + ":" + canonical;
   }
   int64_t sample(core::Rng& rng) override {
-    if (sequential_) return values_[next_++ % values_.size()];
-    return values_[rng.uniform_int(values_.size())];
+    if (sequential_) return (*values_)[next_++ % values_->size()];
+    return (*values_)[rng.uniform_int(values_->size())];
   }
   std::string table_key() const override { return key_; }
-  size_t table_rows() const override { return values_.size(); }
-  int64_t value_at(size_t row) const override { return values_[row]; }
+  size_t table_rows() const override { return values_->size(); }
+  int64_t value_at(size_t row) const override { return (*values_)[row]; }
   bool sequential() const override { return sequential_; }
 
  private:
-  std::vector<int64_t> values_;  // never empty: the readers refuse a file without requests
+  std::shared_ptr<const TraceColumns> table_;  // a trace's columns, shared
+  std::vector<int64_t> own_;                   // a length file's column
+  const std::vector<int64_t>* values_ = nullptr;  // never empty: the readers refuse a file without requests
   std::string key_;
   bool sequential_ = false;
   size_t next_ = 0;

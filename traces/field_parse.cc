@@ -1,6 +1,7 @@
 #include "traces/field_parse.h"
 
 #include <charconv>
+#include <cstring>
 #include <limits>
 
 #include "sim/core/error.h"
@@ -29,14 +30,28 @@ std::string excerpt(std::string_view text) {
   return out;
 }
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
+namespace {
+
+// The value of a decimal digit; above 9 for any other character.
+inline unsigned digit(char c) { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; }
+
+}  // namespace
 
 int64_t parse_length(std::string_view text, const FieldRef& at) {
   const std::string_view t = trim(text);
+  // Fast path, for what trace rows hold: 1 to 18 digits (below 10^18, so no overflow) and not 0.
+  // Anything else (a sign, 0, 19 or more digits, an error) takes the general path below, which
+  // gives the same value (from_chars) or the same message.
+  if (!t.empty() && t.size() <= 18) {
+    int64_t v = 0;
+    size_t i = 0;
+    for (; i < t.size(); ++i) {
+      const unsigned dv = digit(t[i]);
+      if (dv > 9) break;
+      v = v * 10 + dv;
+    }
+    if (i == t.size() && v >= 1) return v;
+  }
   if (t.empty()) field_error(at, "empty value; expected a token count (an integer >= 1)");
   int64_t v = 0;
   const char* first = t.data();
@@ -56,6 +71,7 @@ int64_t parse_length(std::string_view text, const FieldRef& at) {
 namespace {
 
 // Reads exactly `n` digits at `pos`; false when they are not all digits.
+// (The fast path of parse_datetime_ns reads fixed positions with digit() instead.)
 bool digits(std::string_view s, size_t pos, size_t n, int64_t& out) {
   if (pos + n > s.size()) return false;
   int64_t v = 0;
@@ -74,10 +90,58 @@ unsigned days_in_month(int64_t y, int64_t m) {
   return m == 2 && is_leap(y) ? 29 : kDays[m - 1];
 }
 
+// The rest of a datetime in the common form once its first 16 characters "YYYY-MM-DD HH:MM" are
+// known to be valid and to stand for `minute_secs` seconds since 1970: ":SS", then optionally '.'
+// and 1 to 9 digits, and nothing else. False for anything else, which the general path handles.
+bool seconds_fast(std::string_view t, int64_t minute_secs, int64_t& ns) {
+  const char* p = t.data();
+  const unsigned s0 = digit(p[17]), s1 = digit(p[18]);
+  if (p[16] != ':' || s0 > 5 || s1 > 9) return false;  // seconds 00-59
+  int64_t frac_ns = 0;
+  if (t.size() > 19) {
+    if (p[19] != '.' || t.size() > 29 || t.size() == 20) return false;
+    for (size_t i = 20; i < t.size(); ++i) {
+      const unsigned dv = digit(p[i]);
+      if (dv > 9) return false;
+      frac_ns = frac_ns * 10 + dv;
+    }
+    for (size_t i = t.size() - 20; i < 9; ++i) frac_ns *= 10;
+  }
+  const int64_t secs = minute_secs + s0 * 10 + s1;
+  constexpr int64_t kMaxSecs = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
+  if (secs > kMaxSecs || secs < -kMaxSecs) return false;
+  ns = secs * 1'000'000'000 + frac_ns;
+  return true;
+}
+
+// The common case of parse_datetime_ns: "YYYY-MM-DD HH:MM:SS" (or 'T'), then optionally '.' and 1 to
+// 9 digits, and nothing else; a valid date and time of day. Returns false for anything else (an
+// offset suffix, an error), which the general path handles; when true, `ns` is what the general
+// path computes (the same arithmetic, the range check included) and `minute_secs` the seconds of
+// "YYYY-MM-DD HH:MM" alone.
+bool datetime_fast(std::string_view t, int64_t& ns, int64_t& minute_secs) {
+  if (t.size() < 19) return false;
+  const char* p = t.data();
+  const unsigned y0 = digit(p[0]), y1 = digit(p[1]), y2 = digit(p[2]), y3 = digit(p[3]);
+  const unsigned mo0 = digit(p[5]), mo1 = digit(p[6]), d0 = digit(p[8]), d1 = digit(p[9]);
+  const unsigned h0 = digit(p[11]), h1 = digit(p[12]), mi0 = digit(p[14]), mi1 = digit(p[15]);
+  // Each digit() is at most 9 for a digit; bitwise ors of the tests keep the checks branch-free.
+  if ((y0 > 9) | (y1 > 9) | (y2 > 9) | (y3 > 9) | (mo0 > 9) | (mo1 > 9) | (d0 > 9) | (d1 > 9) | (h0 > 9) |
+      (h1 > 9) | (mi0 > 9) | (mi1 > 9))
+    return false;
+  if (p[4] != '-' || p[7] != '-' || (p[10] != ' ' && p[10] != 'T') || p[13] != ':') return false;
+  const int64_t y = y0 * 1000 + y1 * 100 + y2 * 10 + y3;
+  const int64_t mo = mo0 * 10 + mo1, d = d0 * 10 + d1, h = h0 * 10 + h1, mi = mi0 * 10 + mi1;
+  if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59) return false;
+  minute_secs = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 + mi * 60;
+  return seconds_fast(t, minute_secs, ns);
+}
+
 }  // namespace
 
 int64_t parse_datetime_ns(std::string_view text, const FieldRef& at) {
   const std::string_view t = trim(text);
+  if (int64_t ns = 0, minute_secs = 0; datetime_fast(t, ns, minute_secs)) return ns;
   auto malformed = [&](const std::string& why) {
     field_error(
         at, "malformed datetime " + excerpt(t) + ": " + why + " (expected YYYY-MM-DD HH:MM:SS[.fraction])");
@@ -130,6 +194,22 @@ int64_t parse_datetime_ns(std::string_view text, const FieldRef& at) {
   constexpr int64_t kMaxSecs = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
   if (secs > kMaxSecs || secs < -kMaxSecs) malformed("year out of the representable range 1678-2261");
   return secs * 1'000'000'000 + frac_ns;
+}
+
+int64_t DatetimeColumn::parse(std::string_view text, const FieldRef& at) {
+  const std::string_view t = trim(text);
+  int64_t ns = 0;
+  if (have_minute_ && t.size() >= 19 && std::memcmp(t.data(), minute_text_, sizeof minute_text_) == 0 &&
+      seconds_fast(t, minute_secs_, ns))
+    return ns;
+  int64_t minute_secs = 0;
+  if (datetime_fast(t, ns, minute_secs)) {
+    std::memcpy(minute_text_, t.data(), sizeof minute_text_);
+    minute_secs_ = minute_secs;
+    have_minute_ = true;
+    return ns;
+  }
+  return parse_datetime_ns(t, at);
 }
 
 }  // namespace servesim::traces

@@ -293,28 +293,38 @@ class LineParser {
     for (;;) {
       ws();
       if (p_ == end_) truncated();
-      const std::string what = "hash_ids[" + std::to_string(out.block_hashes.size()) + "]";
+      // The element's name for a message, built only when there is one to give (building it for
+      // every element cost more than parsing the element).
+      const auto what = [&out] { return "hash_ids[" + std::to_string(out.block_hashes.size()) + "]"; };
       const char c = *p_;
       if (c >= '0' && c <= '9') {
         // The common case: a plain unsigned integer, parsed inline.
+        // Up to 19 digits cannot overflow (10^19 - 1 < 2^64), so they are read without checks; a
+        // 20th digit reads the number again with them.
         uint64_t v = 0;
         const char* q = p_;
         bool overflow = false;
-        while (q < end_ && *q >= '0' && *q <= '9') {
-          overflow |= __builtin_mul_overflow(v, uint64_t{10}, &v);
-          overflow |= __builtin_add_overflow(v, static_cast<uint64_t>(*q - '0'), &v);
-          ++q;
+        const char* unchecked_end = end_ - p_ > 19 ? p_ + 19 : end_;
+        while (q < unchecked_end && *q >= '0' && *q <= '9') v = v * 10 + static_cast<uint64_t>(*q++ - '0');
+        if (q < end_ && *q >= '0' && *q <= '9') {
+          v = 0;
+          q = p_;
+          while (q < end_ && *q >= '0' && *q <= '9') {
+            overflow |= __builtin_mul_overflow(v, uint64_t{10}, &v);
+            overflow |= __builtin_add_overflow(v, static_cast<uint64_t>(*q - '0'), &v);
+            ++q;
+          }
         }
         const bool delimited = q == end_ || *q == ',' || *q == ']' || *q == ' ' || *q == '\t';
         if (!delimited || (q - p_ > 1 && *p_ == '0'))  // "1.5", "12a", "07": not JSON integers
-          field(kKey, what + " must be a non-negative integer, got " + excerpt(token_at(p_)));
-        if (overflow) field(kKey, what + " " + excerpt(token_at(p_)) + " is out of range (at most 2^64-1)");
+          field(kKey, what() + " must be a non-negative integer, got " + excerpt(token_at(p_)));
+        if (overflow) field(kKey, what() + " " + excerpt(token_at(p_)) + " is out of range (at most 2^64-1)");
         p_ = q;
         out.block_hashes.push_back(v);
       } else {
         Number n;
-        if (scan_number(n)) field(kKey, what + " must be a non-negative integer, got " + excerpt(n.text));
-        field(kKey, "expected an array of non-negative integers; " + what + " is " +
+        if (scan_number(n)) field(kKey, what() + " must be a non-negative integer, got " + excerpt(n.text));
+        field(kKey, "expected an array of non-negative integers; " + what() + " is " +
                         (value_kind(c) == "an invalid token" ? excerpt(token_at(p_)) : value_kind(c)));
       }
       ws();

@@ -132,6 +132,52 @@ TEST(LengthDistributionTest, EmpiricalSamplesAColumn) {
   EXPECT_EQ(out->table_key(), d->table_key());
 }
 
+// An empirical prompt and output over one trace share a single read of it (both columns read in
+// one pass while a distribution holds them). The values are the file's, given here by hand; a
+// file rewritten since is read afresh, never served from the earlier read.
+TEST(LengthDistributionTest, EmpiricalPromptAndOutputShareOneReadOfTheTrace) {
+  TempDir dir;
+  const std::string path = dir.file("t.csv");
+  // CRLF lines, a blank line, spaces around numbers, '+', and a last line without a newline.
+  write_file(path,
+             "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+             "2023-11-16 18:00:00.5,10, 1\r\n"
+             "\r\n"
+             "2023-11-16 18:00:01,+20 ,2\r\n"
+             "2023-11-16 18:00:02,007,30");
+  auto prompt = make_distribution("[dist]\nkind = \"empirical\"\npath = " + q(path) + "\nfield = \"prompt\"\n");
+  auto output = make_distribution("[dist]\nkind = \"empirical\"\npath = " + q(path) + "\nfield = \"output\"\n");
+  ASSERT_EQ(prompt->table_rows(), 3u);
+  ASSERT_EQ(output->table_rows(), 3u);
+  EXPECT_EQ(prompt->value_at(0), 10);
+  EXPECT_EQ(prompt->value_at(1), 20);
+  EXPECT_EQ(prompt->value_at(2), 7);
+  EXPECT_EQ(output->value_at(0), 1);
+  EXPECT_EQ(output->value_at(1), 2);
+  EXPECT_EQ(output->value_at(2), 30);
+  // Rewritten (another size, so another file version) while `prompt` still holds the first read.
+  write_file(path,
+             "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+             "2023-11-16 18:00:00,11,5\n"
+             "2023-11-16 18:00:01,12,6\n");
+  auto fresh = make_distribution("[dist]\nkind = \"empirical\"\npath = " + q(path) + "\nfield = \"output\"\n");
+  ASSERT_EQ(fresh->table_rows(), 2u);
+  EXPECT_EQ(fresh->value_at(0), 5);
+  EXPECT_EQ(fresh->value_at(1), 6);
+  EXPECT_EQ(prompt->value_at(2), 7);  // the earlier distribution keeps what it read
+  // A bad row is refused with the same message whichever column the distribution wants.
+  write_file(path, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00,11,5\n2023-11-16 18:00:01,12,0\n");
+  for (const char* field : {"prompt", "output"}) {
+    SCOPED_TRACE(field);
+    try {
+      make_distribution("[dist]\nkind = \"empirical\"\npath = " + q(path) + "\nfield = \"" + field + "\"\n");
+      FAIL();
+    } catch (const core::InputError& e) {
+      EXPECT_EQ(std::string(e.what()), path + ":3: field 'GeneratedTokens': must be >= 1 (a token count), got 0");
+    }
+  }
+}
+
 TEST(LengthDistributionTest, EmpiricalOverMooncake) {
   TempDir dir;
   const std::string path = dir.file("t.jsonl");

@@ -234,6 +234,29 @@ TEST(MooncakeJsonlTest, HashIdsNotAnArrayOfIntegers) {
   expect_input_error(read_bad(dir, line("[[1]]")), file, 2, "hash_ids", "hash_ids[0] is an array");
   expect_input_error(read_bad(dir, line("[18446744073709551616]")), file, 2, "hash_ids", "out of range");
   expect_input_error(read_bad(dir, line("[1 2]")), file, 2, "", "expected ',' or ']'");
+  // Up to 19 digits are read without overflow checks, 20 with them: the messages at the boundary.
+  expect_input_error(read_bad(dir, line("[0, 99999999999999999999]")), file, 2, "hash_ids",
+                     "hash_ids[1] '99999999999999999999' is out of range (at most 2^64-1)");
+  expect_input_error(read_bad(dir, line("[00000000000000000001]")), file, 2, "hash_ids",
+                     "hash_ids[0] must be a non-negative integer, got '00000000000000000001'");
+  expect_input_error(read_bad(dir, line("[1234567890123456789x]")), file, 2, "hash_ids",
+                     "hash_ids[0] must be a non-negative integer, got '1234567890123456789x'");
+}
+
+// The largest ids of 19 and 20 digits, read exactly (10^19 - 1 and 2^64 - 1 = 18446744073709551615),
+// with a last line that has no newline and CRLF before it.
+TEST(MooncakeJsonlTest, HashIdsAtTheUncheckedDigitBoundary) {
+  TempDir dir;
+  const std::string path = dir.file("t.jsonl");
+  write_file(path,
+             R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [9999999999999999999, 10000000000000000000]})"
+             "\r\n"
+             R"({"timestamp": 1, "input_length": 2, "output_length": 3, "hash_ids": [18446744073709551615,0,7]})");
+  const auto rows = read_mooncake(path);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].block_hashes, (std::vector<uint64_t>{9'999'999'999'999'999'999ULL, 10'000'000'000'000'000'000ULL}));
+  EXPECT_EQ(rows[1].block_hashes, (std::vector<uint64_t>{18'446'744'073'709'551'615ULL, 0, 7}));
+  EXPECT_EQ(rows[1].output_tokens, 3);
 }
 
 TEST(MooncakeJsonlTest, NonNumericLengths) {
