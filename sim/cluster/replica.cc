@@ -800,12 +800,11 @@ void Replica::try_start_iteration() {
 // it would have: the iteration that is not the next event is scheduled with the number it would have
 // had, and one that would finish a request or run out of blocks is planned by try_start_iteration.
 // Returns false, having changed nothing, when the run cannot start.
-bool Replica::decode_window() {
+[[gnu::noinline]] bool Replica::decode_window() {
   const size_t n = running_.size();
   const core::Time t0 = sim_.now();
   if (n == 0 || n != plan_.decodes.size() || !arriving_.empty() || !waiting_.empty() || aborts_pending_ > 0 ||
-      pulls_waiting_ > 0 || !swap_copies_.empty() || pending_swap_seconds_ != 0 || !plan_.prefills.empty() ||
-      sim_.in_line_horizon_ns() <= t0.ns())
+      pulls_waiting_ > 0 || !swap_copies_.empty() || pending_swap_seconds_ != 0 || !plan_.prefills.empty())
     return false;
   const int64_t bs = kv_.block_size();
   if (window_blocks_.size() != static_cast<size_t>(bs)) window_blocks_.assign(static_cast<size_t>(bs), 0);
@@ -866,7 +865,9 @@ bool Replica::decode_window() {
     rec.start = now;
     rec.duration = duration;
     observer_.on_iteration(rec);
-    publish_state();
+    // Without a new block nothing publish_state() reports has changed (the queue, the running set
+    // and the cache are as they were): it would tell the observers nothing.
+    if (blocks > 0) publish_state();
     if (end.ns() >= sim_.in_line_horizon_ns()) {
       // Not the next event: it goes into the queue with the number it has, its end handled by
       // on_event.
@@ -1111,7 +1112,7 @@ void Replica::on_event(uint64_t payload) {
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
   chained_ = true;
-  if (!repeat_ || !windows_ || !decode_window()) try_start_iteration();
+  if (!repeat_ || !window_worth_trying() || !decode_window()) try_start_iteration();
   // Pulls waiting for room get what the next iteration has left (vLLM's scheduler allocates for
   // its running requests first, then for the waiting ones, remote-KV ones included).
   if (pulls_waiting_ > 0) [[unlikely]] listener_->on_kv_freed(*this);

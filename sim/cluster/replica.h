@@ -435,6 +435,14 @@ class Replica final : public EventHandler {
   // Runs the next decode iterations in line while nothing else can happen in between (see
   // replica.cc); false when it cannot start (then nothing changed).
   bool decode_window();
+  // Whether to try decode_window() at all: only when the next iteration is likely to be the next
+  // event, i.e. one as long as the last would end before the next queued event (with several
+  // replicas another replica's iteration usually comes first). A guess that keeps the attempt off
+  // the hot path, not a rule: decode_window checks every iteration exactly.
+  bool window_worth_trying() const {
+    const int64_t horizon = sim_.in_line_horizon_ns(), now = sim_.now().ns();
+    return windows_ && horizon > now && last_duration_.ns() < horizon - now;
+  }
   void flush_window(int64_t tokens, int64_t block_iterations);
   // The time of an iteration of `shape` (s, at the replica's speed) from the engine's and the cost
   // model's terms; fills `rec`'s figures.
