@@ -742,29 +742,11 @@ void Replica::try_start_iteration() {
       throw core::Error("internal: a scheduler added decodes without IterationPlan::add_decode");
   }
 #endif
-  hwmodels::EngineModel::IterationTerms engine_terms;
-  if (engine_) engine_terms = engine_->launch(shape, cost_.model().num_layers);
-  const hwmodels::StepCost cost = cost_.step(shape);
-  if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
-    throw core::Error("internal: cost model returned a non-positive iteration time");
-  double gpu_s = cost.seconds;
-  if (cost.all_to_all.scaleout_bytes > 0 && listener_)
-    if (const double network_s = listener_->exchange_seconds(*this, cost.all_to_all.scaleout_bytes); network_s >= 0)
-      gpu_s = hwmodels::all_to_all_step_seconds(cost.all_to_all, network_s);
-  const double iteration_s =
-      engine_ ? engine_->iteration_seconds(gpu_s, engine_terms, after_idle) : gpu_s;
-  const double seconds = (speed_ == 1.0 ? iteration_s : iteration_s / speed_) + pending_swap_seconds_;
+  const double seconds = iteration_seconds(shape, after_idle, rec) + pending_swap_seconds_;
   pending_swap_seconds_ = 0;
 
   busy_ = true;
   last_start_ = sim_.now();
-  rec.replica = index_;
-  rec.prefill_tokens = shape.prefill_tokens;
-  rec.decode_tokens = shape.decode_seqs;
-  rec.batch_size = shape.prefill_seqs + shape.decode_seqs;
-  rec.flops = cost.flops;
-  rec.bytes = cost.bytes;
-  rec.peak_flop_seconds = cost.peak_flop_seconds;
   if (!swap_copies_.empty()) [[unlikely]] {
     // Swap copies on the network: the model step runs once they have drained (swap_copy_done).
     swap_waiting_ = true;
@@ -774,6 +756,158 @@ void Replica::try_start_iteration() {
     return;
   }
   run_iteration(seconds, rec);
+}
+
+[[gnu::always_inline]] inline double Replica::iteration_seconds(hwmodels::BatchShape& shape, bool after_idle,
+                                                                core::IterationRecord& rec) {
+  hwmodels::EngineModel::IterationTerms engine_terms;
+  if (engine_) engine_terms = engine_->launch(shape, cost_.model().num_layers);
+  const hwmodels::StepCost cost = cost_.step(shape);
+  if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
+    throw core::Error("internal: cost model returned a non-positive iteration time");
+  double gpu_s = cost.seconds;
+  if (cost.all_to_all.scaleout_bytes > 0 && listener_)
+    if (const double network_s = listener_->exchange_seconds(*this, cost.all_to_all.scaleout_bytes); network_s >= 0)
+      gpu_s = hwmodels::all_to_all_step_seconds(cost.all_to_all, network_s);
+  const double iteration_s = engine_ ? engine_->iteration_seconds(gpu_s, engine_terms, after_idle) : gpu_s;
+  rec.replica = index_;
+  rec.prefill_tokens = shape.prefill_tokens;
+  rec.decode_tokens = shape.decode_seqs;
+  rec.batch_size = shape.prefill_seqs + shape.decode_seqs;
+  rec.flops = cost.flops;
+  rec.bytes = cost.bytes;
+  rec.peak_flop_seconds = cost.peak_flop_seconds;
+  return speed_ == 1.0 ? iteration_s : iteration_s / speed_;
+}
+
+// A run of decode iterations handled here, one after another, without the event queue or a walk
+// over the batch per iteration. Entered where try_start_iteration would repeat the decodes
+// (repeat_decodes: nothing waits, the running set is the last iteration's decodes), it runs each
+// next iteration in line (Simulation::advance_in_line) while that iteration is the next event of the
+// whole simulation - nothing else (an arrival, another replica, a sample, a timer) comes before its
+// end, so nothing can look at this replica in between - and ends before the first iteration in
+// which a request would finish or the cache would run out of blocks. Every iteration computes its
+// time exactly as try_start_iteration does (same shape, same terms, same order: the same bits) and
+// tells the observers the same records at the same simulated times; what it saves is each request's
+// per-token bookkeeping, done once for the run:
+//   - iteration j of the run (j = 0, 1, ...) decodes every running request r at context
+//     kv_tokens + j + 1 (batch context C0 + n j), and emits its token at the iteration's end: one
+//     gap run {that iteration's duration, n requests} (every request's last token was the previous
+//     iteration's end; none is at its second token, whose gap the first-token delay shortens);
+//   - r needs a block in iteration j when kv_tokens + j + 1 passes its blocks' tokens: first at
+//     j0 = kv_blocks x B - kv_tokens, then every B iterations, so the blocks taken in iteration j are
+//     the requests with j0 = j mod B (all j0 < B, or the run is not entered);
+//   - no request finishes before iteration K = min(output - generated - 1).
+// When the run stops, each request is brought up to date (flush_window) and the replica goes on as
+// it would have: the iteration that is not the next event is scheduled with the number it would have
+// had, and one that would finish a request or run out of blocks is planned by try_start_iteration.
+// Returns false, having changed nothing, when the run cannot start.
+[[gnu::noinline]] bool Replica::decode_window() {
+  const size_t n = running_.size();
+  const core::Time t0 = sim_.now();
+  if (n == 0 || n != plan_.decodes.size() || !arriving_.empty() || !waiting_.empty() || aborts_pending_ > 0 ||
+      pulls_waiting_ > 0 || !swap_copies_.empty() || pending_swap_seconds_ != 0 || !plan_.prefills.empty())
+    return false;
+  const int64_t bs = kv_.block_size();
+  if (window_blocks_.size() != static_cast<size_t>(bs)) window_blocks_.assign(static_cast<size_t>(bs), 0);
+  int64_t k = INT64_MAX, c0 = 0;
+  const RequestId* running = running_.data();
+  const RequestId* decodes = plan_.decodes.data();
+  size_t i = 0;
+  for (; i < n; ++i) {
+    const Request& r = requests_[running[i]];
+    const int64_t j0 = r.kv_blocks * bs - r.kv_tokens;
+    if (running[i] != decodes[i] || r.last_token != t0 || r.generated < 2 || j0 < 0 || j0 >= bs) break;
+    k = std::min(k, r.output_tokens - r.generated - 1);
+    c0 += r.kv_tokens + 1;
+    ++window_blocks_[static_cast<size_t>(j0)];
+  }
+  if (i < n || k <= 0) {
+    for (size_t m = 0; m < i; ++m) {
+      const Request& r = requests_[running[m]];
+      window_blocks_[static_cast<size_t>(r.kv_blocks * bs - r.kv_tokens)] = 0;
+    }
+    return false;
+  }
+  // Each iteration's shape as try_start_iteration builds it (a fresh one: the engine's launch()
+  // writes into it).
+  hwmodels::BatchShape base;
+  base.decode_seqs = static_cast<int64_t>(n);
+  base.decode_window_context_tokens = plan_.decode_window_context_tokens;
+  base.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
+  const auto seqs = static_cast<int64_t>(n);
+  core::Time prev = t0;
+  int64_t j = 0;
+  for (; j < k; ++j) {
+    const int64_t blocks = window_blocks_[static_cast<size_t>(j % bs)];
+    if (blocks > kv_.available()) break;  // a reserve fails: the scheduler's plan (decode_running preempts)
+    hwmodels::BatchShape shape = base;
+    shape.decode_context_tokens = c0 + seqs * j;
+    core::IterationRecord rec;
+    const double seconds = iteration_seconds(shape, false, rec);
+    if (blocks > 0 && !kv_.try_allocate(blocks)) throw core::Error("internal: decode blocks checked but not allocated");
+    plan_.decode_context_tokens = shape.decode_context_tokens;
+    const core::Duration duration =
+        core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
+    const core::Time now = sim_.now();
+    // From here on as try_start_iteration and run_iteration: the replica busy, its iteration
+    // numbered, the event's sequence number taken, then the observers told.
+    busy_ = true;
+    chained_ = false;
+    repeat_ = false;
+    last_start_ = now;
+    last_duration_ = duration;
+    ++iteration_;
+    if (duration.ns() > INT64_MAX - now.ns()) [[unlikely]] {
+      flush_window(j, j + 1);
+      sim_.schedule_after(duration, this, iteration_);  // throws: the clock's limit
+    }
+    const core::Time end = now + duration;
+    const uint64_t seq = sim_.reserve_seq();
+    rec.start = now;
+    rec.duration = duration;
+    observer_.on_iteration(rec);
+    // Without a new block nothing publish_state() reports has changed (the queue, the running set
+    // and the cache are as they were): it would tell the observers nothing.
+    if (blocks > 0) publish_state();
+    if (end.ns() >= sim_.in_line_horizon_ns()) {
+      // Not the next event: it goes into the queue with the number it has, its end handled by
+      // on_event.
+      flush_window(j, j + 1);
+      sim_.schedule_reserved(end, seq, this, iteration_);
+      return true;
+    }
+    sim_.advance_in_line(end);
+    ++in_line_iterations_;
+    // The iteration's end (on_event): every request emits one token, one gap after its last.
+    busy_ = false;
+    chained_ = true;
+    gaps_.clear();
+    gaps_.push_back({(end - prev).ns(), seqs, 1});
+    observer_.on_token_gaps(gaps_);
+    load_.oracle_remaining_tokens -= seqs;
+    prev = end;
+  }
+  flush_window(j, j);
+  repeat_ = true;
+  try_start_iteration();
+  return true;
+}
+
+// Brings every running request up to date after `tokens` iterations of a decode run, and gives it
+// the blocks the run's first `block_iterations` iterations took for it; clears the block counts.
+void Replica::flush_window(int64_t tokens, int64_t block_iterations) {
+  const int64_t bs = kv_.block_size();
+  const core::Time now = sim_.now();
+  for (const RequestId id : running_) {
+    Request& r = requests_[id];
+    const int64_t j0 = r.kv_blocks * bs - r.kv_tokens;
+    window_blocks_[static_cast<size_t>(j0)] = 0;
+    if (block_iterations > j0) r.kv_blocks += (block_iterations - 1 - j0) / bs + 1;
+    r.kv_tokens += tokens;
+    r.generated += tokens;
+    if (tokens > 0) r.last_token = now;
+  }
 }
 
 [[gnu::always_inline]] inline void Replica::run_iteration(double seconds, core::IterationRecord& rec) {
@@ -980,7 +1114,7 @@ void Replica::on_event(uint64_t payload) {
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
   chained_ = true;
-  try_start_iteration();
+  if (!repeat_ || !window_worth_trying() || !decode_window()) try_start_iteration();
   // Pulls waiting for room get what the next iteration has left (vLLM's scheduler allocates for
   // its running requests first, then for the waiting ones, remote-KV ones included).
   if (pulls_waiting_ > 0) [[unlikely]] listener_->on_kv_freed(*this);

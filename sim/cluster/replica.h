@@ -291,6 +291,11 @@ class Replica final : public EventHandler {
   // Signals the replica's state now (a prefill replica whose hand-offs are under way has not since
   // its iteration ended: its requests must be seen gone before a decode replica reports them).
   void report_state() { publish_state(); }
+  // Decode runs handled in line (decode_window): on by default; off only in tests that check them
+  // against the same run through the event queue. in_line_iterations() counts the iterations
+  // they handled.
+  void set_decode_windows(bool on) { windows_ = on; }
+  uint64_t in_line_iterations() const { return in_line_iterations_; }
   // Reserves the blocks of the pull of `id` when the cache has them beyond the scheduler's reserve
   // (what admitting a request asks) and returns how many; -1 (nothing taken) when it has not.
   int64_t reserve_pull(RequestId id);
@@ -432,6 +437,21 @@ class Replica final : public EventHandler {
   // what the scheduler would plan (see BatchScheduler::decodes_running_when_nothing_waits): false,
   // and the scheduler plans, when the running set is not the last decodes or a block runs out.
   bool repeat_decodes();
+  // Runs the next decode iterations in line while nothing else can happen in between (see
+  // replica.cc); false when it cannot start (then nothing changed).
+  bool decode_window();
+  // Whether to try decode_window() at all: only when the next iteration is likely to be the next
+  // event, i.e. one as long as the last would end before the next queued event (with several
+  // replicas another replica's iteration usually comes first). A guess that keeps the attempt off
+  // the hot path, not a rule: decode_window checks every iteration exactly.
+  bool window_worth_trying() const {
+    const int64_t horizon = sim_.in_line_horizon_ns(), now = sim_.now().ns();
+    return windows_ && horizon > now && last_duration_.ns() < horizon - now;
+  }
+  void flush_window(int64_t tokens, int64_t block_iterations);
+  // The time of an iteration of `shape` (s, at the replica's speed) from the engine's and the cost
+  // model's terms; fills `rec`'s figures.
+  double iteration_seconds(hwmodels::BatchShape& shape, bool after_idle, core::IterationRecord& rec);
   bool reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative);
   // Emits `tokens` tokens of `r` at once (one streamed chunk: one inter-token gap).
   void emit_token(Request& r, core::Time now, int64_t tokens = 1) {
@@ -630,6 +650,10 @@ class Replica final : public EventHandler {
   // whether plan_ still holds its decodes because nothing but token counts changed.
   bool repeats_ = false;
   bool repeat_ = false;
+  // Decode runs handled in line (decode_window); off only to check them against the queue's way.
+  bool windows_ = true;
+  uint64_t in_line_iterations_ = 0;
+  std::vector<int64_t> window_blocks_;  // decode_window: requests by the iteration (mod B) they take a block
   bool down_ = false;
   double speed_ = 1.0;
   core::Time lost_iteration_end_;  // when the iteration a failure interrupted would have ended

@@ -51,6 +51,11 @@ void Simulation::in_the_past(core::Time t) const {
                     std::to_string(now_.ns()) + " ns)");
 }
 
+void Simulation::not_in_line(core::Time t) const {
+  throw core::Error("internal: an event handled in line at " + std::to_string(t.ns()) + " ns (now " +
+                    std::to_string(now_.ns()) + " ns) is not the next event");
+}
+
 void Simulation::schedule_reserved(core::Time t, uint64_t seq, EventHandler* handler, uint64_t payload) {
   if (t <= now_ || seq >= next_seq_)
     throw core::Error("internal: a reserved event not after now (" + std::to_string(t.ns()) + " ns, now " +

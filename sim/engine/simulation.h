@@ -52,6 +52,30 @@ class Simulation {
   // client time-out after the last request has completed.
   void schedule_weak_at(core::Time t, EventHandler* handler, uint64_t payload = 0);
 
+  // For a handler that runs its own next events itself (a replica's decode iterations): while a
+  // handler runs and has scheduled nothing yet, the time (ns) before which an event it would
+  // schedule now is the next one handled - the earliest queued event, weak ones included (an event
+  // at the same time as a queued one goes behind it) - INT64_MAX when nothing is queued; INT64_MIN
+  // when the handler has scheduled something (the rule no longer applies).
+  int64_t in_line_horizon_ns() const {
+    if (!root_is_done_) return INT64_MIN;
+    const size_t n = heap_.size();
+    int64_t h = INT64_MAX;
+    if (n > 1) h = heap_[1].t;
+    if (n > 2 && heap_[2].t < h) h = heap_[2].t;
+    if (!weak_.empty() && weak_.front().t < h) h = weak_.front().t;
+    return h;
+  }
+  // Handles, inside the running handler, an event it would have scheduled at `t` with a number
+  // from reserve_seq(): the clock moves to `t` and the event counts as handled (in line), exactly as
+  // if it had gone through the queue. `t` must be at or after now and before in_line_horizon_ns().
+  void advance_in_line(core::Time t) {
+    if (t < now_ || t.ns() >= in_line_horizon_ns()) [[unlikely]] not_in_line(t);
+    now_ = t;
+    ++processed_;
+    ++in_line_;
+  }
+
   // Processes events until none but weak ones are left (those are dropped).
   void run();
   // Processes one event; false when no ordinary (not weak) event is left.
@@ -67,6 +91,7 @@ class Simulation {
   static bool before(const Event& a, const Event& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; }
   [[noreturn]] void clock_limit(core::Duration d) const;
   [[noreturn, gnu::noinline]] void in_the_past(core::Time t) const;
+  [[noreturn, gnu::noinline]] void not_in_line(core::Time t) const;
   void sift_up(size_t i, Event e);
   [[gnu::noinline]] void step_weak();  // handles the earliest weak event (off the hot path)
   void replace_root(Event e);

@@ -257,3 +257,55 @@ TEST(SimulationTest, InLineEventsRunInTheOrderOfAPlainPriorityQueue) {
 
 }  // namespace
 }  // namespace servesim::sim
+
+namespace servesim::sim {
+namespace {
+
+// A handler running its own next events in line (Simulation::in_line_horizon_ns, advance_in_line):
+// H at 10 ns, ordinary events Y at 20 and X at 30, a weak W at 25. While H runs and has scheduled
+// nothing, an event of its own is the next one while it comes before 20 (Y); H handles one at 15
+// (the clock moves, the event counts), then one at 20 is refused (it would go behind Y). With a weak
+// event at 12 instead, 12 is the limit. Once H schedules something, the rule no longer applies.
+TEST(SimulationTest, AHandlerRunsItsOwnNextEventsOnlyBeforeEveryQueuedOne) {
+  for (const int64_t weak_at : {25, 12}) {
+    Simulation sim;
+    struct Script : EventHandler {
+      Simulation* sim = nullptr;
+      int64_t weak_at = 0;
+      std::vector<int64_t> seen;
+      bool refused = false;
+      int64_t horizon = 0, after_schedule = 0;
+      void on_event(uint64_t payload) override {
+        seen.push_back(sim->now().ns());
+        if (payload != 1) return;
+        horizon = sim->in_line_horizon_ns();
+        sim->advance_in_line(core::Time::from_ns(11));
+        seen.push_back(sim->now().ns());
+        try {
+          sim->advance_in_line(core::Time::from_ns(horizon));
+        } catch (const core::Error&) {
+          refused = true;
+        }
+        sim->schedule_after(core::Duration::from_ns(100), this, 0);
+        after_schedule = sim->in_line_horizon_ns();
+      }
+    } h;
+    h.sim = &sim;
+    sim.schedule_at(core::Time::from_ns(10), &h, 1);
+    sim.schedule_at(core::Time::from_ns(30), &h, 0);
+    sim.schedule_at(core::Time::from_ns(20), &h, 0);
+    sim.schedule_weak_at(core::Time::from_ns(weak_at), &h, 0);
+    sim.run();
+    EXPECT_EQ(h.horizon, weak_at == 25 ? 20 : 12);
+    EXPECT_TRUE(h.refused);
+    EXPECT_EQ(h.after_schedule, INT64_MIN);
+    // 10, 11 in line, then the queue: 20, the weak one, 30, and H's 111 (weak events before it run).
+    const std::vector<int64_t> expected =
+        weak_at == 25 ? std::vector<int64_t>{10, 11, 20, 25, 30, 111} : std::vector<int64_t>{10, 11, 12, 20, 30, 111};
+    EXPECT_EQ(h.seen, expected);
+    EXPECT_EQ(sim.events_processed(), 6u);  // the event handled in line counts
+  }
+}
+
+}  // namespace
+}  // namespace servesim::sim
