@@ -87,4 +87,11 @@ Curve Table2D::at_y(double y) const {
   return Curve(x_, std::move(v));
 }
 
+Curve Table2D::at_x(double x) const {
+  const Segment sx = locate(log_x_, std::log2(x));
+  std::vector<double> v(y_.size());
+  for (size_t j = 0; j < y_.size(); ++j) v[j] = lerp(values_[j], sx);
+  return Curve(y_, std::move(v));
+}
+
 }  // namespace servesim::hwmodels

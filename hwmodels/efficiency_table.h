@@ -42,6 +42,11 @@ class Table2D {
   // The curve over x at a fixed y: exact, because bilinear interpolation at fixed y is piecewise
   // linear in log2 x over the same nodes. Cost models slice a table once per operator.
   Curve at_y(double y) const;
+  // The curve over y at a fixed x, with the same bits as the table: (*this)(x, y) == at_x(x)(y) for
+  // every y (the column holds the rows' values at x as operator() interpolates them, and the curve
+  // interpolates between them as operator() does between rows). Cost models slice the decode table
+  // once per batch size.
+  Curve at_x(double x) const;
   const std::vector<double>& x() const { return x_; }
   const std::vector<double>& y() const { return y_; }
   const std::vector<std::vector<double>>& values() const { return values_; }

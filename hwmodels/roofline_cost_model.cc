@@ -463,6 +463,11 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, int64_t tenso
   if (profile && use_.attention_memory)
     if (const DecodeTableChoice c = profile->decode_attention_table(decode_attention_layout(model_, tp_)); c.table)
       attention_decode_table_ = *c.table;
+  // What the memoised decode steps' attention terms multiply by the layers, formed once (the same
+  // products decode_attention_term forms left to right).
+  for (auto [layers, out] : {std::pair{full_layers_, &full_decode_}, std::pair{window_layers_, &window_decode_}})
+    *out = {layers, layers * t, layers * decode_group_flops_per_pair_};
+  decode_peak_rate_ = hbm_ * attn_decode_peak_eff_;
 
   if (tp_ > 1) {
     // Two per layer (after attention's output projection and after the MLP's down projection)
@@ -942,6 +947,118 @@ double RooflineCostModel::prefill_tile_utilisation(double mean_chunk_tokens) con
   return rows / (std::ceil(rows / kTileRows) * kTileRows);
 }
 
+namespace {
+
+// An integer in [0, 2^51]: a few of them add up exactly in double, in any order.
+bool small_integer(double x) {
+  return x >= 0 && x <= 0x1p51 && x == static_cast<double>(static_cast<int64_t>(x));
+}
+
+// sum + terms[0] + terms[1] + ..., one after the other, four per pass: the memo pads its lists
+// with zeros to a multiple of four (x + 0 = x for every sum the memo forms, none being -0).
+double add_in_order(double sum, const std::vector<double>& terms) {
+  for (const double *x = terms.data(), *end = x + terms.size(); x != end; x += 4) {
+    sum += x[0];
+    sum += x[1];
+    sum += x[2];
+    sum += x[3];
+  }
+  return sum;
+}
+
+void pad_to_four(std::vector<double>& terms) {
+  while (terms.size() % 4 != 0) terms.push_back(0.0);
+}
+
+}  // namespace
+
+void RooflineCostModel::fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const {
+  memo = DecodeTerms{};
+  BatchShape probe;
+  probe.decode_seqs = shape.decode_seqs;
+  probe.decode_context_tokens = shape.decode_seqs;
+  probe.launch = memo.launch = shape.launch;
+  probe.graph_tokens = memo.graph_tokens = shape.graph_tokens;
+  bool after = false;
+  std::vector<Term> later;
+  evaluate(probe, [&](std::string_view name, int64_t, const Term& term) {
+    if (is_decode_context_term(name)) {
+      after = true;
+    } else if (after) {
+      later.push_back(term);
+    } else {  // the running sum up to the attention, as evaluate() forms it
+      memo.before.seconds += term.seconds;
+      memo.before.flops += term.flops;
+      memo.before.bytes += term.bytes;
+      memo.before.peak_flop_seconds += term.peak_flop_seconds;
+    }
+  });
+  bool flops_exact = small_integer(memo.before.flops), bytes_exact = small_integer(memo.before.bytes);
+  for (const Term& term : later) {
+    if (term.seconds != 0) memo.after_seconds.push_back(term.seconds);
+    if (term.peak_flop_seconds != 0) memo.after_peak.push_back(term.peak_flop_seconds);
+    if (term.flops != 0) memo.after_flops.push_back(term.flops);
+    if (term.bytes != 0) memo.after_bytes.push_back(term.bytes);
+    flops_exact = flops_exact && small_integer(term.flops);
+    bytes_exact = bytes_exact && small_integer(term.bytes);
+    memo.after_flops_sum += term.flops;
+    memo.after_bytes_sum += term.bytes;
+  }
+  for (auto* list : {&memo.after_seconds, &memo.after_peak, &memo.after_flops, &memo.after_bytes}) pad_to_four(*list);
+  // The partial sums of the later terms are integers too when their total is at most 2^51.
+  flops_exact = flops_exact && small_integer(memo.before.flops + memo.after_flops_sum);
+  bytes_exact = bytes_exact && small_integer(memo.before.bytes + memo.after_bytes_sum);
+  const double seqs = static_cast<double>(shape.decode_seqs);
+  memo.seqs = seqs;
+  memo.q_o_bytes = q_o_bytes_per_token_ * seqs;
+  memo.kv_write_bytes = kv_write_bytes_per_token_ * seqs;
+  memo.launch_floor = shape.launch == LaunchMode::kFullGraph ? -std::numeric_limits<double>::infinity() : eager_launch_s_;
+  // One split per sequence (the fewest) already fills the GPU: rounding is monotonic, so more
+  // splits give a product of at least 1 too and min(1, .) = 1.
+  memo.occupancy_full = decode_attention_occupancy(seqs, 1.0) == 1.0;
+  if (!attention_decode_table_.empty()) memo.decode_table_column = attention_decode_table_.at_x(seqs);
+  // The contexts up to which the attention terms' FLOPs and bytes are exact integers: with integer
+  // factors, context c >= 1 and a c + b <= (a + b) c <= 2^50 every product and sum in
+  // memo_attention_term is an integer no larger than 2^50, so exact; the two layer kinds' terms and
+  // the sums around them then add up to at most 2^51 + 2 x 2^50 < 2^53.
+  double group_flops = 0, read = 0, fixed = 0;
+  bool integers = small_integer(kv_bytes_per_token_) && small_integer(memo.kv_write_bytes) &&
+                  small_integer(memo.q_o_bytes) && small_integer(seqs);
+  for (const DecodeLayers* l : {&full_decode_, &window_decode_}) {
+    if (l->layers == 0) continue;
+    integers = integers && small_integer(l->layers_t) && small_integer(l->layers_group_flops_per_pair);
+    group_flops += l->layers_group_flops_per_pair;
+    read += l->layers_t * kv_bytes_per_token_;
+    fixed += l->layers_t * (kv_bytes_per_token_ * seqs + memo.kv_write_bytes + memo.q_o_bytes);
+  }
+  auto bound = [](double per_context) {  // the largest c >= 1 with per_context x c <= 2^50, or -1
+    const double c = per_context > 0 ? std::floor(std::min(0x1p50 / per_context, 0x1p50)) : 0x1p50;
+    return c >= 1 ? static_cast<int64_t>(c) : int64_t{-1};
+  };
+  if (integers && sparse_layers_ == 0) {
+    if (flops_exact) memo.flops_exact_context = bound(group_flops);
+    if (bytes_exact) memo.bytes_exact_context = bound(read + fixed);
+  }
+  memo.ready = true;
+}
+
+inline RooflineCostModel::Term RooflineCostModel::memo_attention_term(const DecodeTerms& memo, const DecodeLayers& l,
+                                                               int64_t context) const {
+  // decode_attention_term and attention_term with pairs = keys read = ctx and new tokens = seqs.
+  const double ctx = static_cast<double>(context);
+  const double rate = !memo.decode_table_column.empty()
+                          ? hbm_ * memo.decode_table_column(std::max(1.0, ctx / memo.seqs))
+                      : memo.occupancy_full ? decode_peak_rate_
+                                            : decode_peak_rate_ * decode_attention_occupancy(memo.seqs, ctx / memo.seqs);
+  const double flops = decode_flops_per_pair_ * ctx;
+  const double bytes = kv_bytes_per_token_ == kv_write_bytes_per_token_
+                           ? kv_bytes_per_token_ * (ctx + memo.seqs) + memo.q_o_bytes
+                           : kv_bytes_per_token_ * ctx + memo.kv_write_bytes + memo.q_o_bytes;
+  const double seconds = std::max(std::max(flops / attn_compute_rate_, bytes / rate) + kernel_s_, memo.launch_floor);
+  const double group_flops = l.layers_group_flops_per_pair * ctx;
+  return {l.layers * seconds, group_flops, l.layers_t * bytes, group_flops / attn_peak_};
+}
+
 StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // Decode-only iterations (most of a run's): every term but the attention's depends on the batch
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
@@ -956,46 +1073,33 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
     // engines that launch differently) re-primes it for the new launch. (Evaluating afresh instead
     // left every later decode of that size unmemoised once a probe had primed it: S2 evaluated
     // 395k of its 1.8M steps afresh.)
-    if (memo.ready && (memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens)) memo = DecodeTerms{};
-    if (!memo.ready) {
-      BatchShape probe;
-      probe.decode_seqs = shape.decode_seqs;
-      probe.decode_context_tokens = shape.decode_seqs;
-      probe.launch = memo.launch = shape.launch;
-      probe.graph_tokens = memo.graph_tokens = shape.graph_tokens;
-      bool after = false;
-      evaluate(probe, [&](std::string_view name, int64_t, const Term& term) {
-        if (is_decode_context_term(name)) {
-          after = true;
-        } else if (after) {
-          memo.after.push_back(term);
-        } else {  // the running sum up to the attention, as evaluate() forms it
-          memo.before.seconds += term.seconds;
-          memo.before.flops += term.flops;
-          memo.before.bytes += term.bytes;
-          memo.before.peak_flop_seconds += term.peak_flop_seconds;
-        }
-      });
-      memo.ready = true;
-    }
+    if (!memo.ready || memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens)
+      fill_decode_memo(memo, shape);
     StepCost total;
     total.seconds = memo.before.seconds;
     total.flops = memo.before.flops;
     total.bytes = memo.before.bytes;
     total.peak_flop_seconds = memo.before.peak_flop_seconds;
-    decode_context_terms(shape.launch == LaunchMode::kFullGraph, shape,
-                         [&](std::string_view, double, const Term& attention) {
-                           total.seconds += attention.seconds;
-                           total.flops += attention.flops;
-                           total.bytes += attention.bytes;
-                           total.peak_flop_seconds += attention.peak_flop_seconds;
-                         });
-    for (const Term& term : memo.after) {
-      total.seconds += term.seconds;
-      total.flops += term.flops;
-      total.bytes += term.bytes;
-      total.peak_flop_seconds += term.peak_flop_seconds;
+    auto add = [&](const Term& attention) {
+      total.seconds += attention.seconds;
+      total.flops += attention.flops;
+      total.bytes += attention.bytes;
+      total.peak_flop_seconds += attention.peak_flop_seconds;
+    };
+    if (sparse_layers_ == 0) {
+      // decode_context_terms' full and window layers from the memo's batch-size parts.
+      if (full_layers_ > 0) add(memo_attention_term(memo, full_decode_, shape.decode_context_tokens));
+      if (window_layers_ > 0) add(memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
+    } else {
+      decode_context_terms(shape.launch == LaunchMode::kFullGraph, shape,
+                           [&](std::string_view, double, const Term& attention) { add(attention); });
     }
+    total.seconds = add_in_order(total.seconds, memo.after_seconds);
+    total.peak_flop_seconds = add_in_order(total.peak_flop_seconds, memo.after_peak);
+    total.flops = shape.decode_context_tokens <= memo.flops_exact_context ? total.flops + memo.after_flops_sum
+                                                                          : add_in_order(total.flops, memo.after_flops);
+    total.bytes = shape.decode_context_tokens <= memo.bytes_exact_context ? total.bytes + memo.after_bytes_sum
+                                                                          : add_in_order(total.bytes, memo.after_bytes);
     return total;
   }
   return evaluate(shape, [](std::string_view, int64_t, const Term&) {});

@@ -188,17 +188,47 @@ class RooflineCostModel final : public StepCostModel {
   Term linear_attention_term(bool graph, bool prefill, double seqs, double tokens) const;
   double block_occupancy(double blocks) const;
   // step()'s memo of decode-only iterations, by batch size: evaluate()'s running sum of the terms
-  // before the attention's, and the terms after it in order (the attention's own value is
-  // recomputed from the context each time).
+  // before the attention's, the terms after it, and what the attention's terms take from the batch
+  // size alone (their value is recomputed from the context each time, with evaluate()'s operations).
+  // The later terms are added in evaluate()'s order, so the sums have the same bits, with two
+  // shortcuts that provably change none: a term's zero components are left out (the sums are of
+  // non-negative terms from +0, never -0, and x + 0 = x), and when every FLOP (byte) count is an
+  // integer no larger than 2^51 the later counts are added as one sum (every partial sum is then an
+  // integer below 2^53, exact in any order).
   struct DecodeTerms {
     Term before;
-    std::vector<Term> after;
+    // The non-zero components, in order, then zeros up to a multiple of four (add_in_order).
+    std::vector<double> after_seconds, after_peak;
+    std::vector<double> after_flops, after_bytes;   // the same, used when the sums are not exact
+    double after_flops_sum = 0, after_bytes_sum = 0;
+    // The largest summed context at which the attention terms' FLOPs (bytes) are integers no larger
+    // than 2^50 (every factor an integer and the product bounded), with the sums before and after
+    // them integers no larger than 2^51; -1 when some is not.
+    int64_t flops_exact_context = -1, bytes_exact_context = -1;
+    double seqs = 0;                 // the batch size
+    double q_o_bytes = 0;            // q_o_bytes_per_token_ x seqs
+    double kv_write_bytes = 0;       // kv_write_bytes_per_token_ x seqs
+    double launch_floor = 0;         // eager_launch_s_, or -inf under a full graph (no floor)
+    bool occupancy_full = false;     // every context gives the analytic occupancy 1
+    Curve decode_table_column;       // the decode table at x = seqs (Table2D::at_x); empty: analytic
     LaunchMode launch = LaunchMode::kEager;
     int64_t graph_tokens = 0;
     bool ready = false;
   };
   static constexpr int64_t kMemoDecodeSeqs = 8192;
   mutable std::vector<DecodeTerms> decode_memo_;  // one simulation uses a model from one thread
+  void fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const;
+  // The full or sliding-window layers' decode attention, what decode_attention_term multiplies by
+  // the layers (same products, formed once).
+  struct DecodeLayers {
+    double layers = 0, layers_t = 0, layers_group_flops_per_pair = 0;
+  };
+  DecodeLayers full_decode_, window_decode_;
+  double decode_peak_rate_ = 0;  // hbm_ x attn_decode_peak_eff_: the analytic rate at occupancy 1
+  // decode_attention_term(full graph or not, layers, memo's batch, `context`) without speculative
+  // tokens, from the memo's batch-size parts.
+  [[gnu::always_inline]] inline Term memo_attention_term(const DecodeTerms& memo, const DecodeLayers& layers,
+                                                         int64_t context) const;
   double linear_seconds(const LinearOp& op, double rows) const;
   double curve_seconds(const LinearOp& op, double rows) const;
   void tabulate(LinearOp& op) const;
