@@ -2,24 +2,12 @@
 
 #include <utility>
 
+#include "sim/core/recycled_storage.h"
+
 namespace servesim::hwmodels {
-namespace {
 
-struct Pool {
-  std::vector<std::vector<double>> free;
-  Pool() { free.reserve(RecycledRows::kMaxPooled); }  // giving back (in destructors) never allocates
-  ~Pool();
-};
-
-// Set when the thread's pool has been destroyed (thread exit): a RecycledRows that dies later on the
-// thread (a static object's, at process exit) frees its storage instead. Trivially destructible, so
-// readable until the thread ends.
-thread_local bool pool_gone = false;
-thread_local Pool pool;
-
-Pool::~Pool() { pool_gone = true; }
-
-}  // namespace
+using Storage = core::RecycledStorage<double>;
+static_assert(Storage::kMaxPooled == RecycledRows::kMaxPooled);
 
 RecycledRows& RecycledRows::operator=(RecycledRows&& other) noexcept {
   if (this != &other) {
@@ -36,26 +24,18 @@ RecycledRows::~RecycledRows() { give_back(); }
 void RecycledRows::give_back() {
   if (!pooled_) return;
   pooled_ = false;
-  if (pool_gone || capacity() == 0 || pool.free.size() >= kMaxPooled) return;
   std::vector<double>& self = *this;
-  pool.free.push_back(std::move(self));
-  pool.free.back().clear();
+  Storage::give_back(std::move(self));
+  self = std::vector<double>();
 }
 
 void RecycledRows::take_storage(size_t capacity) {
   give_back();
   std::vector<double>& self = *this;
-  if (!pool_gone && !pool.free.empty()) {
-    self = std::move(pool.free.back());
-    pool.free.pop_back();
-  } else {
-    self = std::vector<double>();
-  }
-  clear();  // pooled vectors are empty already; stated here because the proof rests on it
-  reserve(capacity);
+  self = Storage::take(capacity);  // size 0: nothing a former owner wrote can be read
   pooled_ = true;
 }
 
-size_t RecycledRows::pooled_on_this_thread() { return pool_gone ? 0 : pool.free.size(); }
+size_t RecycledRows::pooled_on_this_thread() { return Storage::pooled(); }
 
 }  // namespace servesim::hwmodels

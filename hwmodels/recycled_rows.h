@@ -16,8 +16,8 @@
 // results do not depend on the order of a sweep's points or on the thread that runs them
 // (SweepTest.RecycledCostMemoGivesEachPointItsOwnFigures checks it).
 //
-// The pool is per thread (a sweep's workers never share pages or a lock) and holds at most
-// kMaxPooled vectors; it dies with its thread.
+// The pool is core::RecycledStorage<double> (sim/core/recycled_storage.h): per thread (a sweep's
+// workers never share pages or a lock), at most kMaxPooled blocks, dying with its thread.
 
 #include <cstddef>
 #include <vector>
@@ -26,7 +26,7 @@ namespace servesim::hwmodels {
 
 class RecycledRows : public std::vector<double> {
  public:
-  static constexpr size_t kMaxPooled = 64;
+  static constexpr size_t kMaxPooled = 64;  // core::RecycledStorage's
 
   RecycledRows() = default;
   RecycledRows(const RecycledRows& other) : std::vector<double>(other) {}  // a copy owns fresh storage
