@@ -566,6 +566,9 @@ double RooflineCostModel::linear_seconds(const LinearOp& op, double rows) const 
 
 void RooflineCostModel::tabulate(LinearOp& op) const {
   op.tabulated = !op.compute_curve.empty() || !op.memory_curve.empty();
+  // Empty, with room for every tabulated row: linear_seconds() never reallocates it, and a sweep's
+  // later points on this thread reuse the pages an earlier model's memo faulted in.
+  if (op.tabulated) op.seconds_by_rows.take_storage(kTabulatedRows);
 }
 
 double RooflineCostModel::moe_gemm_seconds(const LinearOp& op, double active_experts, double expert_rows) const {

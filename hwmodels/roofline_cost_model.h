@@ -24,6 +24,7 @@
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/cost_model.h"
 #include "hwmodels/expert_parallel.h"
+#include "hwmodels/recycled_rows.h"
 
 namespace servesim::hwmodels {
 
@@ -142,9 +143,11 @@ class RooflineCostModel final : public StepCostModel {
     Curve compute_curve;               // efficiency over rows; empty: constant (folded into compute_s_per_row)
     Curve memory_curve;                // efficiency over bytes; empty: constant (folded into the *_s)
     // With curves and precompute(): the seconds for rows = 0, 1, 2, ..., filled as rows are asked
-    // for (a run asks for few of them; negative = not computed yet).
+    // for (a run asks for few of them; negative = not computed yet). Its storage (kTabulatedRows
+    // reserved) is recycled on the thread from one model to the next, never its contents
+    // (recycled_rows.h).
     bool tabulated = false;
-    mutable std::vector<double> seconds_by_rows;
+    mutable RecycledRows seconds_by_rows;
   };
 
   // Rows up to which calibrated operators' times are tabulated: beyond any engine's token budget

@@ -3,9 +3,11 @@
 // leaves, so memory is O(requests in flight), not O(requests in the trace).
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sim/core/lifecycle.h"
+#include "sim/core/recycled_storage.h"
 #include "sim/core/time.h"
 
 namespace servesim::sim {
@@ -109,8 +111,19 @@ struct Request {
   }
 };
 
+// The table's two vectors take their storage from the thread's pool and give it back when the
+// table dies (sim/core/recycled_storage.h): a sweep worker's next point reuses the pages this one
+// grew, never their contents (both start empty).
 class RequestTable {
  public:
+  RequestTable() : slots_(core::RecycledStorage<Request>::take()), free_(core::RecycledStorage<uint32_t>::take()) {}
+  ~RequestTable() {
+    core::RecycledStorage<Request>::give_back(std::move(slots_));
+    core::RecycledStorage<uint32_t>::give_back(std::move(free_));
+  }
+  RequestTable(const RequestTable&) = delete;
+  RequestTable& operator=(const RequestTable&) = delete;
+
   RequestId insert(Request r) {
     ++live_;
     if (!free_.empty()) {

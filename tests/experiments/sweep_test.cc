@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "experiments/cli/cli.h"
 #include "experiments/results_db.h"
@@ -419,6 +420,90 @@ TEST(SweepTest, RecycledBuffersHandOverOnlyTheirOwnPointsRowsInOrder) {
     EXPECT_EQ(rows_of(dir.file("j2.db"), "replica_timeseries", static_cast<int64_t>(i + 1), sample_columns), samples)
         << i;
   }
+}
+
+
+// Each worker thread recycles the storage of its cost models' memos (hwmodels/recycled_rows.h), so a
+// point's model takes pages an earlier point's model on that thread filled with its own seconds.
+// Points of two models (sharing a cost model configuration two by two: the seeds and rates repeat
+// it) are swept in one order with one thread and in the reverse order with two; every point must
+// give, row for row, what it gives run alone on a thread that never ran anything.
+std::string memo_experiment(bool reversed) {
+  const std::string models = reversed ? R"(["qwen2-7b", "llama-3-8b"])" : R"(["llama-3-8b", "qwen2-7b"])";
+  const std::string rates = reversed ? "[80.0, 20.0]" : "[20.0, 80.0]";
+  return R"(
+name = "memo"
+seeds = [1, 2]
+[base]
+seed = 1
+[base.workload]
+kind = "poisson"
+rate = 20.0
+max_requests = 150
+[base.workload.prompt]
+kind = "uniform"
+min = 50
+max = 3000
+[base.workload.output]
+kind = "uniform"
+min = 1
+max = 200
+[base.model]
+kind = "llama-3-8b"
+[base.gpu]
+kind = "h100-sxm"
+[base.cost_model]
+calibration = ")" + servesim::testing::source_dir() + R"(/calibration/profiles/h100-sxm.toml"
+[base.cluster]
+replicas = 2
+[base.output]
+sample_interval_ms = 500
+[[axis]]
+key = "model.kind"
+values = )" + models + R"(
+[[axis]]
+key = "workload.rate"
+values = )" + rates + "\n";
+}
+
+TEST(SweepTest, RecycledCostMemoGivesEachPointItsOwnFigures) {
+  TempDir dir;
+  const std::string forward = memo_experiment(false), backward = memo_experiment(true);
+  sweep(dir.file("forward.db"), 1, 0, 1, forward);
+  sweep(dir.file("backward.db"), 2, 0, 1, backward);
+  const std::string request_columns =
+      "request_id, replica, outcome, prompt_tokens, output_tokens, arrival_ns, first_token_ns, finish_ns, ttft_ms, "
+      "tpot_ms, e2e_ms, preemptions, meets_slo, cached_tokens";
+  const std::string run_columns =
+      "requests_total, requests_completed, sim_seconds, events, iterations, ttft_ms_mean, ttft_ms_p90, tpot_ms_mean, "
+      "tpot_ms_p99, itl_ms_p99, e2e_ms_mean, e2e_ms_p90";
+  auto run_of = [](const std::string& path, const std::string& label) {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    SQLite::Statement st(db, "SELECT run_id FROM points WHERE label = ?");
+    st.bind(1, label);
+    EXPECT_TRUE(st.executeStep()) << label;
+    return st.getColumn(0).getInt64();
+  };
+  Experiment e = experiment(forward);
+  e.check(1);
+  ASSERT_EQ(e.points().size(), 8u);
+  for (const Point& p : e.points()) {
+    const std::string label = p.label();
+    // Alone: `servesim run`'s path into a database of its own, on a thread with an empty pool.
+    RunOutputs o;
+    o.db_path = dir.file("alone" + std::to_string(p.index) + ".db");
+    std::thread([&] { run_simulation(e.resolve(p.settings), o); }).join();
+    const auto requests = rows_of(o.db_path, "requests", 1, request_columns);
+    ASSERT_EQ(requests.size(), 150u) << label;
+    const auto run = rows_of(o.db_path, "runs", 1, run_columns);
+    for (const std::string db : {"forward.db", "backward.db"}) {
+      const int64_t id = run_of(dir.file(db), label);
+      EXPECT_EQ(rows_of(dir.file(db), "requests", id, request_columns), requests) << db << " " << label;
+      EXPECT_EQ(rows_of(dir.file(db), "runs", id, run_columns), run) << db << " " << label;
+    }
+  }
+  // The two models' figures differ (the memo was exercised by more than one model).
+  EXPECT_NE(rows_of(dir.file("forward.db"), "runs", 1, run_columns), rows_of(dir.file("forward.db"), "runs", 5, run_columns));
 }
 
 }  // namespace
