@@ -829,21 +829,23 @@ void Replica::try_start_iteration() {
     }
     return false;
   }
-  // Each iteration's shape as try_start_iteration builds it (a fresh one: the engine's launch()
-  // writes into it).
-  hwmodels::BatchShape base;
-  base.decode_seqs = static_cast<int64_t>(n);
-  base.decode_window_context_tokens = plan_.decode_window_context_tokens;
-  base.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
+  // Each iteration's shape as try_start_iteration builds it. One shape serves the run: the engine's
+  // launch() writes only its launch fields, which for a decode-only batch follow from decode_seqs
+  // alone (EngineModel::launch_and_remember), the same in every iteration of the run. Likewise one
+  // record: iteration_seconds() and the loop set every field a decode-only iteration has.
+  hwmodels::BatchShape shape;
+  shape.decode_seqs = static_cast<int64_t>(n);
+  shape.decode_window_context_tokens = plan_.decode_window_context_tokens;
+  shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
+  core::IterationRecord rec;
   const auto seqs = static_cast<int64_t>(n);
   core::Time prev = t0;
   int64_t j = 0;
-  for (; j < k; ++j) {
-    const int64_t blocks = window_blocks_[static_cast<size_t>(j % bs)];
+  size_t phase = 0;  // j mod B
+  for (; j < k; ++j, phase = phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1) {
+    const int64_t blocks = window_blocks_[phase];
     if (blocks > kv_.available()) break;  // a reserve fails: the scheduler's plan (decode_running preempts)
-    hwmodels::BatchShape shape = base;
     shape.decode_context_tokens = c0 + seqs * j;
-    core::IterationRecord rec;
     const double seconds = iteration_seconds(shape, false, rec);
     if (blocks > 0 && !kv_.try_allocate(blocks)) throw core::Error("internal: decode blocks checked but not allocated");
     plan_.decode_context_tokens = shape.decode_context_tokens;
