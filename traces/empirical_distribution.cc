@@ -43,15 +43,17 @@ TraceColumns load_columns(const std::string& path) {
 // The columns of the trace at `path` in `format`, shared with any live distribution that read the
 // same file version (device, inode, size, times) in the same format: a table lives as long as a
 // distribution holds it, so the sharing spans a generator's prompt and output (and a sessions
-// workload's sections), never a file that changed since. Thread-safe (a sweep builds points in
-// parallel); two threads that miss at once each read the file, which gives the same values.
+// workload's sections), never a file that changed since. As core::file_digest's cache, it shares
+// only a settled version (core::version_settled) that did not change while it was read.
+// Thread-safe (a sweep builds points in parallel); two threads that miss at once each read the
+// file, which gives the same values.
 std::shared_ptr<const TraceColumns> trace_columns(const std::string& format, const std::string& path,
                                                   const std::string& canonical) {
   static std::mutex mutex;
   static std::map<std::pair<std::string, core::FileVersion>, std::weak_ptr<const TraceColumns>> tables;
   const core::FileVersion version = core::file_version(path);
   const auto key = std::make_pair(format + ":" + canonical, version);
-  const bool cacheable = version != core::FileVersion{};
+  bool cacheable = version != core::FileVersion{} && core::version_settled(version);
   if (cacheable) {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto it = tables.find(key);
@@ -61,6 +63,7 @@ std::shared_ptr<const TraceColumns> trace_columns(const std::string& format, con
   auto table = std::make_shared<const TraceColumns>(format == "mooncake_jsonl"
                                                         ? load_columns<MooncakeJsonlReader>(path)
                                                         : load_columns<AzureCsvReader>(path));
+  cacheable = cacheable && core::file_version(path) == version;
   if (cacheable) {
     const std::lock_guard<std::mutex> lock(mutex);
     std::erase_if(tables, [](const auto& entry) { return entry.second.expired(); });

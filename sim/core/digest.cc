@@ -222,18 +222,13 @@ FileVersion file_version(const std::string& path) {
   return version_of(st);
 }
 
-namespace {
-
-constexpr int64_t kSettledNs = 2'000'000'000;
-
-bool settled(const FileVersion& v) {
+bool version_settled(const FileVersion& v) {
+  constexpr int64_t kSettledNs = 2'000'000'000;
   struct timespec now {};
   if (::clock_gettime(CLOCK_REALTIME, &now) != 0) return false;
   const int64_t now_ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
   return now_ns - std::max(v.mtime_ns, v.ctime_ns) >= kSettledNs;
 }
-
-}  // namespace
 
 FileDigest file_digest(const std::string& path, const std::string& what) {
   static std::mutex mutex;
@@ -254,10 +249,8 @@ FileDigest file_digest(const std::string& path, const std::string& what) {
   if (failed) throw InputError(path, 0, "", "read error while computing its digest");
   FileDigest d{"sha256:" + h.hex(), file_version(path)};
   // A file that changed while it was read has no single digest: it must not be remembered. Nor
-  // may one changed in the last seconds (git's "racy clean" rule): file times are coarse (a clock
-  // tick, seconds on some file systems), so a rewrite of the same size right after this digest
-  // could leave the version as it is.
-  if (d.version == before && settled(d.version)) {
+  // may one changed in the last seconds (version_settled).
+  if (d.version == before && version_settled(d.version)) {
     std::lock_guard<std::mutex> lock(mutex);
     known[d.version] = d.digest;
   }

@@ -55,4 +55,9 @@ FileDigest file_digest(const std::string& path, const std::string& what);
 // The file's version now; a default FileVersion when it cannot be stat'ed.
 FileVersion file_version(const std::string& path);
 
+// Whether a cache keyed by this version may remember what it read: false for a file changed in the
+// last two seconds (git's "racy clean" rule: file times are coarse, a clock tick or seconds on some
+// file systems, so a rewrite of the same size right after a read could leave the version as it is).
+bool version_settled(const FileVersion& v);
+
 }  // namespace servesim::core
