@@ -849,8 +849,7 @@ void Replica::try_start_iteration() {
     const double seconds = iteration_seconds(shape, false, rec);
     if (blocks > 0 && !kv_.try_allocate(blocks)) throw core::Error("internal: decode blocks checked but not allocated");
     plan_.decode_context_tokens = shape.decode_context_tokens;
-    const core::Duration duration =
-        core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
+    const core::Duration duration = step_duration(seconds);
     const core::Time now = sim_.now();
     // From here on as try_start_iteration and run_iteration: the replica busy, its iteration
     // numbered, the event's sequence number taken, then the observers told.
@@ -913,7 +912,7 @@ void Replica::flush_window(int64_t tokens, int64_t block_iterations) {
 }
 
 [[gnu::always_inline]] inline void Replica::run_iteration(double seconds, core::IterationRecord& rec) {
-  const core::Duration duration = core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
+  const core::Duration duration = step_duration(seconds);
   // From the plan (last_start_) to the step's end: a wait for swap copies, then the compute.
   last_duration_ = (sim_.now() - last_start_) + duration;
   sim_.schedule_after(duration, this, ++iteration_);

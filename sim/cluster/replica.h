@@ -452,6 +452,10 @@ class Replica final : public EventHandler {
   // The time of an iteration of `shape` (s, at the replica's speed) from the engine's and the cost
   // model's terms; fills `rec`'s figures.
   double iteration_seconds(hwmodels::BatchShape& shape, bool after_idle, core::IterationRecord& rec);
+  // An iteration of `seconds` on the clock: rounded to the nanosecond, at least one.
+  static core::Duration step_duration(double seconds) {
+    return core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));
+  }
   bool reserve_slow(Request& r, int64_t kv_tokens, int64_t speculative);
   // Emits `tokens` tokens of `r` at once (one streamed chunk: one inter-token gap).
   void emit_token(Request& r, core::Time now, int64_t tokens = 1) {
