@@ -152,7 +152,9 @@ TEST(DecodeWindowTest, AgreesWithTheQueueOnRandomWorkloads) {
     // (2 with the short time-out, under which 116 requests time out).
     EXPECT_GT(in_line(*a), a->obs.iterations.size() / 10) << seed;
     EXPECT_GT(a->obs.preempted.size(), 0u) << seed;
-    if (seed == 3) EXPECT_GT(a->checker.totals().timed_out, 100u);
+    if (seed == 3) {
+      EXPECT_GT(a->checker.totals().timed_out, 100u);
+    }
   }
 }
 
