@@ -349,7 +349,13 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
     s_.pulls_waiting_peak = std::max<uint64_t>(s_.pulls_waiting_peak, static_cast<uint64_t>(pulls_waiting_));
   }
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
-  series_.add_level(s.time.ns(), (s.queued + s.running) - (prev.queued + prev.running), s.queued - prev.queued);
+  // A signal that changes neither level leaves the series alone: the series' integrals are exact
+  // (integer ns x level, closed into bins by the next change, completion or finish at the same
+  // values), so a zero-delta call carried nothing; and replica signals may arrive out of global order
+  // across replicas (docs/architecture.md, "Observers"), which the series (time order) cannot take.
+  const int64_t delta = (s.queued + s.running) - (prev.queued + prev.running);
+  const int64_t queued_delta = s.queued - prev.queued;
+  if (delta != 0 || queued_delta != 0) series_.add_level(s.time.ns(), delta, queued_delta);
   prev = s;
 }
 
