@@ -346,8 +346,9 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
   // A signal that changes neither level leaves the series alone: the series' integrals are exact
   // (integer ns x level, closed into bins by the next change, completion or finish at the same
-  // values), so a zero-delta call carried nothing; and replica signals may arrive out of global order
-  // across replicas (docs/architecture.md, "Observers"), which the series (time order) cannot take.
+  // values), so a zero-delta call carried nothing; and replica signals may arrive out of global
+  // order across replicas (docs/architecture.md, "The order of replica signals"), which the series
+  // (time order) cannot take.
   const int64_t delta = (s.queued + s.running) - (prev.queued + prev.running);
   const int64_t queued_delta = s.queued - prev.queued;
   if (delta != 0 || queued_delta != 0) series_.add_level(s.time.ns(), delta, queued_delta);
@@ -486,7 +487,7 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
   finish_window(s, usd_per_hour);
   // The run's busy figures: each replica's own sums (in its own signal order), added in replica
   // order, so that they do not depend on how different replicas' iterations interleaved (replicas
-  // may run ahead of the global clock, docs/architecture.md "Observers"). One replica: its sums.
+  // may run ahead of the global clock, docs/architecture.md, "The order of replica signals"). One replica: its sums.
   Busy all;
   for (const Busy& b : replica_busy_) {
     all.seconds += b.seconds;

@@ -137,7 +137,8 @@ void InvariantChecker::on_request_done(const core::RequestRecord& r) {
       check(!dv.ends.empty() && dv.ends.front() == r.finish.ns(), "requests", r.finish, [&] {
         return std::string(who() + " finished at " + n(r.finish.ns()) + " ns, but no iteration of replica " +
                            n(r.decode_replica) + " ends then (its next one " +
-                           (dv.ends.empty() ? std::string("has not been signalled") : "ends at " + n(dv.ends.front()) + " ns") +
+                           (dv.ends.empty() ? std::string("has not been signalled")
+                                            : "ends at " + n(dv.ends.front()) + " ns") +
                            ")");
       });
     } else {
