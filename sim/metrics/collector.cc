@@ -280,12 +280,6 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   const ReplicaHardware& hw = config_.replicas[it.replica];
   const double d = it.duration.seconds();
   ++s_.iterations;
-  busy_seconds_ += d;
-  busy_gpu_seconds_ += d * hw.gpus;
-  busy_peak_bytes_ += d * hw.hbm_bandwidth;
-  peak_flop_seconds_ += it.peak_flop_seconds;
-  bytes_ += it.bytes;
-  batch_seconds_ += d * static_cast<double>(it.batch_size);
   ReplicaStats& r = replica_stats_[it.replica];
   ++r.iterations;
   r.prefill_tokens += it.prefill_tokens;
@@ -304,6 +298,7 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
   b.peak_bytes += d * hw.hbm_bandwidth;
   b.peak_flop_seconds += it.peak_flop_seconds;
   b.bytes += it.bytes;
+  b.batch_seconds += d * static_cast<double>(it.batch_size);
 }
 
 void MetricsCollector::on_token_gaps(std::span<const core::GapRun> runs) {
@@ -349,7 +344,14 @@ void MetricsCollector::on_replica_state(const core::ReplicaState& s) {
     s_.pulls_waiting_peak = std::max<uint64_t>(s_.pulls_waiting_peak, static_cast<uint64_t>(pulls_waiting_));
   }
   kv_block_ns_[s.replica] += static_cast<long double>(prev.kv_blocks_used) * (s.time - prev.time).ns();
-  series_.add_level(s.time.ns(), (s.queued + s.running) - (prev.queued + prev.running), s.queued - prev.queued);
+  // A signal that changes neither level leaves the series alone: the series' integrals are exact
+  // (integer ns x level, closed into bins by the next change, completion or finish at the same
+  // values), so a zero-delta call carried nothing; and replica signals may arrive out of global
+  // order across replicas (docs/architecture.md, "The order of replica signals"), which the series
+  // (time order) cannot take.
+  const int64_t delta = (s.queued + s.running) - (prev.queued + prev.running);
+  const int64_t queued_delta = s.queued - prev.queued;
+  if (delta != 0 || queued_delta != 0) series_.add_level(s.time.ns(), delta, queued_delta);
   prev = s;
 }
 
@@ -483,9 +485,21 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
           usd_per_hour * w / 3600.0 / static_cast<double>(window_.output_tokens) * 1e6;
   }
   finish_window(s, usd_per_hour);
-  if (busy_gpu_seconds_ > 0) s.mfu_mean = peak_flop_seconds_ / busy_gpu_seconds_;
-  if (busy_peak_bytes_ > 0) s.mbu_mean = bytes_ / busy_peak_bytes_;
-  if (busy_seconds_ > 0) s.mean_batch_size = batch_seconds_ / busy_seconds_;
+  // The run's busy figures: each replica's own sums (in its own signal order), added in replica
+  // order, so that they do not depend on how different replicas' iterations interleaved (replicas
+  // may run ahead of the global clock, docs/architecture.md, "The order of replica signals"). One replica: its sums.
+  Busy all;
+  for (const Busy& b : replica_busy_) {
+    all.seconds += b.seconds;
+    all.gpu_seconds += b.gpu_seconds;
+    all.peak_bytes += b.peak_bytes;
+    all.peak_flop_seconds += b.peak_flop_seconds;
+    all.bytes += b.bytes;
+    all.batch_seconds += b.batch_seconds;
+  }
+  if (all.gpu_seconds > 0) s.mfu_mean = all.peak_flop_seconds / all.gpu_seconds;
+  if (all.peak_bytes > 0) s.mbu_mean = all.bytes / all.peak_bytes;
+  if (all.seconds > 0) s.mean_batch_size = all.batch_seconds / all.seconds;
   if (kv_capacity_ns > 0) s.kv_util_mean = static_cast<double>(kv_used_ns / kv_capacity_ns);
   if (fleet_.any) {
     long double down_ns = fleet_.down_ns;

@@ -82,15 +82,15 @@ class MetricsCollector final : public core::LifecycleObserver {
   bool auto_sketch_ = false;  // auto mode, not switched yet: the switch is due past exact_percentiles_max
   void to_sketch();
   std::vector<ReplicaStats> replica_stats_;
+  // A replica's busy time and what its iterations did, summed in its own signal order; the run's
+  // figures add the replicas' in replica order at finish() (indifferent to how replicas interleave).
   struct Busy {
-    double seconds = 0, gpu_seconds = 0, peak_flop_seconds = 0, peak_bytes = 0, bytes = 0;
+    double seconds = 0, gpu_seconds = 0, peak_flop_seconds = 0, peak_bytes = 0, bytes = 0, batch_seconds = 0;
   };
   std::vector<Busy> replica_busy_;
   LogHistogram itl_ns_;
   int64_t gap_tokens_ = 0, gaps_ = 0;  // tokens the inter-token gaps delivered, and the gaps
   RunSummary s_;
-  double busy_seconds_ = 0, busy_gpu_seconds_ = 0, busy_peak_bytes_ = 0;
-  double peak_flop_seconds_ = 0, bytes_ = 0, batch_seconds_ = 0;
   // Replica state, for sampling and the time-weighted KV use.
   std::vector<core::ReplicaState> state_;
   int64_t pulls_waiting_ = 0;  // over the replicas, as their last states say

@@ -36,6 +36,16 @@ void InvariantChecker::advance_clock(core::Time t, const char* signal) {
   now_ = t;
 }
 
+void InvariantChecker::advance_replica_clock(ReplicaView& rv, uint32_t index, core::Time t, const char* signal) {
+  ++totals_.checks;
+  if (t < rv.clock)
+    fail("clock",
+         std::string(signal) + " signal of replica " + n(index) + " at " + n(t.ns()) + " ns, after its signal at " +
+             n(rv.clock.ns()) + " ns: simulated time went back (on the replica's own clock; replicas run ahead)",
+         t);
+  rv.clock = t;
+}
+
 InvariantChecker::ReplicaView& InvariantChecker::replica(uint32_t index, const char* signal, core::Time t) {
   ++totals_.checks;
   if (index >= replicas_.size() || !replicas_[index].seen)
@@ -118,12 +128,26 @@ void InvariantChecker::on_request_done(const core::RequestRecord& r) {
                          n(r.first_token.ns()) + ", " + n(r.finish.ns()) + " ns");
     });
     // It leaves when an iteration of the replica that produced its last token ends.
-    const ReplicaView& dv = replica(r.decode_replica, "request-done (decode replica)", r.finish);
-    check(dv.iterated && dv.iteration_end == r.finish, "requests", r.finish, [&] {
-      return std::string(who() + " finished at " + n(r.finish.ns()) + " ns, but the last iteration of replica " +
-                         n(r.decode_replica) + " ended at " +
-                         (dv.iterated ? n(dv.iteration_end.ns()) + " ns" : std::string("(none ran)")));
-    });
+    ReplicaView& dv = replica(r.decode_replica, "request-done (decode replica)", r.finish);
+    if (run_ahead_) {
+      // The replica's iterations may have run ahead: one of them, not behind the global clock (a
+      // later completion finishes no earlier), ends at the finish. Those ending before it are done
+      // with.
+      while (!dv.ends.empty() && dv.ends.front() < r.finish.ns()) dv.ends.pop_front();
+      check(!dv.ends.empty() && dv.ends.front() == r.finish.ns(), "requests", r.finish, [&] {
+        return std::string(who() + " finished at " + n(r.finish.ns()) + " ns, but no iteration of replica " +
+                           n(r.decode_replica) + " ends then (its next one " +
+                           (dv.ends.empty() ? std::string("has not been signalled")
+                                            : "ends at " + n(dv.ends.front()) + " ns") +
+                           ")");
+      });
+    } else {
+      check(dv.iterated && dv.iteration_end == r.finish, "requests", r.finish, [&] {
+        return std::string(who() + " finished at " + n(r.finish.ns()) + " ns, but the last iteration of replica " +
+                           n(r.decode_replica) + " ended at " +
+                           (dv.iterated ? n(dv.iteration_end.ns()) + " ns" : std::string("(none ran)")));
+      });
+    }
     check((r.finish - r.first_token).ns() >= r.output_tokens - 1, "tokens", r.finish, [&] {
       return std::string(who() + " emitted " + n(r.output_tokens) + " tokens within " +
                          n((r.finish - r.first_token).ns()) +
@@ -193,8 +217,9 @@ void InvariantChecker::on_preempt(uint64_t id, uint32_t replica_index, core::Tim
 }
 
 void InvariantChecker::on_iteration(const core::IterationRecord& it) {
-  advance_clock(it.start, "iteration");
+  if (!run_ahead_) advance_clock(it.start, "iteration");
   ReplicaView& rv = replica(it.replica, "iteration", it.start);
+  if (run_ahead_) advance_replica_clock(rv, it.replica, it.start, "iteration");
   const auto who = [&] { return "iteration of replica " + n(it.replica) + " starting at " + n(it.start.ns()) + " ns"; };
   check(it.duration.ns() > 0, "iterations", it.start,
         [&] { return std::string(who() + " lasts " + n(it.duration.ns()) + " ns (must be > 0)"); });
@@ -235,6 +260,10 @@ void InvariantChecker::on_iteration(const core::IterationRecord& it) {
         [&] { return std::string(who() + ": the replica is not in service (off, or still starting)"); });
   rv.iteration_end = core::Time::from_ns(end);
   rv.iterated = true;
+  if (run_ahead_) {
+    while (!rv.ends.empty() && rv.ends.front() < now_.ns()) rv.ends.pop_front();  // no completion can end these
+    rv.ends.push_back(end);
+  }
   rv.last_decodes = it.decode_tokens;
   rv.last_output = it.decode_tokens + it.extra_decode_tokens;
   ++totals_.iterations;
@@ -259,9 +288,10 @@ void InvariantChecker::on_token_gaps(std::span<const core::GapRun> runs) {
 }
 
 void InvariantChecker::on_replica_state(const core::ReplicaState& s) {
-  advance_clock(s.time, "replica-state");
+  if (!run_ahead_) advance_clock(s.time, "replica-state");
   if (s.replica >= replicas_.size()) replicas_.resize(s.replica + 1);
   ReplicaView& rv = replicas_[s.replica];
+  if (run_ahead_) advance_replica_clock(rv, s.replica, s.time, "replica-state");
   const auto who = [&] { return "replica " + n(s.replica); };
   if (rv.seen) {
     check(s.kv_blocks_total == rv.state.kv_blocks_total, "kv", s.time, [&] {
@@ -353,6 +383,14 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
   const auto who = [&] {
     return std::string(core::fleet_event_name(e.kind)) + " of replica " + n(e.replica);
   };
+  // Running ahead, a replica must stop at its failure, speed change or going off: its signals so far
+  // are then no later than the event (so its last state is its state at the event).
+  if (run_ahead_ && (e.kind == core::FleetEventKind::kReplicaDown || e.kind == core::FleetEventKind::kReplicaSpeed ||
+                     e.kind == core::FleetEventKind::kReplicaOff))
+    check(rv.clock <= e.time, "clock", e.time, [&] {
+      return who() + ": the replica has already signalled at " + n(rv.clock.ns()) +
+             " ns, past the event (it ran ahead across it)";
+    });
   switch (e.kind) {
     case core::FleetEventKind::kReplicaDown:
       check(!rv.down, "fleet", e.time, [&] { return who() + ": it is down already"; });

@@ -7,7 +7,10 @@
 //
 // What it checks (the lifecycle contract the cluster keeps):
 //   clock       every signal's time (arrival, finish, preemption, iteration start, state) is >= the
-//               previous signal's: simulated time never goes back.
+//               previous signal's: simulated time never goes back. With replicas running ahead
+//               (set_replicas_run_ahead), iteration and replica-state signals against their
+//               replica's own previous ones instead, and a replica never signals past its own
+//               failure, speed change or going off.
 //   requests    ids arrive once each, in order 0, 1, 2, ...; a request finishes (completed or
 //               rejected) exactly once and only after it arrived; arrived = completed + rejected + in
 //               flight at every signal, and the replicas' queued + running never exceed the requests
@@ -51,6 +54,7 @@
 // them.
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -109,6 +113,16 @@ class InvariantChecker final : public core::LifecycleObserver {
   // The end-of-run checks: call once the event loop has finished. Throws like the others.
   void check_drained();
 
+  // Replicas may run ahead of the global clock (issue 18): their iteration and replica-state
+  // signals then reach the observers out of global time order across replicas, each replica's own
+  // in its own time order. On: those signals are checked against their replica's own clock (a
+  // replica's iteration or state signal is never before its previous one) and leave the global
+  // clock alone; a completed request's finish must be the end of *some* iteration of its decode
+  // replica not yet behind the global clock (that replica's later iterations may have arrived); and
+  // a replica's signals never pass its failure, speed change or going off (it must not have run
+  // ahead across them). Request-level signals keep the global check. Off (the default): as above.
+  void set_replicas_run_ahead(bool on) { run_ahead_ = on; }
+
   const Totals& totals() const { return totals_; }
   uint64_t in_flight() const { return in_flight_.size(); }
 
@@ -128,6 +142,10 @@ class InvariantChecker final : public core::LifecycleObserver {
     int64_t last_decodes = 0;  // decode tokens of that iteration
     int64_t last_output = 0;   // and the tokens they emitted (accepted drafts included)
     bool down = false;         // failed ([faults]) and not repaired yet
+    // Replicas running ahead only: the time of its last iteration or state signal, and the ends of
+    // its iterations not yet behind the global clock, in order (a completion ends one of them).
+    core::Time clock;
+    std::deque<int64_t> ends;
     // [autoscaler]: in service (up or draining) unless off or starting.
     enum class Phase : uint8_t { kUp, kOff, kStarting, kDraining } phase = Phase::kUp;
   };
@@ -141,6 +159,8 @@ class InvariantChecker final : public core::LifecycleObserver {
     if (!ok) fail(invariant, what(), t);
   }
   void advance_clock(core::Time t, const char* signal);
+  // Run ahead: the replica's own clock instead of the global one.
+  void advance_replica_clock(ReplicaView& rv, uint32_t index, core::Time t, const char* signal);
   ReplicaView& replica(uint32_t index, const char* signal, core::Time t);
   Pending& pending(uint64_t id, const char* signal, core::Time t);
 
@@ -150,6 +170,7 @@ class InvariantChecker final : public core::LifecycleObserver {
   std::unordered_map<uint64_t, Pending> in_flight_;
   std::vector<ReplicaView> replicas_;
   int64_t replica_queued_running_ = 0;  // sum over replicas of the last reported queued + running
+  bool run_ahead_ = false;              // set_replicas_run_ahead
 };
 
 }  // namespace servesim::metrics

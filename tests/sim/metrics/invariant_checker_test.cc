@@ -138,6 +138,75 @@ TEST(InvariantCheckerTest, TheClockNeverGoesBack) {
       {"[clock]", "499 ns", "500 ns", "went back"});
 }
 
+// Replicas running ahead (issue 18): replica 0 runs its decodes to t = 250 before replica 1's
+// signals at t = 0 and 50 arrive. Request 0 (replica 0): prefill [0, 100), decodes [100, 150),
+// [150, 200), [200, 250); request 1 (replica 1): prefill [0, 50). Each replica's own signals come in
+// its own time order.
+void replica_0_runs_ahead(InvariantChecker& c) {
+  c.set_replicas_run_ahead(true);
+  two_replicas(c);
+  c.on_arrival(0, at(0));
+  c.on_arrival(1, at(0));
+  c.on_iteration(iteration(0, 0, 100, 10, 0, 1));
+  c.on_replica_state(state(0, 0, 0, 1, 1));
+  c.on_iteration(iteration(0, 100, 50, 0, 1, 1));
+  c.on_replica_state(state(0, 100, 0, 1, 1));
+  c.on_iteration(iteration(0, 150, 50, 0, 1, 1));
+  c.on_replica_state(state(0, 150, 0, 1, 1));
+  c.on_iteration(iteration(0, 200, 50, 0, 1, 1));
+  c.on_replica_state(state(0, 200, 0, 1, 1));
+  // Replica 1's signals at t = 0 and 50, after replica 0's at t = 200.
+  c.on_iteration(iteration(1, 0, 50, 10, 0, 1));
+  c.on_replica_state(state(1, 50, 0, 1, 1));
+}
+
+TEST(InvariantCheckerTest, ReplicasRunningAheadKeepTheirOwnClocks) {
+  // On: replica 1 at t = 50 after replica 0 at t = 200 passes, and request 0's finish at 200 (the
+  // end of replica 0's iteration [150, 200), not of its last one, [200, 250)) passes.
+  InvariantChecker c;
+  ASSERT_NO_THROW(replica_0_runs_ahead(c));
+  EXPECT_NO_THROW(c.on_request_done(completed(0, 0, 0, 100, 200, 10, 3)));
+  // A replica's own signal going back still fails, on the replica's own clock.
+  expect_violation(replica_0_runs_ahead, [](InvariantChecker& c) { c.on_replica_state(state(0, 120, 0, 1, 1)); },
+                   {"[clock]", "replica 0", "120 ns", "200 ns", "went back"});
+  expect_violation(replica_0_runs_ahead, [](InvariantChecker& c) { c.on_iteration(iteration(1, 40, 10, 0, 1, 1)); },
+                   {"[clock]", "replica 1", "40 ns", "50 ns", "went back"});
+  // A completion must still end an iteration of its decode replica: none of replica 0's ends at 175.
+  expect_violation(replica_0_runs_ahead,
+                   [](InvariantChecker& c) { c.on_request_done(completed(0, 0, 0, 100, 175, 10, 3)); },
+                   {"[requests]", "request 0", "no iteration of replica 0 ends then", "ends at 200 ns"});
+  // Request-level signals keep the global clock: a preemption at 60 after a completion at 200.
+  expect_violation(
+      [](InvariantChecker& c) {
+        replica_0_runs_ahead(c);
+        c.on_request_done(completed(0, 0, 0, 100, 200, 10, 3));
+      },
+      [](InvariantChecker& c) { c.on_preempt(1, 1, at(60)); }, {"[clock]", "preemption", "60 ns", "went back"});
+  // A replica must not run ahead across its failure: replica 0 signalled at 200, fails at 120.
+  expect_violation(
+      replica_0_runs_ahead,
+      [](InvariantChecker& c) {
+        c.on_fleet_event(core::FleetEvent{core::FleetEventKind::kReplicaDown, 0, at(120), 0, 0});
+      },
+      {"[clock]", "replica_down of replica 0", "200 ns", "ran ahead across it"});
+}
+
+TEST(InvariantCheckerTest, WithoutRunAheadReplicasShareTheGlobalClock) {
+  // Off (the default): replica 1's signal at t = 50 after replica 0's at t = 100 fails.
+  expect_violation(
+      [](InvariantChecker& c) {
+        two_replicas(c);
+        c.on_arrival(0, at(0));
+        c.on_arrival(1, at(0));
+        c.on_iteration(iteration(0, 0, 100, 10, 0, 1));
+        c.on_replica_state(state(0, 0, 0, 1, 1));
+        c.on_iteration(iteration(0, 100, 50, 0, 1, 1));
+        c.on_replica_state(state(0, 100, 0, 1, 1));
+      },
+      [](InvariantChecker& c) { c.on_replica_state(state(1, 50, 0, 1, 1)); },
+      {"[clock]", "replica-state", "50 ns", "100 ns", "went back"});
+}
+
 TEST(InvariantCheckerTest, KvBlocksStayWithinZeroAndCapacity) {
   expect_violation(two_replicas, [](InvariantChecker& c) { c.on_replica_state(state(1, 5, 0, 0, 101)); },
                    {"[kv]", "replica 1", "101 KV blocks in use of 100"});

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -322,6 +323,63 @@ TEST(CollectorTest, UtilisationIsTimeWeighted) {
   EXPECT_DOUBLE_EQ(s.mbu_mean, 25.0 / 40.0);
   EXPECT_DOUBLE_EQ(s.mean_batch_size, (4.0 + 24.0) / 4.0);
   EXPECT_EQ(s.iterations, 2u);
+}
+
+// Replicas may run ahead of the global clock (issue 18), so different replicas' iterations reach the
+// collector in any interleaving (each replica's own in its order); the run's figures must not
+// change with it. Replica 0 runs three 0.1 s iterations, replica 1 one of 0.1 s and one of 0.2 s,
+// each with 1 peak-FLOP-second, 2 bytes and 3 sequences, on 1-GPU replicas of 10 B/s. Interleaved
+// (r0, r1, r0, r1, r0) a running sum of the busy seconds is ((((0.1 + 0.1) + 0.1) + 0.2) + 0.1) =
+// 0.6; replica by replica (r0, r0, r0, r1, r1) it is 0.6000000000000001 — the old collector's
+// single running sum gave two different mfu_mean (5 / 0.6 vs 5 / 0.6000000000000001). The rule now:
+// each replica's own sum (0.1 + 0.1 + 0.1 = 0.30000000000000004; 0.1 + 0.2 = 0.30000000000000004),
+// added in replica order: 0.6000000000000001 busy seconds whatever the interleaving.
+TEST(CollectorTest, FiguresDoNotDependOnHowReplicasIterationsInterleave) {
+  CollectorConfig cfg;
+  ReplicaHardware hw;
+  hw.hbm_bandwidth = 10.0;
+  cfg.replicas = {hw, hw};
+  auto iteration = [](uint32_t replica, int64_t start_ms, int64_t ms) {
+    core::IterationRecord it;
+    it.replica = replica;
+    it.start = core::Time::from_ns(start_ms * 1'000'000);
+    it.duration = core::Duration::from_ns(ms * 1'000'000);
+    it.peak_flop_seconds = 1;
+    it.flops = 100;
+    it.bytes = 2;
+    it.batch_size = 3;
+    it.decode_tokens = 3;
+    return it;
+  };
+  const core::IterationRecord r0[] = {iteration(0, 0, 100), iteration(0, 100, 100), iteration(0, 200, 100)};
+  const core::IterationRecord r1[] = {iteration(1, 0, 100), iteration(1, 100, 200)};
+  MetricsCollector interleaved(cfg, {}), by_replica(cfg, {});
+  for (const auto* it : {&r0[0], &r1[0], &r0[1], &r1[1], &r0[2]}) interleaved.on_iteration(*it);
+  for (const auto* it : {&r0[0], &r0[1], &r0[2], &r1[0], &r1[1]}) by_replica.on_iteration(*it);
+  const std::vector<NamedValue> a = flatten(interleaved.finish(sec(1), 5, 0));
+  const std::vector<NamedValue> b = flatten(by_replica.finish(sec(1), 5, 0));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(std::memcmp(&a[i].value, &b[i].value, sizeof(double)), 0)
+        << a[i].name << ": " << a[i].value << " vs " << b[i].value;
+  }
+  // The hand sums, grouped replica by replica: busy (GPU-)seconds 0.30000000000000004 +
+  // 0.30000000000000004; 5 peak-FLOP-seconds; 10 bytes of ((1 + 1) + 1) + (1 + 2) = 6 peak bytes;
+  // batch-seconds ((0.3 + 0.3) + 0.3) + (0.3 + 0.6), each term 3 x an iteration's seconds.
+  const double busy = 0.30000000000000004 + 0.30000000000000004;
+  ASSERT_EQ(busy, 0.6000000000000001);
+  for (const NamedValue& v : a) {
+    if (v.name == "mfu_mean") {
+      EXPECT_EQ(v.value, 5.0 / busy);
+    }
+    if (v.name == "mbu_mean") {
+      EXPECT_EQ(v.value, 10.0 / (10.0 * 0.1 + 10.0 * 0.1 + 10.0 * 0.1 + (10.0 * 0.1 + 10.0 * 0.2)));
+    }
+    if (v.name == "mean_batch_size") {
+      EXPECT_EQ(v.value, (3 * 0.1 + 3 * 0.1 + 3 * 0.1 + (3 * 0.1 + 3 * 0.2)) / busy);
+    }
+  }
 }
 
 // MFU compares each FLOP with the peak of the precision it ran at (issue 11): a 2-GPU replica busy
