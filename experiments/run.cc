@@ -1764,6 +1764,11 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   layout.prefill_replicas = disaggregated ? static_cast<size_t>(pools[0].replicas) : 0;
   layout.layerwise_kv_transfer = net_cfg.get_bool("layerwise_kv_transfer");
   layout.tier_flows = tier_flows;
+  // Replicas run ahead of the clock where they can (sim::Cluster::runs_ahead) unless something
+  // needs every signal in global time order (a timeline's observers); the replica time series holds
+  // them back to its next sample.
+  layout.run_ahead = outputs.observers.empty();
+  layout.sample_interval_ns = collector_cfg.sample_interval_ns;
   layout.swap_flows = swap_flows;
   if (cluster_cfg.has("pd_pull")) {
     if (!disaggregated)
@@ -1819,6 +1824,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   const auto wall_start = std::chrono::steady_clock::now();
   cluster.start();
+  checker.set_replicas_run_ahead(cluster.runs_ahead());
   simulation.run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   cluster.check_drained();

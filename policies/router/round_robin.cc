@@ -11,6 +11,7 @@ class RoundRobinRouter final : public sim::Router {
     next_ = (next_ + 1) % static_cast<uint32_t>(replicas.size());
     return pick;
   }
+  int64_t next_in_turn(size_t replicas) const override { return replicas > 0 ? next_ % replicas : -1; }
 
  private:
   uint32_t next_ = 0;

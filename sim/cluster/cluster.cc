@@ -164,6 +164,16 @@ void Cluster::start() {
     observer_.on_replica_state(s);
   }
   if (autoscaler_) start_autoscaling();
+  // Run ahead where every replica's arrivals are known ahead and nothing else couples the replicas
+  // (runs_ahead()). Pending time-outs, retries, faults and the rest put events in the queue that
+  // reach a replica; an admission policy or autoscaler reads the replicas' state.
+  runs_ahead_ = layout_.run_ahead && !disaggregated() && !admission_ && !autoscaler_ && !faults_ && !timeout_ &&
+                !retry_.any() && !closed_loop_ && network_ == nullptr && kv_stores_.empty() &&
+                router_->next_in_turn(replicas_.size()) >= 0;
+  if (runs_ahead_) {
+    ingress_due_.assign(replicas_.size(), {});
+    for (auto& r : replicas_) r->set_run_ahead(this);
+  }
   if (closed_loop_) {
     poll_source();
   } else if (read_next()) {
@@ -193,8 +203,47 @@ void Cluster::on_wake(uint64_t version) {
 }
 
 bool Cluster::read_next() {
-  has_next_ = source_.next(next_);
+  if (!ahead_.empty()) {  // read ahead (horizon_ns)
+    std::swap(next_, ahead_.front());
+    ahead_.pop_front();
+    has_next_ = true;
+  } else {
+    has_next_ = !source_done_ && source_.next(next_);
+  }
   return has_next_;
+}
+
+int64_t Cluster::horizon_ns(uint32_t replica) {
+  int64_t h = INT64_MAX;
+  if (const int64_t interval = layout_.sample_interval_ns; interval > 0) {
+    // State signals up to the next sample time T (>= now) and not past it: the signals at <= T come
+    // before the one that writes T's sample. A signal comes at an iteration's start, and an iteration
+    // handled in line ends before the horizon: T + 1.
+    const int64_t now = sim_.now().ns();
+    const int64_t next = now % interval == 0 ? now : (now / interval + 1) * interval;
+    if (next < INT64_MAX) h = next + 1;
+  }
+  for (const int64_t t : ingress_due_[replica]) h = std::min(h, t);  // on the client path to it now
+  if (!has_next_) return h;
+  // The router takes the replicas in turn: the next request (next_) goes to `first`, the k-th after
+  // it to first + k, whatever happens to them (a rejected one too has had its turn).
+  const size_t n = replicas_.size();
+  const auto first = static_cast<size_t>(router_->next_in_turn(n));
+  const size_t k = (replica + n - first) % n;
+  while (ahead_.size() < k && !source_done_) {
+    ahead_.emplace_back();
+    if (!source_.next(ahead_.back())) {
+      ahead_.pop_back();
+      source_done_ = true;
+    }
+  }
+  if (k > ahead_.size()) return h;  // no request will come to it
+  const traces::RequestSpec& s = k == 0 ? next_ : ahead_[k - 1];
+  // Where admit() puts it: its arrival, plus the ingress on the client path, as schedule_after rounds it.
+  const double ingress_s = ingress_seconds(s.prompt_tokens);
+  int64_t t = s.arrival.ns();
+  if (ingress_s > 0) t += core::Duration::from_seconds(ingress_s).ns();
+  return std::min(h, t);
 }
 
 void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome why) {
@@ -232,7 +281,11 @@ void Cluster::on_event(uint64_t payload) {
       route_again(id);
       return;
     }
-    replicas_[requests_[id].routed_replica]->enqueue(id);
+    if (runs_ahead_) {
+      std::vector<int64_t>& due = ingress_due_[to];
+      due.erase(std::find(due.begin(), due.end(), sim_.now().ns()));
+    }
+    replicas_[to]->enqueue(id);
   }
 }
 
@@ -291,8 +344,7 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
     reject(r, target, *why);
     return;
   }
-  const double ingress_s =
-      layout_.client.ingress_s + layout_.client.ingress_s_per_prompt_token * static_cast<double>(r.prompt_tokens);
+  const double ingress_s = ingress_seconds(r.prompt_tokens);
   const uint64_t number = r.id;
   int64_t deadline = 0;
   if (timeout_ && __builtin_add_overflow(r.arrival.ns(), timeout_->ns(), &deadline))
@@ -310,8 +362,11 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
       sim_.schedule_weak_at(core::Time::from_ns(deadline), &timer_);
     }
   }
-  if (ingress_s > 0)
-    sim_.schedule_after(core::Duration::from_seconds(ingress_s), this, uint64_t{id.slot} + 1);
+  if (ingress_s > 0) {
+    const core::Duration ingress = core::Duration::from_seconds(ingress_s);
+    sim_.schedule_after(ingress, this, uint64_t{id.slot} + 1);
+    if (runs_ahead_) ingress_due_[target].push_back((sim_.now() + ingress).ns());
+  }
   else if (none_up)
     route_again(id);  // parked until a repair, or failed
   else

@@ -33,6 +33,11 @@ class Router {
   virtual void bind(std::span<Replica* const> /*replicas*/, Simulation& /*sim*/) {}
   // Returns an index into `replicas`.
   virtual uint32_t route(const Request& request, std::span<const ReplicaLoad> replicas) = 0;
+  // For a router whose choice depends on nothing but the order of requests (round_robin): the index
+  // into `replicas` (of size `replicas`) that the next request will go to, whatever it is and
+  // whatever the replicas' state; the one after it goes to the following index, and so on. -1 for
+  // every other router. It lets the cluster know each replica's next arrival (Cluster: run ahead).
+  virtual int64_t next_in_turn(size_t /*replicas*/) const { return -1; }
 };
 
 // Admission control at the router (implementations in policies/router/admission.cc, family
@@ -161,12 +166,21 @@ struct ClusterLayout {
   // default where a topology exists; Replica::set_swap_fabric), else analytic (network.pcie_gb_s).
   bool swap_flows = true;
   ClientPath client;
+  // Whether replicas may run decode iterations ahead of the clock where nothing can see them
+  // (Cluster::runs_ahead): the caller says no where an observer needs every replica's signals in
+  // global time order (a time series, a timeline); the cluster decides from the rest.
+  bool run_ahead = false;
+  // The replica time series' interval (ns; 0: none). Its sample at time T shows every replica's
+  // state after all signals at <= T and is written at the first state signal past T, so a replica
+  // runs ahead only up to the next sample time.
+  int64_t sample_interval_ns = 0;
 };
 
 class Cluster final : public EventHandler,
                       private core::LifecycleObserver,
                       private ReplicaListener,
-                      private TransferListener {
+                      private TransferListener,
+                      private RunAhead {
  public:
   // `observer` receives every lifecycle signal of the cluster and its replicas. `decode_router`
   // and `network` are needed only when the layout is disaggregated.
@@ -213,6 +227,14 @@ class Cluster final : public EventHandler,
 
   // Schedules the first arrival.
   void start();
+  // Whether the replicas run ahead (decided by start()): every replica's arrivals are known ahead
+  // (a router that takes replicas in turn, an open-loop source) and nothing else couples them (no
+  // admission control, autoscaling, faults, client time-outs or retries, disaggregation, network or
+  // shared KV store), so a replica's pure decode iterations up to its next arrival are its own
+  // business: it runs them in line ahead of the clock (Replica::decode_window), and its iteration
+  // and state signals reach the observers ahead of other replicas' earlier ones (each replica's own
+  // stay in order). Results are those of the queue's order: docs/performance.md, "Replicas run ahead".
+  bool runs_ahead() const { return runs_ahead_; }
   // Payload 0: the arrival of the request read ahead from the source (the client sends it). Payload
   // slot + 1: that request reaches its replica's queue (after the client path's ingress).
   void on_event(uint64_t payload) override;
@@ -405,6 +427,19 @@ class Cluster final : public EventHandler,
   int64_t pulls_waiting_ = 0;                 // over the decode pool
   traces::RequestSpec next_;
   bool has_next_ = false;
+  // Run ahead: the requests read from the source after next_, in order (at most one per replica),
+  // whether the source has ended, and per replica the times its requests on the client path reach
+  // its queue.
+  bool runs_ahead_ = false;
+  std::deque<traces::RequestSpec> ahead_;
+  bool source_done_ = false;
+  std::vector<std::vector<int64_t>> ingress_due_;
+  // RunAhead: the time (ns) the replica's next request reaches its queue, INT64_MAX when none will.
+  int64_t horizon_ns(uint32_t replica) override;
+  // When a request sent now of `prompt_tokens` reaches its replica's queue: the client path's ingress.
+  double ingress_seconds(int64_t prompt_tokens) const {
+    return layout_.client.ingress_s + layout_.client.ingress_s_per_prompt_token * static_cast<double>(prompt_tokens);
+  }
   bool closed_loop_ = false;
   std::vector<int32_t> class_priority_;  // per request class (empty without classes)
   std::vector<uint16_t> class_tenant_;   // per request class: its tenant's number (empty without classes)

@@ -802,7 +802,7 @@ void Replica::try_start_iteration() {
 // it would have: the iteration that is not the next event is scheduled with the number it would have
 // had, and one that would finish a request or run out of blocks is planned by try_start_iteration.
 // Returns false, having changed nothing, when the run cannot start.
-[[gnu::noinline]] bool Replica::decode_window() {
+[[gnu::noinline]] bool Replica::decode_window(int64_t horizon) {
   const size_t n = running_.size();
   const core::Time t0 = sim_.now();
   if (n == 0 || n != plan_.decodes.size() || !arriving_.empty() || !waiting_.empty() || aborts_pending_ > 0 ||
@@ -839,6 +839,10 @@ void Replica::try_start_iteration() {
   shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
   core::IterationRecord rec;
   const auto seqs = static_cast<int64_t>(n);
+  // Running ahead (set_run_ahead), the run goes on up to the replica's next arrival, past other
+  // replicas' events, and the replica's time (`prev`) runs ahead of the clock; its run ends with an
+  // iteration through the queue (so that the next plan is made at its time), never in line.
+  const int64_t ahead = horizon;  // running ahead: the replica's next arrival (window_worth_trying)
   core::Time prev = t0;
   int64_t j = 0;
   size_t phase = 0;  // j mod B
@@ -850,7 +854,7 @@ void Replica::try_start_iteration() {
     if (blocks > 0 && !kv_.try_allocate(blocks)) throw core::Error("internal: decode blocks checked but not allocated");
     plan_.decode_context_tokens = shape.decode_context_tokens;
     const core::Duration duration = step_duration(seconds);
-    const core::Time now = sim_.now();
+    const core::Time now = prev;
     // From here on as try_start_iteration and run_iteration: the replica busy, its iteration
     // numbered, the event's sequence number taken, then the observers told.
     busy_ = true;
@@ -860,8 +864,8 @@ void Replica::try_start_iteration() {
     last_duration_ = duration;
     ++iteration_;
     if (duration.ns() > INT64_MAX - now.ns()) [[unlikely]] {
-      flush_window(j, j + 1);
-      sim_.schedule_after(duration, this, iteration_);  // throws: the clock's limit
+      flush_window(j, j + 1, now);
+      sim_.clock_limit_from(now, duration);  // throws, as schedule_after(duration) at `now` would
     }
     const core::Time end = now + duration;
     const uint64_t seq = sim_.reserve_seq();
@@ -870,15 +874,22 @@ void Replica::try_start_iteration() {
     observer_.on_iteration(rec);
     // Without a new block nothing publish_state() reports has changed (the queue, the running set
     // and the cache are as they were): it would tell the observers nothing.
-    if (blocks > 0) publish_state();
-    if (end.ns() >= sim_.in_line_horizon_ns()) {
-      // Not the next event: it goes into the queue with the number it has, its end handled by
-      // on_event.
-      flush_window(j, j + 1);
+    if (blocks > 0) publish_state_at(now);
+    const bool queued =
+        ahead_ ? end.ns() >= ahead || j + 1 >= k ||
+                     window_blocks_[phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1] > kv_.available()
+               : end.ns() >= sim_.in_line_horizon_ns();
+    if (queued) {
+      // Not the next event (or, running ahead, not one the replica may handle before its time):
+      // it goes into the queue with the number it has, its end handled by on_event.
+      flush_window(j, j + 1, now);
       sim_.schedule_reserved(end, seq, this, iteration_);
       return true;
     }
-    sim_.advance_in_line(end);
+    if (ahead_)
+      sim_.count_ahead();
+    else
+      sim_.advance_in_line(end);
     ++in_line_iterations_;
     // The iteration's end (on_event): every request emits one token, one gap after its last.
     busy_ = false;
@@ -889,7 +900,7 @@ void Replica::try_start_iteration() {
     load_.oracle_remaining_tokens -= seqs;
     prev = end;
   }
-  flush_window(j, j);
+  flush_window(j, j, prev);
   repeat_ = true;
   try_start_iteration();
   return true;
@@ -897,9 +908,8 @@ void Replica::try_start_iteration() {
 
 // Brings every running request up to date after `tokens` iterations of a decode run, and gives it
 // the blocks the run's first `block_iterations` iterations took for it; clears the block counts.
-void Replica::flush_window(int64_t tokens, int64_t block_iterations) {
+void Replica::flush_window(int64_t tokens, int64_t block_iterations, core::Time now) {
   const int64_t bs = kv_.block_size();
-  const core::Time now = sim_.now();
   for (const RequestId id : running_) {
     Request& r = requests_[id];
     const int64_t j0 = r.kv_blocks * bs - r.kv_tokens;
@@ -1115,7 +1125,8 @@ void Replica::on_event(uint64_t payload) {
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
   chained_ = true;
-  if (!repeat_ || !window_worth_trying() || !decode_window()) try_start_iteration();
+  int64_t horizon = 0;
+  if (!repeat_ || !window_worth_trying(horizon) || !decode_window(horizon)) try_start_iteration();
   // Pulls waiting for room get what the next iteration has left (vLLM's scheduler allocates for
   // its running requests first, then for the waiting ones, remote-KV ones included).
   if (pulls_waiting_ > 0) [[unlikely]] listener_->on_kv_freed(*this);
@@ -1583,7 +1594,7 @@ void Replica::drop_prefetch(RequestId id) {
   prefetches_.erase(p);
 }
 
-void Replica::publish_state() {
+void Replica::publish_state_at(core::Time t) {
   const auto engine_queue = static_cast<int64_t>(waiting_.size() + arriving_.size() + loading_.size());
   load_.queued = engine_queue + incoming_ + pulls_waiting_ + pulls_in_flight_;
   load_.running = static_cast<int64_t>(running_.size());
@@ -1597,7 +1608,7 @@ void Replica::publish_state() {
   core::ReplicaState& s = published_state_;
   published_ = true;
   s.replica = index_;
-  s.time = sim_.now();
+  s.time = t;
   s.queued = engine_queue;
   s.running = load_.running;
   s.kv_blocks_used = load_.kv_blocks_used;

@@ -170,6 +170,15 @@ struct ReplicaConfig {
   std::shared_ptr<const NvmeTierSpec> nvme_tier;
 };
 
+// Who knows a replica's next arrival ahead of time (the cluster, where it runs ahead): the time (ns)
+// the replica's next request reaches its queue, INT64_MAX when none will. Nothing else can reach
+// the replica before then, so its decode iterations up to then are its own (Replica::decode_window).
+class RunAhead {
+ public:
+  virtual ~RunAhead() = default;
+  virtual int64_t horizon_ns(uint32_t replica) = 0;
+};
+
 class ReplicaListener {
  public:
   // A prefill replica's request has its first token; move its KV to a decode replica and call
@@ -295,6 +304,9 @@ class Replica final : public EventHandler {
   // against the same run through the event queue. in_line_iterations() counts the iterations
   // they handled.
   void set_decode_windows(bool on) { windows_ = on; }
+  // Runs ahead of the clock (Cluster::runs_ahead): decode runs go on past other replicas' events,
+  // up to `ahead`'s horizon for this replica instead of the next queued event. Null: off.
+  void set_run_ahead(RunAhead* ahead) { ahead_ = ahead; }
   uint64_t in_line_iterations() const { return in_line_iterations_; }
   // Reserves the blocks of the pull of `id` when the cache has them beyond the scheduler's reserve
   // (what admitting a request asks) and returns how many; -1 (nothing taken) when it has not.
@@ -439,16 +451,20 @@ class Replica final : public EventHandler {
   bool repeat_decodes();
   // Runs the next decode iterations in line while nothing else can happen in between (see
   // replica.cc); false when it cannot start (then nothing changed).
-  bool decode_window();
+  bool decode_window(int64_t horizon);
   // Whether to try decode_window() at all: only when the next iteration is likely to be the next
   // event, i.e. one as long as the last would end before the next queued event (with several
   // replicas another replica's iteration usually comes first). A guess that keeps the attempt off
   // the hot path, not a rule: decode_window checks every iteration exactly.
-  bool window_worth_trying() const {
-    const int64_t horizon = sim_.in_line_horizon_ns(), now = sim_.now().ns();
-    return windows_ && horizon > now && last_duration_.ns() < horizon - now;
+  // `horizon`: set to the time the run must end before (running ahead: the replica's own horizon).
+  bool window_worth_trying(int64_t& horizon) const {
+    if (!windows_) return false;
+    horizon = ahead_ ? ahead_->horizon_ns(index_) : sim_.in_line_horizon_ns();
+    const int64_t now = sim_.now().ns();
+    return horizon > now && last_duration_.ns() < horizon - now;
   }
-  void flush_window(int64_t tokens, int64_t block_iterations);
+  // `last_token`: when the run's last token came (the time the replica has reached).
+  void flush_window(int64_t tokens, int64_t block_iterations, core::Time last_token);
   // The time of an iteration of `shape` (s, at the replica's speed) from the engine's and the cost
   // model's terms; fills `rec`'s figures.
   double iteration_seconds(hwmodels::BatchShape& shape, bool after_idle, core::IterationRecord& rec);
@@ -485,7 +501,9 @@ class Replica final : public EventHandler {
   // cached, the rejected drafts' KV is freed, its next drafts are taken; returns the tokens it emits
   // (1 + accepted, never past its output).
   int64_t settle_decode(Request& r, size_t i);
-  void publish_state();
+  void publish_state() { publish_state_at(sim_.now()); }
+  // As of time t (a replica running ahead publishes at its own time, past the clock).
+  void publish_state_at(core::Time t);
   // Host KV tier: while the request at the head of the waiting queue is a fresh prefill whose prefix
   // chain continues past HBM's hit in the host tier and the load policy says load, takes HBM blocks
   // for the units (the hit's pinned, the loaded ones inserted), and parks it until the copy ends.
@@ -658,6 +676,7 @@ class Replica final : public EventHandler {
   bool windows_ = true;
   uint64_t in_line_iterations_ = 0;
   std::vector<int64_t> window_blocks_;  // decode_window: requests by the iteration (mod B) they take a block
+  RunAhead* ahead_ = nullptr;           // set_run_ahead
   bool down_ = false;
   double speed_ = 1.0;
   core::Time lost_iteration_end_;  // when the iteration a failure interrupted would have ended

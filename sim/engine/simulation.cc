@@ -39,9 +39,11 @@ void Simulation::push_back(Event e) {
   sift_up(heap_.size() - 1, e);
 }
 
-void Simulation::clock_limit(core::Duration d) const {
+void Simulation::clock_limit(core::Duration d) const { clock_limit_from(now_, d); }
+
+void Simulation::clock_limit_from(core::Time from, core::Duration d) const {
   throw core::Error("the simulated clock would pass its limit (int64 nanoseconds: 292 years): an event " +
-                    core::format_double(d.seconds()) + " s after t = " + core::format_double(now_.seconds()) +
+                    core::format_double(d.seconds()) + " s after t = " + core::format_double(from.seconds()) +
                     " s; the run's time span (arrival rates, time windows) or its iteration times (hardware "
                     "speeds, overheads) are out of proportion");
 }

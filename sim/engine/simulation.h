@@ -75,6 +75,15 @@ class Simulation {
     ++processed_;
     ++in_line_;
   }
+  // Counts, inside the running handler, an event it handled itself ahead of the clock (a replica
+  // running ahead: Cluster::runs_ahead), as advance_in_line does, but the clock stays.
+  void count_ahead() {
+    ++processed_;
+    ++in_line_;
+  }
+  // Throws the clock's-limit error for an event `d` after `from` (a time a handler running ahead
+  // has reached, past now).
+  [[noreturn]] void clock_limit_from(core::Time from, core::Duration d) const;
 
   // Processes events until none but weak ones are left (those are dropped).
   void run();

@@ -41,6 +41,7 @@ struct ClusterSetup {
   sim::TopologyConfig topology;  // num_gpus is set to the replica count (TP 1)
   bool unified_network = false;  // a unified cluster on `topology` too (its KV tiers' copies are flows)
   bool swap_flows = true;        // with a network: swap copies are flows on it (ClusterLayout::swap_flows)
+  bool run_ahead = false;        // replicas may run ahead where the cluster allows (ClusterLayout::run_ahead)
   bool layerwise = false;
   sim::PdPull pd_pull = sim::PdPull::kReserveFirst;
   std::vector<int64_t> kv_blocks_of;  // per replica, where given: its KV capacity in place of kv_blocks
@@ -110,6 +111,8 @@ struct Harness {
     layout.pd_pull = s.pd_pull;
     layout.client = s.client;
     layout.swap_flows = s.swap_flows;
+    layout.run_ahead = s.run_ahead;
+    checker.set_replicas_run_ahead(s.run_ahead);
     std::unique_ptr<sim::Router> decode_router;
     if (s.prefill_replicas > 0 || s.unified_network) {
       sim::TopologyConfig t = s.topology;
