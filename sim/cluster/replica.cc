@@ -785,8 +785,9 @@ void Replica::try_start_iteration() {
 // (repeat_decodes: nothing waits, the running set is the last iteration's decodes), it runs each
 // next iteration in line (Simulation::advance_in_line) while that iteration is the next event of the
 // whole simulation - nothing else (an arrival, another replica, a sample, a timer) comes before its
-// end, so nothing can look at this replica in between - and ends before the first iteration in
-// which a request would finish or the cache would run out of blocks. Every iteration computes its
+// end, so nothing can look at this replica in between - or, running ahead (set_run_ahead), while it
+// ends before the replica's next arrival; it starts the iteration in which a request finishes (K
+// below) but leaves its end to the queue, and stops before the cache would run out of blocks. Every iteration computes its
 // time exactly as try_start_iteration does (same shape, same terms, same order: the same bits) and
 // tells the observers the same records at the same simulated times; what it saves is each request's
 // per-token bookkeeping, done once for the run:
@@ -799,8 +800,10 @@ void Replica::try_start_iteration() {
 //     the requests with j0 = j mod B (all j0 < B, or the run is not entered);
 //   - no request finishes before iteration K = min(output - generated - 1).
 // When the run stops, each request is brought up to date (flush_window) and the replica goes on as
-// it would have: the iteration that is not the next event is scheduled with the number it would have
-// had, and one that would finish a request or run out of blocks is planned by try_start_iteration.
+// it would have: the iteration whose end is not handled in line (not the next event, past the
+// horizon, K's, or, running ahead, the last before the blocks run out) is scheduled with the number
+// it would have had; one that would run out of blocks is planned by try_start_iteration (never
+// after an iteration handled ahead of the clock).
 // Returns false, having changed nothing, when the run cannot start.
 [[gnu::noinline]] bool Replica::decode_window(int64_t horizon) {
   const size_t n = running_.size();
@@ -846,7 +849,10 @@ void Replica::try_start_iteration() {
   core::Time prev = t0;
   int64_t j = 0;
   size_t phase = 0;  // j mod B
-  for (; j < k; ++j, phase = phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1) {
+  // Iterations 0 .. k: the ends of 0 .. k - 1 may be handled in line; k's (a request emits its last
+  // token) always goes through the queue, but the run starts it as try_start_iteration would have
+  // (the same decodes, the same blocks: nothing can have come between).
+  for (; j <= k; ++j, phase = phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1) {
     const int64_t blocks = window_blocks_[phase];
     if (blocks > kv_.available()) break;  // a reserve fails: the scheduler's plan (decode_running preempts)
     shape.decode_context_tokens = c0 + seqs * j;
@@ -876,9 +882,9 @@ void Replica::try_start_iteration() {
     // and the cache are as they were): it would tell the observers nothing.
     if (blocks > 0) publish_state_at(now);
     const bool queued =
-        ahead_ ? end.ns() >= ahead || j + 1 >= k ||
-                     window_blocks_[phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1] > kv_.available()
-               : end.ns() >= sim_.in_line_horizon_ns();
+        j == k || (ahead_ ? end.ns() >= ahead ||
+                                window_blocks_[phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1] > kv_.available()
+                          : end.ns() >= sim_.in_line_horizon_ns());
     if (queued) {
       // Not the next event (or, running ahead, not one the replica may handle before its time):
       // it goes into the queue with the number it has, its end handled by on_event.

@@ -73,10 +73,10 @@ void expect_same(const Harness& a, const Harness& b) {
 // [0, 10) emits token 1; the first decode [10, 20) (context 3 + 1 = 4, in its one block) is planned
 // by the scheduler (the iteration before had a prefill) and emits token 2. Then nothing else is
 // queued, so from 20 ms the replica runs its decodes in line: iteration j (j = 0, 1, ...) decodes
-// at context 5 + j and emits token 3 + j; it stops before the iteration that emits the last token
-// (K = 10 - 2 - 1 = 7: j = 0..6, contexts 5..11, ending at 30, ..., 90 ms), which try_start_iteration
-// plans (context 12) and the queue ends at 100 ms. Blocks: the context passes 4 at j = 0 and 8 at
-// j = 4 (blocks 2 and 3). So 7 iterations in line; the gaps are all 10 ms.
+// at context 5 + j and emits token 3 + j; it stops before the end of the iteration that emits the
+// last token (K = 10 - 2 - 1 = 7: j = 0..6, contexts 5..11, ending at 30, ..., 90 ms), which the run
+// starts too (context 12) and leaves to the queue: its end at 100 ms. Blocks: the context passes 4
+// at j = 0 and 8 at j = 4 (blocks 2 and 3). So 7 iterations in line; the gaps are all 10 ms.
 TEST(DecodeWindowTest, RunsTheDecodesInLineUpToTheIterationThatFinishes) {
   ClusterSetup s;
   s.block_size = 4;

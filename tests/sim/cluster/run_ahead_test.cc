@@ -93,19 +93,18 @@ ClusterSetup two_replicas() {
 
 // Two requests (prompt 3, output 10) at 0 and 1 ms, one per replica (in turn). By hand, replica 0:
 // prefill [0, 10), first decode [10, 20) (planned: the iteration before had a prefill), then pure
-// decodes from 20 ms. It stops before the iteration that emits the last token (K = 10 - 2 - 1 = 7
-// decodes from 20 ms: [20, 30) ... [80, 90)), and running ahead the last of them goes through the
-// queue so that the next plan is made at 90 ms: 6 in line (ending at 30, ..., 80), the request done
-// at 100 ms. Replica 1 the same 1 ms later (done at 101 ms). No request comes after, so neither has
-// a horizon. Through the queue alone no run is ever tried: the other replica's iteration, 1 ms
-// away, is always the next event.
+// decodes from 20 ms. The request has 2 tokens, so K = 10 - 2 - 1 = 7: the ends of [20, 30) ...
+// [80, 90) are handled in line (7), and the run starts [90, 100), whose end (the last token) goes
+// through the queue: done at 100 ms. Replica 1 the same 1 ms later (done at 101 ms). No request
+// comes after, so neither has a horizon. Through the queue alone no run is ever tried: the other
+// replica's iteration, 1 ms away, is always the next event.
 TEST(RunAheadTest, EachReplicaRunsItsDecodesPastTheOthersEvents) {
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.001, 3, 10)};
   std::unique_ptr<Harness> a = run(specs, two_replicas(), true), b = run(specs, two_replicas(), false);
   EXPECT_TRUE(a->cluster->runs_ahead());
   EXPECT_FALSE(b->cluster->runs_ahead());
-  EXPECT_EQ(in_line(*a, 0), 6u);
-  EXPECT_EQ(in_line(*a, 1), 6u);
+  EXPECT_EQ(in_line(*a, 0), 7u);
+  EXPECT_EQ(in_line(*a, 1), 7u);
   EXPECT_EQ(in_line(*b, 0) + in_line(*b, 1), 0u);
   ASSERT_EQ(a->obs.done.size(), 2u);
   EXPECT_EQ(a->obs.done[0].finish.ns(), 100 * kMs);
@@ -124,20 +123,20 @@ TEST(RunAheadTest, EachReplicaRunsItsDecodesPastTheOthersEvents) {
 // end before 55 ms (at 30, 40, 50 ms); the one from 50 ms ends at 60 ms and goes through the queue.
 // The continuous scheduler then prefills request 2 alone [60, 70), decodes both [70, 80) (request
 // 2's first decode, planned), and from 80 ms runs both: request 0 has 7 tokens, K = 10 - 7 - 1 = 2,
-// so [80, 90) in line and [90, 100) through the queue; request 0 ends at 110 ms. Request 2 (tokens
-// at 70, 80, ..., 110 ms) alone from [110, 120) (planned after the completion): at 120 ms it has 6,
-// K = 3: [120, 130) and [130, 140) in line. 3 + 1 + 2 = 6, request 2 done at 160 ms. The queue
-// alone runs nothing in line while replica 1 is busy (its iteration, 1 ms after replica 0's, is
-// always the next event); after it is done (101 ms), replica 0's last run from 120 ms is handled in
-// line up to the iteration that finishes, [120, 150): 3.
+// so [80, 90) and [90, 100) in line, [100, 110) started by the run and ended through the queue
+// (request 0 done at 110 ms). Request 2 (tokens at 70, 80, ..., 110 ms) alone from [110, 120)
+// (planned after the completion): at 120 ms it has 6, K = 3: [120, 130) ... [140, 150) in line.
+// 3 + 2 + 3 = 8, request 2 done at 160 ms. The queue alone runs nothing in line while replica 1 is
+// busy (its iteration, 1 ms after replica 0's, is always the next event); after it is done (101
+// ms), replica 0's last run from 120 ms: the same 3.
 // With an ingress of 5 ms on the client path every request reaches its replica 5 ms after it is
 // sent, the third at 60 ms, which is replica 0's horizon: the same schedule 5 ms later (the run from
 // 25 ms handles the iterations ending at 35, 45, 55 ms; the one ending at 65 ms goes through the
-// queue), 6 in line, request 2 done at 165 ms.
+// queue), 8 in line, request 2 done at 165 ms.
 TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.001, 3, 10), spec(0.055, 3, 10)};
   std::unique_ptr<Harness> a = run(specs, two_replicas(), true), b = run(specs, two_replicas(), false);
-  EXPECT_EQ(in_line(*a, 0), 6u);
+  EXPECT_EQ(in_line(*a, 0), 8u);
   EXPECT_EQ(in_line(*b, 0), 3u);
   EXPECT_EQ(in_line(*b, 1), 0u);
   ASSERT_EQ(a->obs.done.size(), 3u);
@@ -154,7 +153,7 @@ TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   ClusterSetup s = two_replicas();
   s.client.ingress_s = 0.005;
   std::unique_ptr<Harness> c = run(specs, s, true), d = run(specs, s, false);
-  EXPECT_EQ(in_line(*c, 0), 6u);
+  EXPECT_EQ(in_line(*c, 0), 8u);
   ASSERT_EQ(c->obs.done.size(), 3u);
   EXPECT_EQ(c->obs.done[2].finish.ns(), 165 * kMs);
   expect_same(*c, *d, 2);
