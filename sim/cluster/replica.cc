@@ -878,9 +878,11 @@ void Replica::try_start_iteration() {
     rec.start = now;
     rec.duration = duration;
     observer_.on_iteration(rec);
-    // Without a new block nothing publish_state() reports has changed (the queue, the running set
-    // and the cache are as they were): it would tell the observers nothing.
-    if (blocks > 0) publish_state_at(now);
+    // Without a new block nothing publish_state() reports has changed since the run's first
+    // iteration (the queue, the running set and the cache are as they were): it would tell the
+    // observers nothing. The first one publishes what the iteration before changed (requests that
+    // completed: the running set and the cache), as run_iteration does.
+    if (blocks > 0 || j == 0) publish_state_at(now);
     const bool queued =
         j == k || (ahead_ ? end.ns() >= ahead ||
                                 window_blocks_[phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1] > kv_.available()
@@ -1085,11 +1087,18 @@ void Replica::on_event(uint64_t payload) {
   size_t kept = 0;
   std::vector<RequestId>& handoffs = handoffs_;
   handoffs.clear();
+  // Whether every request that leaves has completed and every one that stays decoded in this
+  // iteration (in running order): then the plan, less the completed ones, is still every running
+  // request's decode, which a scheduler that decodes the running ones when nothing waits repeats.
+  bool completions_only = repeats_ && plan_.prefills.empty() && aborts_pending_ == 0 &&
+                          plan_.decodes.size() == running_.size() &&
+                          std::equal(running_.begin(), running_.end(), plan_.decodes.begin());
   leaving = leaving || aborts_pending_ > 0;
   if (!leaving) kept = running_.size();
   for (RequestId id : leaving ? std::span<const RequestId>(running_) : std::span<const RequestId>()) {
     Request& r = requests_[id];
     if (r.timed_out) {  // its client gave up during the iteration
+      completions_only = false;
       --aborts_pending_;
       account(r, -1);
       release_kv(r);
@@ -1115,6 +1124,7 @@ void Replica::on_event(uint64_t payload) {
       observer_.on_request_done(rec);
       requests_.erase(id);
     } else if (role_ == ReplicaRole::kPrefill && r.decoding) {
+      completions_only = false;
       r.state = RequestState::kTransferring;
       account(r, -1);
       ++transferring_;
@@ -1125,9 +1135,13 @@ void Replica::on_event(uint64_t payload) {
   }
   running_.resize(kept);
   if (!gaps_.empty()) observer_.on_token_gaps(gaps_);
-  // Nothing but token counts changed: the plan keeps its decodes for try_start_iteration to repeat.
-  repeat_ = repeats_ && !leaving && plan_.prefills.empty();
-  if (!repeat_) plan_.clear();
+  // Nothing but token counts changed, or requests completed out of an all-decode plan: the plan
+  // keeps its decodes (the running ones) for try_start_iteration to repeat or decode_window to run.
+  repeat_ = repeats_ && plan_.prefills.empty() && (!leaving || completions_only);
+  if (!repeat_)
+    plan_.clear();
+  else if (leaving)
+    plan_.decodes.assign(running_.begin(), running_.end());
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
   chained_ = true;

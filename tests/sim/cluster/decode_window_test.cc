@@ -104,15 +104,17 @@ TEST(DecodeWindowTest, RunsTheDecodesInLineUpToTheIterationThatFinishes) {
 // iterations. A's decodes run in line from 20 ms: [20, 30), [30, 40), [40, 50); the next, [50, 60),
 // would end after B's arrival at 55 ms, so it goes into the queue. At 60 ms B is admitted and
 // prefilled alone [60, 70) (an iteration is all prefills or all decodes), then A and B decode
-// [70, 80) and [80, 90) (B has 3 tokens: K = 0, nothing in line; B leaves at 90), A alone [90, 100)
-// and [100, 110) (A's 10th token). So 3 iterations in line, B done at 90 ms and A at 110 ms.
+// [70, 80) and [80, 90) (B has 3 tokens: K = 0, nothing in line; B leaves at 90). B completed out
+// of an all-decode plan, so A's run starts at once at 90 ms: A has 8 tokens, K = 1, [90, 100) in
+// line and [100, 110) (A's 10th token) started by the run, its end through the queue. So 4
+// iterations in line, B done at 90 ms and A at 110 ms.
 TEST(DecodeWindowTest, AnArrivalDuringTheRunSendsTheNextIterationThroughTheQueue) {
   ClusterSetup s;
   s.block_size = 4;
   s.base_s = 0.010;
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.055, 2, 3)};
   std::unique_ptr<Harness> h = run(specs, s, true);
-  EXPECT_EQ(in_line(*h), 3u);
+  EXPECT_EQ(in_line(*h), 4u);
   ASSERT_NE(h->obs.find(0), nullptr);
   ASSERT_NE(h->obs.find(1), nullptr);
   EXPECT_EQ(h->obs.find(1)->finish.ns(), 90 * kMs);

@@ -124,20 +124,20 @@ TEST(RunAheadTest, EachReplicaRunsItsDecodesPastTheOthersEvents) {
 // The continuous scheduler then prefills request 2 alone [60, 70), decodes both [70, 80) (request
 // 2's first decode, planned), and from 80 ms runs both: request 0 has 7 tokens, K = 10 - 7 - 1 = 2,
 // so [80, 90) and [90, 100) in line, [100, 110) started by the run and ended through the queue
-// (request 0 done at 110 ms). Request 2 (tokens at 70, 80, ..., 110 ms) alone from [110, 120)
-// (planned after the completion): at 120 ms it has 6, K = 3: [120, 130) ... [140, 150) in line.
-// 3 + 2 + 3 = 8, request 2 done at 160 ms. The queue alone runs nothing in line while replica 1 is
-// busy (its iteration, 1 ms after replica 0's, is always the next event); after it is done (101
-// ms), replica 0's last run from 120 ms: the same 3.
+// (request 0 done at 110 ms). Request 0 completed out of an all-decode plan, so request 2's run
+// starts at once: it has 5 tokens (at 70, 80, ..., 110 ms), K = 4: [110, 120) ... [140, 150) in
+// line, [150, 160) started by the run. 3 + 2 + 4 = 9, request 2 done at 160 ms. The queue alone
+// runs nothing in line while replica 1 is busy (its iteration, 1 ms after replica 0's, is always
+// the next event); after it is done (101 ms), replica 0's last run from 110 ms: the same 4.
 // With an ingress of 5 ms on the client path every request reaches its replica 5 ms after it is
 // sent, the third at 60 ms, which is replica 0's horizon: the same schedule 5 ms later (the run from
 // 25 ms handles the iterations ending at 35, 45, 55 ms; the one ending at 65 ms goes through the
-// queue), 8 in line, request 2 done at 165 ms.
+// queue), 9 in line, request 2 done at 165 ms.
 TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.001, 3, 10), spec(0.055, 3, 10)};
   std::unique_ptr<Harness> a = run(specs, two_replicas(), true), b = run(specs, two_replicas(), false);
-  EXPECT_EQ(in_line(*a, 0), 8u);
-  EXPECT_EQ(in_line(*b, 0), 3u);
+  EXPECT_EQ(in_line(*a, 0), 9u);
+  EXPECT_EQ(in_line(*b, 0), 4u);
   EXPECT_EQ(in_line(*b, 1), 0u);
   ASSERT_EQ(a->obs.done.size(), 3u);
   EXPECT_EQ(a->obs.done[2].id, 2u);
@@ -153,7 +153,7 @@ TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   ClusterSetup s = two_replicas();
   s.client.ingress_s = 0.005;
   std::unique_ptr<Harness> c = run(specs, s, true), d = run(specs, s, false);
-  EXPECT_EQ(in_line(*c, 0), 8u);
+  EXPECT_EQ(in_line(*c, 0), 9u);
   ASSERT_EQ(c->obs.done.size(), 3u);
   EXPECT_EQ(c->obs.done[2].finish.ns(), 165 * kMs);
   expect_same(*c, *d, 2);
