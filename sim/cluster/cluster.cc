@@ -50,6 +50,7 @@ Replica& Cluster::add_replica(const ReplicaConfig& config, const hwmodels::StepC
   replicas_.push_back(std::make_unique<Replica>(c, sim_, requests_, cost, std::move(scheduler),
                                                 static_cast<core::LifecycleObserver&>(*this), loads_[i],
                                                 static_cast<ReplicaListener*>(this)));
+  replicas_.back()->set_signals(observer_);  // the cluster forwards them unchanged (cluster.h)
   std::vector<std::pair<int64_t, int64_t>> pairs;
   if (network_ && !gpus.empty()) {
     const Topology& topo = network_->topology();

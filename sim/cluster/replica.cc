@@ -877,7 +877,7 @@ void Replica::try_start_iteration() {
     const uint64_t seq = sim_.reserve_seq();
     rec.start = now;
     rec.duration = duration;
-    observer_.on_iteration(rec);
+    signals_->on_iteration(rec);
     // Without a new block nothing publish_state() reports has changed since the run's first
     // iteration (the queue, the running set and the cache are as they were): it would tell the
     // observers nothing. The first one publishes what the iteration before changed (requests that
@@ -904,7 +904,7 @@ void Replica::try_start_iteration() {
     chained_ = true;
     gaps_.clear();
     gaps_.push_back({(end - prev).ns(), seqs, 1});
-    observer_.on_token_gaps(gaps_);
+    signals_->on_token_gaps(gaps_);
     load_.oracle_remaining_tokens -= seqs;
     prev = end;
   }
@@ -936,7 +936,7 @@ void Replica::flush_window(int64_t tokens, int64_t block_iterations, core::Time 
   sim_.schedule_after(duration, this, ++iteration_);
   rec.start = sim_.now();
   rec.duration = duration;
-  observer_.on_iteration(rec);
+  signals_->on_iteration(rec);
   publish_state();
 }
 
@@ -1090,7 +1090,8 @@ void Replica::on_event(uint64_t payload) {
   // Whether every request that leaves has completed and every one that stays decoded in this
   // iteration (in running order): then the plan, less the completed ones, is still every running
   // request's decode, which a scheduler that decodes the running ones when nothing waits repeats.
-  bool completions_only = repeats_ && plan_.prefills.empty() && aborts_pending_ == 0 &&
+  // (Checked only when a request leaves: the walk over the batch would cost every iteration.)
+  bool completions_only = leaving && repeats_ && plan_.prefills.empty() && aborts_pending_ == 0 &&
                           plan_.decodes.size() == running_.size() &&
                           std::equal(running_.begin(), running_.end(), plan_.decodes.begin());
   leaving = leaving || aborts_pending_ > 0;
@@ -1134,7 +1135,7 @@ void Replica::on_event(uint64_t payload) {
     }
   }
   running_.resize(kept);
-  if (!gaps_.empty()) observer_.on_token_gaps(gaps_);
+  if (!gaps_.empty()) signals_->on_token_gaps(gaps_);
   // Nothing but token counts changed, or requests completed out of an all-decode plan: the plan
   // keeps its decodes (the running ones) for try_start_iteration to repeat or decode_window to run.
   repeat_ = repeats_ && plan_.prefills.empty() && (!leaving || completions_only);
@@ -1634,7 +1635,7 @@ void Replica::publish_state_at(core::Time t) {
   s.kv_blocks_used = load_.kv_blocks_used;
   s.kv_blocks_total = kv_.total();
   s.pulls_waiting = pulls_waiting_;
-  observer_.on_replica_state(s);
+  signals_->on_replica_state(s);
 }
 
 }  // namespace servesim::sim

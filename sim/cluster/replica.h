@@ -307,6 +307,9 @@ class Replica final : public EventHandler {
   // Runs ahead of the clock (Cluster::runs_ahead): decode runs go on past other replicas' events,
   // up to `ahead`'s horizon for this replica instead of the next queued event. Null: off.
   void set_run_ahead(RunAhead* ahead) { ahead_ = ahead; }
+  // Where the iteration, token-gap and replica-state signals go when the observer given at
+  // construction only forwards them (the cluster's own observer): one call instead of two.
+  void set_signals(core::LifecycleObserver& signals) { signals_ = &signals; }
   uint64_t in_line_iterations() const { return in_line_iterations_; }
   // Reserves the blocks of the pull of `id` when the cache has them beyond the scheduler's reserve
   // (what admitting a request asks) and returns how many; -1 (nothing taken) when it has not.
@@ -623,6 +626,7 @@ class Replica final : public EventHandler {
   const hwmodels::StepCostModel& cost_;
   std::unique_ptr<BatchScheduler> scheduler_;
   core::LifecycleObserver& observer_;
+  core::LifecycleObserver* signals_ = &observer_;  // set_signals
   ReplicaLoad& load_;
   core::ReplicaState published_state_;  // the last state told to the observers
   bool published_ = false;
