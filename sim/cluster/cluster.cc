@@ -284,7 +284,9 @@ void Cluster::on_event(uint64_t payload) {
     }
     if (runs_ahead_) {
       std::vector<int64_t>& due = ingress_due_[to];
-      due.erase(std::find(due.begin(), due.end(), sim_.now().ns()));
+      const auto it = std::find(due.begin(), due.end(), sim_.now().ns());
+      if (it == due.end()) throw core::Error("internal: a request reached its replica at a time not on record");
+      due.erase(it);
     }
     replicas_[to]->enqueue(id);
   }
