@@ -8,6 +8,7 @@
 
 #include "hwmodels/cost_model.h"
 #include "sim/core/lifecycle.h"
+#include "sim/core/rng.h"
 #include "traces/arrival_source.h"
 
 namespace servesim::testing {
@@ -38,6 +39,20 @@ inline traces::RequestSpec spec(double arrival_s, int64_t prompt, int64_t output
   s.prompt_tokens = prompt;
   s.output_tokens = output;
   return s;
+}
+
+// `count` requests of random lengths (prompts 1-40, outputs 1-120 tokens) whose arrivals are
+// uniform(0, max_gap_s) apart, drawn from `stream` of `seed`: the random workloads that check a
+// fast path against the queue's way.
+inline std::vector<traces::RequestSpec> random_specs(uint64_t seed, const char* stream, int count, double max_gap_s) {
+  std::vector<traces::RequestSpec> specs;
+  core::Rng rng(seed, stream);
+  double t = 0;
+  for (int i = 0; i < count; ++i) {
+    t += max_gap_s * rng.uniform();
+    specs.push_back(spec(t, 1 + static_cast<int64_t>(rng.uniform() * 40), 1 + static_cast<int64_t>(rng.uniform() * 120)));
+  }
+  return specs;
 }
 
 // Iteration time = base + per_token x tokens, exactly.

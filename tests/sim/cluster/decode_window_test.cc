@@ -5,7 +5,6 @@
 // replica state, and the same number of events handled.
 #include <gtest/gtest.h>
 
-#include "sim/core/rng.h"
 #include "tests/sim/cluster/cluster_harness.h"
 
 namespace servesim::sim {
@@ -129,13 +128,7 @@ TEST(DecodeWindowTest, AnArrivalDuringTheRunSendsTheNextIterationThroughTheQueue
 // runs end on blocks running out and requests are preempted.
 TEST(DecodeWindowTest, AgreesWithTheQueueOnRandomWorkloads) {
   for (const uint64_t seed : {1u, 2u, 3u}) {
-    std::vector<traces::RequestSpec> specs;
-    core::Rng rng(seed, "decode-window");
-    double t = 0;
-    for (int i = 0; i < 300; ++i) {
-      t += 0.4 * rng.uniform();
-      specs.push_back(spec(t, 1 + static_cast<int64_t>(rng.uniform() * 40), 1 + static_cast<int64_t>(rng.uniform() * 120)));
-    }
+    const std::vector<traces::RequestSpec> specs = testing::random_specs(seed, "decode-window", 300, 0.4);
     ClusterSetup s;
     s.replicas = 2;
     s.router = "kind = \"least_outstanding\"\n";

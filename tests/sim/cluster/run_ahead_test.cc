@@ -8,7 +8,6 @@
 
 #include <algorithm>
 
-#include "sim/core/rng.h"
 #include "tests/sim/cluster/cluster_harness.h"
 
 namespace servesim::sim {
@@ -177,13 +176,7 @@ TEST(RunAheadTest, OnlyARouterThatTakesTheReplicasInTurnLetsThemRunAhead) {
 // order), continuous arrival times.
 TEST(RunAheadTest, AgreesWithTheQueueOnRandomWorkloads) {
   for (const uint64_t seed : {1u, 2u, 3u}) {
-    std::vector<traces::RequestSpec> specs;
-    core::Rng rng(seed, "run-ahead");
-    double t = 0;
-    for (int i = 0; i < 600; ++i) {
-      t += 0.2 * rng.uniform();
-      specs.push_back(spec(t, 1 + static_cast<int64_t>(rng.uniform() * 40), 1 + static_cast<int64_t>(rng.uniform() * 120)));
-    }
+    const std::vector<traces::RequestSpec> specs = testing::random_specs(seed, "run-ahead", 600, 0.2);
     ClusterSetup s;
     s.replicas = 4;
     s.block_size = 4;
