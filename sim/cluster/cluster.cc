@@ -369,11 +369,11 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
     const core::Duration ingress = core::Duration::from_seconds(ingress_s);
     sim_.schedule_after(ingress, this, uint64_t{id.slot} + 1);
     if (runs_ahead_) ingress_due_[target].push_back((sim_.now() + ingress).ns());
-  }
-  else if (none_up)
+  } else if (none_up) {
     route_again(id);  // parked until a repair, or failed
-  else
+  } else {
     replica.enqueue(id);
+  }
 }
 
 void Cluster::on_deadline() {

@@ -168,7 +168,7 @@ struct ClusterLayout {
   ClientPath client;
   // Whether replicas may run decode iterations ahead of the clock where nothing can see them
   // (Cluster::runs_ahead): the caller says no where an observer needs every replica's signals in
-  // global time order (a time series, a timeline); the cluster decides from the rest.
+  // global time order (a timeline); the cluster decides from the rest.
   bool run_ahead = false;
   // The replica time series' interval (ns; 0: none). Its sample at time T shows every replica's
   // state after all signals at <= T and is written at the first state signal past T, so a replica

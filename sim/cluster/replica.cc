@@ -787,8 +787,8 @@ void Replica::try_start_iteration() {
 // whole simulation - nothing else (an arrival, another replica, a sample, a timer) comes before its
 // end, so nothing can look at this replica in between - or, running ahead (set_run_ahead), while it
 // ends before the replica's next arrival; it starts the iteration in which a request finishes (K
-// below) but leaves its end to the queue, and stops before the cache would run out of blocks. Every iteration computes its
-// time exactly as try_start_iteration does (same shape, same terms, same order: the same bits) and
+// below) but leaves its end to the queue, and stops before the cache would run out of blocks. Every
+// iteration computes its time exactly as try_start_iteration does (same shape, same terms, same order: the same bits) and
 // tells the observers the same records at the same simulated times; what it saves is each request's
 // per-token bookkeeping, done once for the run:
 //   - iteration j of the run (j = 0, 1, ...) decodes every running request r at context
@@ -842,10 +842,11 @@ void Replica::try_start_iteration() {
   shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
   core::IterationRecord rec;
   const auto seqs = static_cast<int64_t>(n);
-  // Running ahead (set_run_ahead), the run goes on up to the replica's next arrival, past other
-  // replicas' events, and the replica's time (`prev`) runs ahead of the clock; its run ends with an
-  // iteration through the queue (so that the next plan is made at its time), never in line.
-  const int64_t ahead = horizon;  // running ahead: the replica's next arrival (window_worth_trying)
+  // Running ahead (set_run_ahead), `horizon` (window_worth_trying) is the replica's next arrival:
+  // the run goes on past other replicas' events, with the replica's time (`prev`) ahead of the
+  // clock, and ends with an iteration through the queue (so that the next plan is made at its
+  // time), never in line. Otherwise the queue's horizon is asked again at every iteration: an
+  // iteration's time may itself queue events (an expert-parallel exchange's flows on the network).
   core::Time prev = t0;
   int64_t j = 0;
   size_t phase = 0;  // j mod B
@@ -884,7 +885,7 @@ void Replica::try_start_iteration() {
     // completed: the running set and the cache), as run_iteration does.
     if (blocks > 0 || j == 0) publish_state_at(now);
     const bool queued =
-        j == k || (ahead_ ? end.ns() >= ahead ||
+        j == k || (ahead_ ? end.ns() >= horizon ||
                                 window_blocks_[phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1] > kv_.available()
                           : end.ns() >= sim_.in_line_horizon_ns());
     if (queued) {
