@@ -1380,7 +1380,7 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   return plan;
 }
 
-// [retries]: client retries, for open-loop workloads.
+// [retries]: client retries (a closed-loop client retries before its think time and next request).
 sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource& source, uint64_t seed) {
   sim::RetryPolicy policy;
   if (!config.has("retries")) return policy;
@@ -1398,10 +1398,6 @@ sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource
     r.fail("max_backoff_s", "max_backoff_s (" + core::format_double(policy.max_backoff_s) +
                                 ") is below backoff_s (" + core::format_double(policy.backoff_s) +
                                 "): the first retry would already wait longer than the longest back-off");
-  if (policy.any() && source.closed_loop())
-    r.fail("max_attempts", "client retries are modelled for open-loop workloads; a closed-loop workload's client "
-                           "waits for its answer before sending its next request (set max_attempts = 1 or use an "
-                           "open-loop arrival process)");
   if (policy.any() && !policy.after_timeout && !policy.after_shed && !policy.after_failure)
     r.fail("max_attempts", "retries are on but after_timeout, after_shed and after_failure are all false: nothing "
                            "would be retried");
