@@ -307,6 +307,38 @@ TEST(ClosedLoopRetriesTest, RetriesOfARequestSentBeforeTheDurationAreSentAfterIt
   EXPECT_EQ(h.sim.now(), ms(135));
 }
 
+// Draining stages wait for the last attempt of their client requests. Stage 0 sends at 0 and 10
+// ms (100 req/s for 20 ms), 2 output tokens, a 25 ms time-out, 2 attempts, back-off 100 ms.
+//   r0 prefills [0, 10), decodes [10, 20): answered at 20.
+//   r1 (sent at 10, after the replica planned [10, 20)) prefills [20, 30), decodes [30, 40); its
+//   client gives up at 35 and retries at 135: r2 runs [135, 155), answered within its 25 ms.
+//   Stage 0's last client request ends at 155 (without retries: 35), so stage 1 starts 5 ms later,
+//   at 160: r3 at 160 runs [160, 180); r4 at 170 prefills [180, 190), decodes [190, 200), is given
+//   up at 195 and retried at 295: r5 runs [295, 315). Retries keep their stage.
+TEST(ClosedLoopRetriesTest, DrainedStagesWaitForTheLastAttempt) {
+  Harness h(closed_loop("kind = \"stages\"\ninterval_s = 0.005\n"
+                        "[[workload.arrival.stages]]\nrate = 100.0\nduration_s = 0.02\ntype = \"constant\"\n"
+                        "[[workload.arrival.stages]]\nrate = 100.0\nduration_s = 0.02\ntype = \"constant\"\n",
+                        2, 0.025),
+            ClusterSetup());
+  h.cluster->set_retries(policy(2, 0.1));
+  h.run();
+  const auto r = by_id(h);
+  ASSERT_EQ(r.size(), 6u);
+  const double sent[] = {0, 10, 135, 160, 170, 295};
+  const uint32_t stage[] = {0, 0, 0, 1, 1, 1};
+  const uint32_t attempt[] = {0, 0, 1, 0, 0, 1};
+  for (uint64_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r.at(i).arrival, ms(sent[i]));
+    EXPECT_EQ(r.at(i).stage, stage[i]);
+    EXPECT_EQ(r.at(i).attempt, attempt[i]);
+    EXPECT_EQ(r.at(i).outcome, i == 1 || i == 4 ? core::RequestOutcome::kTimedOut : core::RequestOutcome::kCompleted);
+  }
+  EXPECT_EQ(r.at(2).finish, ms(155));
+  EXPECT_EQ(r.at(5).finish, ms(315));
+}
+
 // `concurrency` clients, however many attempts each makes: 4 clients, a time-out that a queue of
 // more than two requests misses, 3 attempts with full jitter, three seeds. At every instant at most 4 client requests are
 // open (from a first send to the client-side end of the attempt not retried) and at most 4
