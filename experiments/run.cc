@@ -494,7 +494,8 @@ const std::vector<core::ParamSpec>& run_schema() {
                                  "retry a request lost with a failed replica ([faults] on_failure = \"fail\")"),
           },
           "client retries: a failed request (timed out, shed, lost with a replica) is sent again as a new request "
-          "after an exponential back-off (open-loop workloads); requests that can never fit are not retried")
+          "after an exponential back-off (a closed-loop client retries before its next request); requests that can "
+          "never fit are not retried")
           .optional(),
       ParamSpec::table(
           "output",
@@ -1381,7 +1382,7 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
 }
 
 // [retries]: client retries (a closed-loop client retries before its think time and next request).
-sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource& source, uint64_t seed) {
+sim::RetryPolicy retries(const core::Params& config, uint64_t seed) {
   sim::RetryPolicy policy;
   if (!config.has("retries")) return policy;
   const core::Params& r = config.section("retries");
@@ -1712,7 +1713,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   const sim::FaultPlan fault_plan =
       faults(config, disaggregated, replicas, seed, placement, gpus_per_node, network.get());
-  const sim::RetryPolicy retry_policy = retries(config, *source, seed);
+  const sim::RetryPolicy retry_policy = retries(config, seed);
   collector_cfg.retries = retry_policy.any();
   std::unique_ptr<sim::Autoscaler> autoscaler;
   sim::AutoscalePlan scale_plan;
