@@ -494,7 +494,8 @@ const std::vector<core::ParamSpec>& run_schema() {
                                  "retry a request lost with a failed replica ([faults] on_failure = \"fail\")"),
           },
           "client retries: a failed request (timed out, shed, lost with a replica) is sent again as a new request "
-          "after an exponential back-off (open-loop workloads); requests that can never fit are not retried")
+          "after an exponential back-off (a closed-loop client retries before its next request); requests that can "
+          "never fit are not retried")
           .optional(),
       ParamSpec::table(
           "output",
@@ -1380,8 +1381,8 @@ sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t re
   return plan;
 }
 
-// [retries]: client retries, for open-loop workloads.
-sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource& source, uint64_t seed) {
+// [retries]: client retries (a closed-loop client retries before its think time and next request).
+sim::RetryPolicy retries(const core::Params& config, uint64_t seed) {
   sim::RetryPolicy policy;
   if (!config.has("retries")) return policy;
   const core::Params& r = config.section("retries");
@@ -1398,10 +1399,6 @@ sim::RetryPolicy retries(const core::Params& config, const traces::ArrivalSource
     r.fail("max_backoff_s", "max_backoff_s (" + core::format_double(policy.max_backoff_s) +
                                 ") is below backoff_s (" + core::format_double(policy.backoff_s) +
                                 "): the first retry would already wait longer than the longest back-off");
-  if (policy.any() && source.closed_loop())
-    r.fail("max_attempts", "client retries are modelled for open-loop workloads; a closed-loop workload's client "
-                           "waits for its answer before sending its next request (set max_attempts = 1 or use an "
-                           "open-loop arrival process)");
   if (policy.any() && !policy.after_timeout && !policy.after_shed && !policy.after_failure)
     r.fail("max_attempts", "retries are on but after_timeout, after_shed and after_failure are all false: nothing "
                            "would be retried");
@@ -1716,7 +1713,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
 
   const sim::FaultPlan fault_plan =
       faults(config, disaggregated, replicas, seed, placement, gpus_per_node, network.get());
-  const sim::RetryPolicy retry_policy = retries(config, *source, seed);
+  const sim::RetryPolicy retry_policy = retries(config, seed);
   collector_cfg.retries = retry_policy.any();
   std::unique_ptr<sim::Autoscaler> autoscaler;
   sim::AutoscalePlan scale_plan;

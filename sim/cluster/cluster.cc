@@ -258,8 +258,8 @@ void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome wh
   rec.stage = r.stage;
   rec.request_class = r.request_class;
   ++counters_.rejected;
+  if (closed_loop_) client_free(r.id, sim_.now(), why);  // the client has its error at once
   client_done(rec);
-  if (closed_loop_) source_.request_done(r.id, sim_.now());  // the client has its error at once
 }
 
 void Cluster::on_event(uint64_t payload) {
@@ -324,6 +324,7 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
     next.spec = spec;
     next.attempt = retry ? retry->attempt : 0;
     next.first_sent = retry ? retry->first_sent : spec.arrival;
+    if (closed_loop_) next.sent = retry ? retry->sent : source_sends_++;
   }
 
   const size_t pool = disaggregated() ? layout_.prefill_replicas : replicas_.size();
@@ -398,7 +399,7 @@ void Cluster::time_out(RequestId id) {
   Request& r = requests_[id];
   r.timed_out = true;
   // The client is free now, whatever the engine still does with the request.
-  if (closed_loop_) source_.request_done(r.id, sim_.now());
+  if (closed_loop_) client_free(r.id, sim_.now(), core::RequestOutcome::kTimedOut);
   switch (r.state) {
     case RequestState::kIngress: {
       // Not in a queue yet: it leaves now; its slot waits for the ingress event (which is how the
@@ -612,11 +613,11 @@ void Cluster::on_request_done(const core::RequestRecord& r) {
   if (timeout_ && rec.client_finish > r.arrival + *timeout_) {
     // The engine finished, but the last token would reach the client after it gave up.
     rec.outcome = core::RequestOutcome::kTimedOut;
-    if (closed_loop_) source_.request_done(rec.id, r.arrival + *timeout_);
+    if (closed_loop_) client_free(rec.id, r.arrival + *timeout_, core::RequestOutcome::kTimedOut);
     signal_timed_out(rec);
   } else {
     ++counters_.completed;
-    if (closed_loop_) source_.request_done(rec.id, rec.client_finish);
+    if (closed_loop_) client_free(rec.id, rec.client_finish, rec.outcome);
     client_done(rec);
   }
   if (closed_loop_) poll_source();

@@ -278,6 +278,11 @@ class Cluster final : public EventHandler,
     uint32_t attempt = 0;
     core::Time first_sent;
     uint32_t replica = 0;      // where the previous attempt failed
+    // Closed loop: which of the source's sends the client request is (its id for request_done), and
+    // whether the client has been told of this attempt's end (client_free) and retries it.
+    uint64_t sent = 0;
+    bool told = false;
+    bool retries = false;
   };
   void admit(const traces::RequestSpec& spec, const Retry* retry = nullptr);
   void reject(const Request& r, uint32_t replica, core::RequestOutcome why);
@@ -372,6 +377,11 @@ class Cluster final : public EventHandler,
   // says which attempt it was and schedules the next one when the client will retry.
   void client_done(core::RequestRecord& rec);
   void on_retry(uint64_t index);
+  // Closed loop: attempt `id` ended for its client at `t` with `outcome`. The client is free (the
+  // source's request_done) unless it retries this attempt; then it stays busy until its retry ends.
+  void client_free(uint64_t id, core::Time t, core::RequestOutcome outcome);
+  // Whether the client retries an attempt (0 = its first send) that ended with `outcome`.
+  bool retried(uint32_t attempt, core::RequestOutcome outcome) const;
   // ---- autoscaling (sim/cluster/autoscaling.cc) ----
   // Payload 0: an evaluation; else a readiness, (generation << 32) | (replica + 1).
   struct ScaleTimer final : EventHandler {
@@ -495,6 +505,7 @@ class Cluster final : public EventHandler,
   std::unordered_map<uint64_t, Retry> attempts_;  // with retries: per request in flight, what its client sends again
   std::vector<Retry> retries_;                    // retries waiting for their send, by slot
   std::vector<uint64_t> free_retries_;            // free slots of retries_
+  uint64_t source_sends_ = 0;                     // closed loop with retries: requests the source has sent
 };
 
 }  // namespace servesim::sim

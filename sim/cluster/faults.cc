@@ -352,7 +352,7 @@ void Cluster::fail_request(RequestId id) {
   rec.request_class = r.request_class;
   requests_.erase(id);
   ++counters_.failed;
-  if (closed_loop_) source_.request_done(rec.id, sim_.now());
+  if (closed_loop_) client_free(rec.id, sim_.now(), core::RequestOutcome::kFailed);
   client_done(rec);
   if (closed_loop_) poll_source();
 }

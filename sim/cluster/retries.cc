@@ -19,8 +19,6 @@ double RetryPolicy::delay_s(uint32_t k, double u) const {
 
 void Cluster::set_retries(const RetryPolicy& policy) {
   if (!policy.any()) return;
-  if (closed_loop_)
-    throw core::Error("internal: client retries are modelled for open-loop workloads only");
   retry_ = policy;
   retry_rng_ = core::Rng(policy.seed, "retries");
 }
@@ -38,19 +36,19 @@ void Cluster::client_done(core::RequestRecord& rec) {
     // replica's failure (now).
     std::optional<core::Time> noticed;
     switch (rec.outcome) {
-      case core::RequestOutcome::kTimedOut:
-        if (retry_.after_timeout) noticed = rec.client_finish;
-        break;
-      case core::RequestOutcome::kRejectedAdmission:
-        if (retry_.after_shed) noticed = rec.arrival;
-        break;
-      case core::RequestOutcome::kFailed:
-        if (retry_.after_failure) noticed = rec.finish;
-        break;
-      default:
-        break;
+      case core::RequestOutcome::kTimedOut: noticed = rec.client_finish; break;
+      case core::RequestOutcome::kRejectedAdmission: noticed = rec.arrival; break;
+      case core::RequestOutcome::kFailed: noticed = rec.finish; break;
+      default: break;
     }
-    if (noticed && next.attempt + 1 < retry_.max_attempts) {
+    const bool again = retried(next.attempt, rec.outcome);
+    // A closed-loop client was told at the attempt's end (client_free) whether it retries: the
+    // record that reaches here later must say the same.
+    if (closed_loop_ && (!next.told || next.retries != again))
+      throw core::Error("internal: request " + std::to_string(rec.id) + "'s client was told " +
+                        (next.told ? (next.retries ? "it retries" : "it is free") : "nothing") +
+                        ", but its record says " + (again ? "it retries" : "it does not"));
+    if (again) {
       ++next.attempt;
       next.replica = rec.replica;
       const double delay = retry_.delay_s(next.attempt, retry_rng_.uniform());
@@ -72,11 +70,38 @@ void Cluster::client_done(core::RequestRecord& rec) {
   observer_.on_request_done(rec);
 }
 
+bool Cluster::retried(uint32_t attempt, core::RequestOutcome outcome) const {
+  if (attempt + 1 >= retry_.max_attempts) return false;  // the client gives up
+  switch (outcome) {
+    case core::RequestOutcome::kTimedOut: return retry_.after_timeout;
+    case core::RequestOutcome::kRejectedAdmission: return retry_.after_shed;
+    case core::RequestOutcome::kFailed: return retry_.after_failure;
+    default: return false;  // answered, or a request that can never fit (a 400)
+  }
+}
+
+void Cluster::client_free(uint64_t id, core::Time t, core::RequestOutcome outcome) {
+  if (!retry_.any()) {  // request ids are the source's
+    source_.request_done(id, t);
+    return;
+  }
+  // A retrying client stays busy: its think time and next request wait for the end of its last
+  // attempt, so the workload keeps `concurrency` clients however many attempts each makes.
+  auto it = attempts_.find(id);
+  if (it == attempts_.end() || it->second.told)
+    throw core::Error("internal: the client of request " + std::to_string(id) + " told twice of its end");
+  Retry& a = it->second;
+  a.told = true;
+  a.retries = retried(a.attempt, outcome);
+  if (!a.retries) source_.request_done(a.sent, t);
+}
+
 void Cluster::on_retry(uint64_t index) {
   const Retry retry = std::move(retries_[index]);
   retries_[index] = Retry{};
   free_retries_.push_back(index);
   admit(retry.spec, &retry);
+  if (closed_loop_) poll_source();  // a last attempt shed at its send frees its client now
 }
 
 }  // namespace servesim::sim

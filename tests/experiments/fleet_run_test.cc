@@ -410,6 +410,56 @@ TEST(FleetRunTest, RetriesAfterTheBurstAddLoadAndAreCountedPerClientRequest) {
   EXPECT_GT(sent, own * 3 / 2) << own << " sent by the clients, " << sent << " attempts with retries";
 }
 
+// Client retries on a closed loop (issue 17): the benchmark of closed_loop_azure_lengths.toml with
+// 128 clients and a 10 s time-out. `requests` counts client requests: 2,000 first sends with and
+// without retries, the retries on top. A retrying client stays busy until its last attempt ends:
+// at every instant exactly 128 client requests are open (from the first send to the end of the
+// attempt not retried; ends before starts at one instant), never more, and at most 128 attempts.
+TEST(FleetRunTest, ClosedLoopClientsRetryWithoutBecomingMoreClients) {
+  struct Records final : core::LifecycleObserver {
+    std::vector<core::RequestRecord> done;
+    void on_request_done(const core::RequestRecord& r) override { done.push_back(r); }
+  };
+  const std::string path = servesim::testing::source_dir() + "/experiments/workloads/closed_loop_azure_lengths.toml";
+  const std::vector<std::string> base = {"workload.arrival.concurrency=128", "workload.client_timeout_s=10"};
+  std::vector<std::string> with = base;
+  with.push_back("retries.max_attempts=3");
+  RunOutputs plain_out, retry_out;
+  plain_out.check = retry_out.check = true;
+  Records records;
+  retry_out.observers.push_back(&records);
+  const RunResult plain = run_simulation(load_run_config(path, base), plain_out);
+  const RunResult retry = run_simulation(load_run_config(path, with), retry_out);
+  auto metric = [&](const char* name) {
+    for (const auto& v : retry.summary.fleet)
+      if (v.name == name) return v.value;
+    ADD_FAILURE() << name << " missing";
+    return -1.0;
+  };
+  EXPECT_EQ(plain.summary.requests_total, 2000u);
+  EXPECT_EQ(metric("client_requests"), 2000.0);
+  EXPECT_GT(metric("retry_attempts"), 100.0);
+  EXPECT_EQ(metric("client_requests") + metric("retry_attempts"), static_cast<double>(retry.summary.requests_total));
+  EXPECT_EQ(metric("client_completed") + metric("client_gave_up"), metric("client_requests"));
+  EXPECT_EQ(metric("client_completed"), static_cast<double>(retry.summary.requests_completed));
+  ASSERT_EQ(records.done.size(), retry.summary.requests_total);
+  std::vector<std::pair<int64_t, int>> open, flight;
+  for (const auto& r : records.done) {
+    flight.push_back({r.arrival.ns(), +1});
+    flight.push_back({r.client_finish.ns(), -1});
+    if (r.attempt == 0) open.push_back({r.arrival.ns(), +1});
+    if (!r.retried) open.push_back({r.client_finish.ns(), -1});
+  }
+  auto peak = [](std::vector<std::pair<int64_t, int>> v) {
+    std::sort(v.begin(), v.end());
+    int now = 0, most = 0;
+    for (const auto& [t, d] : v) most = std::max(most, now += d);
+    return most;
+  };
+  EXPECT_EQ(peak(open), 128);
+  EXPECT_LE(peak(flight), 128);
+}
+
 }  // namespace
 }  // namespace servesim::experiments
 

@@ -469,11 +469,6 @@ std::vector<ErrorCase> cases() {
   add({"retries_backoff_above_max", "a retry back-off longer than its maximum",
        {{"run.toml", poisson_config("client_timeout_s = 1\n", "[retries]\nmax_attempts = 3\nbackoff_s = 10\n")}},
        run_azure, 2, {"run.toml", "retries.max_backoff_s", "below backoff_s"}});
-  add({"retries_closed_loop", "client retries with a closed-loop workload",
-       {{"run.toml", length_file_config("json", "[workload.arrival]\nkind = \"closed_loop\"\nconcurrency = 4\n"
-                                                "requests = 20\n") + "[retries]\nmax_attempts = 2\n"},
-        {"lengths.json", "[{\"prompt_len\": 100, \"output_len\": 20}]\n"}},
-       run_azure, 2, {"run.toml", "retries.max_attempts", "open-loop"}});
   add({"retries_nothing_to_retry", "client retries with every kind of failure turned off",
        {{"run.toml", poisson_config("", "[retries]\nmax_attempts = 2\nafter_timeout = false\nafter_shed = false\n"
                                         "after_failure = false\n")}},

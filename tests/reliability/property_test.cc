@@ -8,6 +8,7 @@
 // from "just fits the largest request" to "roomy", so preemption and both rejection paths happen.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -417,11 +418,12 @@ Draw draw_config(uint64_t seed) {
       }
     }
   }
-  // Client retries (issue 17) on a third of the open-loop draws whose requests can fail (a time-out,
-  // shedding, or failed replicas), from their own stream and last: 2 to 4 attempts, short back-offs.
+  // Client retries (issue 17) on a third of the draws whose requests can fail (a time-out, shedding,
+  // or failed replicas), closed loops and draining stages included, from their own stream and last:
+  // 2 to 4 attempts, short back-offs.
   core::Rng retry_rng(seed, "property-retries");
   const bool open_loop = d.arrival != "closed_loop" && t.find("drain = true") == std::string::npos;
-  if (open_loop && (d.timeout || d.admission || d.faults) && retry_rng.uniform_int(3) == 0) {
+  if ((d.timeout || d.admission || d.faults) && retry_rng.uniform_int(3) == 0) {
     d.retries = true;
     t += "[retries]\nmax_attempts = " + std::to_string(2 + retry_rng.uniform_int(3)) + "\nbackoff_s = " +
          num(pick(retry_rng, std::vector<double>{0, 0.01, 0.2})) + "\njitter = " +
@@ -617,7 +619,7 @@ struct Tally {
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0,
            autoscaled_fault_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
-  uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
+  uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0, closed_loop_retry_runs = 0;
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
   uint64_t kv_tier_runs = 0, kv_host_loads = 0, kv_tier_pd_runs = 0, kv_host_loads_pd = 0, kv_host_stores_pd = 0;
@@ -702,6 +704,22 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
         EXPECT_EQ(retried, fleet("retry_attempts"));
         EXPECT_EQ(signalled, fleet("retry_attempts"));
         tally.retries += fleet("retry_attempts");
+        if (const size_t at = d.toml.find("concurrency = "); d.arrival == "closed_loop" && at != std::string::npos) {
+          // A closed-loop client retries before it thinks and sends again: at most `concurrency`
+          // client requests are open at any instant, from a first send to the client-side end of
+          // the attempt not retried (ends before starts at one instant).
+          const int64_t clients = std::stoll(d.toml.substr(at + 14));
+          std::vector<std::pair<int64_t, int>> open;
+          for (const auto& rec : recorded.done) {
+            if (rec.attempt == 0) open.push_back({rec.arrival.ns(), +1});
+            if (!rec.retried) open.push_back({rec.client_finish.ns(), -1});
+          }
+          std::sort(open.begin(), open.end());
+          int64_t now = 0, peak = 0;
+          for (const auto& [time, change] : open) peak = std::max(peak, now += change);
+          EXPECT_LE(peak, clients);
+          tally.closed_loop_retry_runs += fleet("retry_attempts") > 0;
+        }
         for (const auto& rec : recorded.done)
           tally.retried_and_answered += rec.attempt > 0 && rec.outcome == core::RequestOutcome::kCompleted;
       }
@@ -871,6 +889,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
   EXPECT_GT(tally.retries, 100u);
   EXPECT_GT(tally.retried_and_answered, 10u);
+  EXPECT_GT(tally.closed_loop_retry_runs, kSeeds / 200);  // closed-loop clients that retried (11 of 1,000)
   // Issue 17: open-loop arrivals under a time-varying rate.
   EXPECT_GT(tally.rate_profile_runs, kSeeds / 20);
   for (const char* model : {"mixtral-8x7b", "deepseek-v3 (num_layers = 4)", "llama-3-8b (weight_dtype = \"fp8\")"})
@@ -890,7 +909,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
-            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.retries
+            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.closed_loop_retry_runs << " closed loops that retried, " << tally.retries
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
             << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
             << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a KV tier ("
