@@ -266,6 +266,33 @@ TEST(PriorityPreemptionTest, EqualPrioritiesNeverPreempt) {
   EXPECT_TRUE(k.preempted.empty());
 }
 
+// The sequence limit counts as "cannot be admitted" too: ample KV (1,000 blocks), max_num_seqs = 2.
+// L0 and L1 (batch, 4-token prompts, 10 outputs) at 0 and 1 ms take both slots; H (premium, 4 + 2)
+// at 25 ms. continuous: L0 and L1 produce their 10th token at 110 ms (prefills [0, 10) and [10, 20),
+// nine decodes ending 30, ..., 110), so without preemption H prefills [110, 120): first token at
+// 120 ms. chunked: L1's prefill shares [10, 20) with L0's first decode, L0's 10th token comes at
+// 100 ms, and H prefills [100, 110): 110 ms. With "admit", the 30 ms plan finds the slots full and
+// preempts L1: H's first token at 40 ms under both schedulers.
+TEST(PriorityPreemptionTest, AFullSequenceLimitPreemptsToo) {
+  const auto ms = [](int64_t v) { return core::Time::from_ns(v * 1'000'000); };
+  for (const std::string kind : {"continuous", "chunked"}) {
+    SCOPED_TRACE(kind);
+    for (const bool admit : {false, true}) {
+      ClusterSetup s;
+      s.replicas = 1;
+      s.scheduler = "kind = \"" + kind + "\"\nwatermark = 0.0\nmax_num_seqs = 2\npolicy = \"priority\"\n" +
+                    (admit ? "priority_preemption = \"admit\"\n" : "");
+      auto src = std::make_unique<VectorSource>(std::vector<traces::RequestSpec>{
+          classed(0.000, 4, 10, 1), classed(0.001, 4, 10, 1), classed(0.025, 4, 2, 0)});
+      src->request_classes = two_classes();
+      Harness h(std::move(src), s);
+      h.run();
+      EXPECT_EQ(h.obs.find(2)->first_token, admit ? ms(40) : kind == "continuous" ? ms(120) : ms(110));
+      EXPECT_EQ(h.obs.preempted, admit ? std::vector<uint64_t>{1} : std::vector<uint64_t>{});
+    }
+  }
+}
+
 // The option belongs to the priority policy: with fcfs (or none) it is an error at the key.
 TEST(PriorityPreemptionTest, NeedsThePriorityPolicy) {
   ClusterSetup s;
