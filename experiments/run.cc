@@ -1570,14 +1570,6 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     network = std::make_unique<sim::Network>(simulation, sim::Topology(topology));
   }
 
-  policies::SchedulerContext sched_ctx;
-  sched_ctx.max_context = model->max_context;
-  std::vector<std::unique_ptr<sim::BatchScheduler>> schedulers;
-  for (const auto& p : pools) {
-    sched_ctx.data_parallel = p.ranks;
-    for (int64_t i = 0; i < p.replicas; ++i)
-      schedulers.push_back(policies::scheduler_registry().make(*p.scheduler, sched_ctx));
-  }
   std::unique_ptr<sim::Router> router = policies::router_registry().make(config.section("router"), seed);
   std::unique_ptr<sim::Admission> admission =
       config.has("admission") ? policies::admission_registry().make(config.section("admission")) : nullptr;
@@ -1591,6 +1583,15 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     if (block_s * 1e9 < 1 || block_s >= 9.2e9)
       rep.fail("block_s", "a block of " + core::format_double(block_s) + " s after rate_scale is not a usable length");
     source = std::make_unique<traces::BlockBootstrapSource>(std::move(source), std::llround(block_s * 1e9), seed);
+  }
+  policies::SchedulerContext sched_ctx;
+  sched_ctx.max_context = model->max_context;
+  sched_ctx.tenant_weights = core::tenant_weights(source->classes());
+  std::vector<std::unique_ptr<sim::BatchScheduler>> schedulers;
+  for (const auto& p : pools) {
+    sched_ctx.data_parallel = p.ranks;
+    for (int64_t i = 0; i < p.replicas; ++i)
+      schedulers.push_back(policies::scheduler_registry().make(*p.scheduler, sched_ctx));
   }
   const bool prefix_caching = cluster_cfg.get_bool("prefix_caching");
   if (prefix_caching && source->hash_block_tokens() > 0 &&

@@ -37,6 +37,13 @@ core::ParamSpec classes_spec() {
                                  "fraction of the limit; 1 = at the limit itself")
                      .above(0)
                      .range(0, 1),
+                 ParamSpec::real("weight", 1, "",
+                                 "its tenant's weight under fair sharing ([scheduler] policy = \"fair\"): a tenant "
+                                 "of weight 2 gets twice the service of one of weight 1 while both wait; the "
+                                 "classes of one tenant must agree; unset: 1")
+                     .above(0)
+                     .range(0, 1e6)
+                     .optional(),
              },
              "request classes: name, share, priority, tenant and SLO of each ([[workload.classes]])")
       .optional();
@@ -67,8 +74,18 @@ core::RequestClasses read_classes(const core::Params& p) {
     if (e.has("ttft_slo_ms")) c.ttft_slo_ms = e.get_float("ttft_slo_ms");
     if (e.has("tpot_slo_ms")) c.tpot_slo_ms = e.get_float("tpot_slo_ms");
     c.admit_fraction = e.get_float("admit_fraction");
+    if (e.has("weight")) c.weight = e.get_float("weight");
     out.push_back(std::move(c));
   }
+  // One weight per tenant: a class naming a tenant an earlier class named must give the same.
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (!out[i].tenant.empty() && out[i].tenant == out[j].tenant && out[i].weight != out[j].weight) {
+        list[i].fail("weight", "class " + core::in_quotes(out[i].name) + " gives tenant " +
+                                   core::in_quotes(out[i].tenant) + " weight " + core::format_double(out[i].weight) +
+                                   " but class " + core::in_quotes(out[j].name) + " gives it " +
+                                   core::format_double(out[j].weight) + "; the classes of a tenant share one weight");
+      }
   if (with_share != 0 && with_share != list.size()) {
     for (const core::Params& e : list)
       if (!e.has("share"))

@@ -21,17 +21,20 @@ namespace {
 class ChunkedScheduler final : public sim::BatchScheduler {
  public:
   ChunkedScheduler(int64_t max_num_seqs, int64_t budget, int64_t chunk_size, double watermark, bool priority,
-                   std::optional<FairShare> fair)
+                   bool preempt_to_admit, std::optional<FairShare> fair)
       : max_num_seqs_(max_num_seqs),
         budget_(budget),
         chunk_size_(chunk_size),
         watermark_(watermark),
         priority_(priority),
+        preempt_to_admit_(preempt_to_admit),
         fair_(std::move(fair)) {}
 
   int64_t reserved_blocks(const sim::KvCache& kv) const override {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
+
+  bool shares_state_across_replicas() const override { return fair_ && fair_->cluster_wide(); }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
     if (!fair_) return plan_batch(replica, plan);
@@ -42,7 +45,11 @@ class ChunkedScheduler final : public sim::BatchScheduler {
 
  private:
   void plan_batch(sim::Replica& replica, sim::IterationPlan& plan) {
-    if (priority_) replica.order_waiting_by_priority();
+    if (priority_) {
+      replica.order_waiting_by_priority();
+      if (preempt_to_admit_)
+        preempt_for_waiting_head(replica, [&](sim::RequestId id) { return head_fits(replica, id); });
+    }
     const bool preempted =
         priority_ ? decode_running_by_priority(replica, plan, budget_, order_) : decode_running(replica, plan, budget_);
     int64_t left = budget_ - plan.decode_tokens();
@@ -50,6 +57,19 @@ class ChunkedScheduler final : public sim::BatchScheduler {
     if (preempted) return;  // blocks are short: admit nothing new this iteration
     left -= admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()), left);
     admit_new(replica, plan, left);
+  }
+
+  // Whether the head of the waiting queue, `id`, would be admitted now: a free sequence slot, a
+  // token of the budget left after one token per running request, and, above the watermark, the
+  // blocks of its first chunk (resumable: of its KV and next token).
+  bool head_fits(sim::Replica& replica, sim::RequestId id) const {
+    const auto running = static_cast<int64_t>(replica.running().size());
+    if (running >= max_num_seqs_ || running >= budget_) return false;
+    const sim::Request& r = replica.request(id);
+    const int64_t hit = replica.resumable(r) ? 0 : replica.prefix_hit_tokens(id);
+    const int64_t tokens =
+        replica.resumable(r) ? r.kv_tokens + 1 : hit + std::min(r.prefill_target() - hit, chunk_size_);
+    return replica.kv().available() - replica.admission_blocks(tokens) >= reserved_blocks(replica.kv());
   }
 
   // The largest chunk <= `want` whose blocks are available (halving: block rounding makes the
@@ -129,6 +149,7 @@ class ChunkedScheduler final : public sim::BatchScheduler {
   int64_t chunk_size_;
   double watermark_;
   bool priority_;
+  bool preempt_to_admit_;              // priority_preemption = "admit"
   std::optional<FairShare> fair_;      // policy = "fair"
   std::vector<sim::RequestId> order_;  // priority: the running set in priority order
 };
@@ -158,7 +179,7 @@ const bool kRegistered = scheduler_registry().add(
       return std::make_unique<ChunkedScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
                                                 budget * ctx.data_parallel, chunk, p.get_float("watermark"),
                                                 p.has("policy") && p.get_string("policy") == "priority",
-                                                fair_share(p));
+                                                preempt_to_admit(p), fair_share(p, ctx));
     });
 
 }  // namespace

@@ -26,11 +26,12 @@ namespace {
 class ContinuousScheduler final : public sim::BatchScheduler {
  public:
   ContinuousScheduler(int64_t max_num_seqs, int64_t max_num_batched_tokens, double watermark, bool priority,
-                      std::optional<FairShare> fair)
+                      bool preempt_to_admit, std::optional<FairShare> fair)
       : max_num_seqs_(max_num_seqs),
         max_num_batched_tokens_(max_num_batched_tokens),
         watermark_(watermark),
         priority_(priority),
+        preempt_to_admit_(preempt_to_admit),
         fair_(std::move(fair)) {}
 
   int64_t reserved_blocks(const sim::KvCache& kv) const override {
@@ -41,6 +42,8 @@ class ContinuousScheduler final : public sim::BatchScheduler {
   // budget); priority orders the decodes otherwise and fair charges every plan.
   bool decodes_running_when_nothing_waits() const override { return !priority_ && !fair_; }
 
+  bool shares_state_across_replicas() const override { return fair_ && fair_->cluster_wide(); }
+
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {
     if (!fair_) return plan_batch(replica, plan);
     fair_->order_waiting(replica);
@@ -50,7 +53,11 @@ class ContinuousScheduler final : public sim::BatchScheduler {
 
  private:
   void plan_batch(sim::Replica& replica, sim::IterationPlan& plan) {
-    if (priority_) replica.order_waiting_by_priority();
+    if (priority_) {
+      replica.order_waiting_by_priority();
+      if (preempt_to_admit_)
+        preempt_for_waiting_head(replica, [&](sim::RequestId id) { return head_fits(replica, id); });
+    }
     if (!replica.waiting().empty() && !replica.resumable(replica.request(replica.waiting().front()))) {
       admit_prefills(replica, plan);
       if (!plan.prefills.empty()) return;
@@ -58,6 +65,16 @@ class ContinuousScheduler final : public sim::BatchScheduler {
     const bool preempted = priority_ ? decode_running_by_priority(replica, plan, kNoLimit, order_)
                                      : decode_running(replica, plan);
     if (!preempted) admit_resumable(replica, plan, max_num_seqs_, reserved_blocks(replica.kv()));
+  }
+
+  // Whether the head of the waiting queue, `id`, would be admitted now: a free sequence slot and,
+  // above the watermark, the blocks of its whole prompt (resumable: of its KV and next token). Its
+  // prompt always fits the token budget (max_num_batched_tokens >= max_context).
+  bool head_fits(sim::Replica& replica, sim::RequestId id) const {
+    if (static_cast<int64_t>(replica.running().size()) >= max_num_seqs_) return false;
+    const sim::Request& r = replica.request(id);
+    const int64_t tokens = replica.resumable(r) ? r.kv_tokens + 1 : r.prefill_target();
+    return replica.kv().available() - replica.admission_blocks(tokens) >= reserved_blocks(replica.kv());
   }
 
   void admit_prefills(sim::Replica& replica, sim::IterationPlan& plan) {
@@ -86,6 +103,7 @@ class ContinuousScheduler final : public sim::BatchScheduler {
   int64_t max_num_batched_tokens_;
   double watermark_;
   bool priority_;
+  bool preempt_to_admit_;              // priority_preemption = "admit"
   std::optional<FairShare> fair_;      // policy = "fair"
   std::vector<sim::RequestId> order_;  // priority: the running set in priority order
 };
@@ -120,7 +138,7 @@ const bool kRegistered = scheduler_registry().add(
       return std::make_unique<ContinuousScheduler>(p.get_int("max_num_seqs") * ctx.data_parallel,
                                                    budget * ctx.data_parallel, p.get_float("watermark"),
                                                    p.has("policy") && p.get_string("policy") == "priority",
-                                                   fair_share(p));
+                                                   preempt_to_admit(p), fair_share(p, ctx));
     });
 
 }  // namespace

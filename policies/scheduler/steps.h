@@ -32,6 +32,31 @@ inline bool priority_before(const sim::Request& a, const sim::Request& b) {
   return a.priority != b.priority ? a.priority < b.priority : a.id < b.id;
 }
 
+// Priority preemption to admit a waiting request ([scheduler] priority_preemption = "admit"), as
+// vLLM v0's priority policy does (Scheduler._schedule_priority_preemption): the head of the waiting
+// queue (already in (priority, arrival) order) is considered alone; while the running request with
+// the largest (priority, arrival) has a strictly larger priority value than the head and `fits`
+// says the head cannot be admitted now, that request is preempted (Replica::preempt: back into the
+// waiting order, its KV dropped or swapped as the cluster says) and the head checked again.
+// `fits(head)` is the scheduler's own admission test (KV blocks, sequences, token budget). Returns
+// the number preempted; the waiting queue is left in priority order with the head in front.
+template <typename Fits>
+int64_t preempt_for_waiting_head(sim::Replica& replica, const Fits& fits) {
+  if (replica.waiting().empty()) return 0;
+  const sim::RequestId head = replica.waiting().front();
+  int64_t preempted = 0;
+  while (!replica.running().empty()) {
+    sim::RequestId worst = replica.running().front();
+    for (sim::RequestId v : replica.running())
+      if (priority_before(replica.request(worst), replica.request(v))) worst = v;
+    if (replica.request(worst).priority <= replica.request(head).priority || fits(head)) break;
+    replica.preempt(worst);
+    replica.order_waiting_by_priority();  // the victim (a lower class) goes behind the head
+    ++preempted;
+  }
+  return preempted;
+}
+
 // Admits resumable requests from the head of the waiting queue into this iteration's decodes
 // while the running set stays within `max_num_seqs`, the plan within `max_tokens` tokens, and
 // `reserved` blocks stay available. Returns the number admitted.

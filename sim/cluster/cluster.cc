@@ -149,14 +149,7 @@ void Cluster::start() {
   if (decode_router_) decode_router_->bind(std::span<Replica* const>(all.data() + p, all.size() - p), sim_);
   if (admission_) admission_->bind(std::span<Replica* const>(all.data(), p), source_.classes());
   for (const core::RequestClass& c : source_.classes()) class_priority_.push_back(static_cast<int32_t>(c.priority));
-  // Tenants numbered in the order their first class is defined; a class that names none is its own.
-  std::vector<std::string> tenants;
-  for (const core::RequestClass& c : source_.classes()) {
-    const std::string key = c.tenant.empty() ? "\x01class:" + c.name : c.tenant;
-    auto it = std::find(tenants.begin(), tenants.end(), key);
-    if (it == tenants.end()) it = tenants.insert(tenants.end(), key);
-    class_tenant_.push_back(static_cast<uint16_t>(it - tenants.begin()));
-  }
+  class_tenant_ = core::class_tenants(source_.classes());
   for (auto& r : replicas_) {
     core::ReplicaState s;
     s.replica = r->index();
@@ -168,8 +161,12 @@ void Cluster::start() {
   // Run ahead where every replica's arrivals are known ahead and nothing else couples the replicas
   // (runs_ahead()). Pending time-outs, retries, faults and the rest put events in the queue that
   // reach a replica; an admission policy or autoscaler reads the replicas' state.
-  runs_ahead_ = layout_.run_ahead && !disaggregated() && !admission_ && !autoscaler_ && !faults_ && !timeout_ &&
-                !retry_.any() && !closed_loop_ && network_ == nullptr && kv_stores_.empty() &&
+  // Schedulers sharing state across replicas (a cluster-wide fair counter) read it in time order.
+  const bool shared_scheduling = std::any_of(replicas_.begin(), replicas_.end(), [](const auto& r) {
+    return r->scheduler().shares_state_across_replicas();
+  });
+  runs_ahead_ = layout_.run_ahead && !shared_scheduling && !disaggregated() && !admission_ && !autoscaler_ &&
+                !faults_ && !timeout_ && !retry_.any() && !closed_loop_ && network_ == nullptr && kv_stores_.empty() &&
                 router_->next_in_turn(replicas_.size()) >= 0;
   if (runs_ahead_) {
     ingress_due_.assign(replicas_.size(), {});

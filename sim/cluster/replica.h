@@ -110,6 +110,10 @@ class BatchScheduler {
   // waiting queue is empty and every running request decodes. The replica then repeats its last
   // decodes without asking while nothing but token counts changed (Replica::repeat_decodes).
   virtual bool decodes_running_when_nothing_waits() const { return false; }
+  // Whether it reads state that other replicas' schedulers write (fair_scope = "cluster": one set
+  // of tenant counters): the cluster then keeps every replica on the event queue's clock
+  // (Cluster::runs_ahead is off), so that each plan reads the counters as of its own time.
+  virtual bool shares_state_across_replicas() const { return false; }
 };
 
 // What routers see of a replica; kept current by the replica. Everything but the last field is
@@ -373,6 +377,7 @@ class Replica final : public EventHandler {
     if (host_ || store_ || nvme_) [[unlikely]] return start_loads();
     return false;
   }
+  const BatchScheduler& scheduler() const { return *scheduler_; }
   const std::deque<RequestId>& waiting() const { return waiting_; }
   const std::vector<RequestId>& running() const { return running_; }  // in arrival order
   Request& request(RequestId id) { return requests_[id]; }

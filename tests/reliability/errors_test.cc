@@ -560,6 +560,16 @@ std::vector<ErrorCase> cases() {
        {"run", "run.toml", "--set", "scheduler.policy=fair", "--set", "scheduler.fair_prompt_weight=0", "--set",
         "scheduler.fair_output_weight=0"},
        2, {"scheduler.fair_output_weight", "both 0"}});
+  add({"priority_preemption_without_policy", "`priority_preemption` without `policy = \"priority\"`",
+       {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "scheduler.priority_preemption=admit"}, 2,
+       {"scheduler.priority_preemption", "policy = \"priority\""}});
+  add({"fair_scope_unknown", "an unknown fair scope (`fair_scope = \"global\"`)", {{"run.toml", poisson_config()}},
+       {"run", "run.toml", "--set", "scheduler.policy=fair", "--set", "scheduler.fair_scope=global"}, 2,
+       {"scheduler.fair_scope", "cluster"}});
+  add({"tenant_weights_disagree", "two classes of one tenant with different weights",
+       {{"run.toml", poisson_config("[[workload.classes]]\nname = \"a\"\nshare = 1\ntenant = \"t\"\nweight = 2\n"
+                                    "[[workload.classes]]\nname = \"b\"\nshare = 1\ntenant = \"t\"\nweight = 1\n")}},
+       run_azure, 2, {"run.toml", "workload.classes[1].weight", "class 'b'", "class 'a'", "one weight"}});
   add({"prediction_too_many_draws", "`--prediction-draws 1000000000`", {{"run.toml", poisson_config()}},
        {"run", "run.toml", "--prediction-draws", "1000000000"}, 2, {"--prediction-draws", "at most 10000"}});
   add({"prediction_zero_step_scale", "a step factor of zero (`prediction.step_scale = 0`)",

@@ -50,6 +50,8 @@ struct Draw {
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
   bool priority = false;                     // scheduler policy = "priority"
   bool fair = false;                         // scheduler policy = "fair"
+  bool preempt_to_admit = false;             // priority_preemption = "admit"
+  bool fair_cluster = false;                 // fair_scope = "cluster" (with tenant weights)
   bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
   bool rate_profile = false;                 // [workload.rate_profile]: a time-varying rate (issue 17)
   bool autoscale = false;                    // [autoscaler] (issue 17)
@@ -417,6 +419,21 @@ Draw draw_config(uint64_t seed) {
                  "policy = \"fair\"\nfair_output_weight = " + num(pick(fair_rng, std::vector<double>{0, 1, 2, 4})) + "\n");
       }
     }
+    // Priority preemption to admit a waiting request on half of the priority draws; tenant weights
+    // and cluster-wide counters on half of the fair ones (their own stream).
+    core::Rng sched_rng(seed, "property-sched");
+    if (d.priority && sched_rng.uniform_int(2)) {
+      d.preempt_to_admit = true;
+      t.insert(t.find(sched) + sched.size(), "priority_preemption = \"admit\"\n");
+    }
+    if (d.fair && sched_rng.uniform_int(2)) {
+      d.fair_cluster = true;
+      t.insert(t.find(sched) + sched.size(), "fair_scope = \"cluster\"\n");
+      for (uint64_t c = 0; c < classes; ++c) {
+        const std::string name = "name = \"c" + std::to_string(c) + "\"\n";
+        t.insert(t.find(name) + name.size(), "weight = " + num(pick(sched_rng, std::vector<double>{0.5, 1, 3})) + "\n");
+      }
+    }
   }
   // Client retries (issue 17) on a third of the draws whose requests can fail (a time-out, shedding,
   // or failed replicas), closed loops and draining stages included, from their own stream and last:
@@ -618,7 +635,8 @@ struct Tally {
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0,
            autoscaled_fault_runs = 0;
-  uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
+  uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0, preempt_to_admit_runs = 0,
+           fair_cluster_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0, closed_loop_retry_runs = 0;
   uint64_t rate_profile_runs = 0;
   uint64_t autoscale_runs = 0, scale_events = 0;
@@ -782,6 +800,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.admission_runs += d.admission;
       tally.priority_runs += d.priority;
       tally.fair_runs += d.fair;
+      tally.preempt_to_admit_runs += d.preempt_to_admit;
+      tally.fair_cluster_runs += d.fair_cluster;
       tally.retry_runs += d.retries;
       tally.rate_profile_runs += d.rate_profile;
       tally.node_failure_runs += d.node_failure;
@@ -871,6 +891,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.shed, 100u);
   EXPECT_GT(tally.priority_runs, kSeeds / 20);
   EXPECT_GT(tally.fair_runs, kSeeds / 40);
+  EXPECT_GT(tally.preempt_to_admit_runs, 0u);
+  EXPECT_GT(tally.fair_cluster_runs, 0u);
   // Issue 17: autoscaled pools that provisioned and drained replicas.
   EXPECT_GT(tally.autoscale_runs, kSeeds / 10);
   EXPECT_GT(tally.scale_events, kSeeds / 10);
@@ -909,7 +931,10 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
-            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs << " with fair), " << tally.retry_runs << " with client retries (" << tally.closed_loop_retry_runs << " closed loops that retried, " << tally.retries
+            << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs
+            << " with fair; " << tally.preempt_to_admit_runs << " preempting to admit, " << tally.fair_cluster_runs
+            << " with cluster-wide weighted counters), " << tally.retry_runs << " with client retries ("
+            << tally.closed_loop_retry_runs << " closed loops that retried, " << tally.retries
             << " retries, " << tally.retried_and_answered << " answered), " << tally.rate_profile_runs
             << " with a time-varying rate, " << tally.autoscale_runs << " autoscaled ("
             << tally.scale_events << " provisions and drains), " << tally.kv_tier_runs << " with a KV tier ("

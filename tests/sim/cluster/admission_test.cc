@@ -188,3 +188,119 @@ TEST(PrioritySchedulingTest, ChunkedPreemptsTheLowestPriorityToo) {
 
 }  // namespace
 }  // namespace servesim::testing
+
+// ---- priority preemption to admit a waiting request (priority_preemption = "admit") ---------------
+
+namespace servesim::testing {
+namespace {
+
+// One replica of 2 KV blocks of 16 tokens (watermark 0), 10 ms per iteration. Two batch requests
+// (priority 1), L0 at 0 and L1 at 1 ms, 10-token prompts and 7 outputs: each holds one block for its
+// whole life (10 prompt tokens + 6 decodes = 16 KV tokens), so from L1's admission no block is free.
+// A premium request H (priority 0, 4-token prompt, 2 outputs) arrives at 25 ms.
+//
+// continuous: L0 prefills [0, 10), L1 [10, 20); both decode from 20 ms and produce their 7th token at
+// 80 ms (decodes ending 30, 40, ..., 80). Without preemption H waits for their blocks: it prefills
+// [80, 90), first token at 90 ms. With priority_preemption = "admit", at the 30 ms plan H is the head,
+// does not fit (0 blocks free) and the running request of the largest (priority, arrival) is L1
+// (priority 1 > 0): L1 is preempted (its block freed), H now fits and prefills [30, 40): first token at
+// 40 ms (TTFT 15 ms against 65). L0 (priority 1 too) is not touched once H fits.
+//
+// chunked (budget 2,048): L0 prefills [0, 10); at 10 ms L0 decodes and L1 prefills in one iteration;
+// L0's 7th token comes at 70 ms (decodes ending 20, ..., 70) and frees its block, so without
+// preemption H prefills [70, 80), first token at 80 ms; with it, L1 is preempted at the 30 ms plan and
+// H prefills with L0's decode in [30, 40): first token at 40 ms.
+struct PreemptionCase {
+  core::Time h_first_token;
+  std::vector<uint64_t> preempted;
+};
+
+PreemptionCase premium_arrives_on_a_full_replica(const std::string& scheduler, const std::string& keys,
+                                                 int32_t premium_class = 0) {
+  ClusterSetup s;
+  s.replicas = 1;
+  s.kv_blocks = 2;
+  s.block_size = 16;
+  s.scheduler = "kind = \"" + scheduler + "\"\nwatermark = 0.0\npolicy = \"priority\"\n" + keys;
+  auto src = std::make_unique<VectorSource>(std::vector<traces::RequestSpec>{
+      classed(0.000, 10, 7, 1), classed(0.001, 10, 7, 1), classed(0.025, 4, 2, premium_class)});
+  src->request_classes = two_classes();
+  Harness h(std::move(src), s);
+  h.run();
+  for (uint64_t id = 0; id < 3; ++id) EXPECT_EQ(h.obs.find(id)->outcome, core::RequestOutcome::kCompleted);
+  return {h.obs.find(2)->first_token, h.obs.preempted};
+}
+
+TEST(PriorityPreemptionTest, ContinuousPreemptsTheNewestLowerClassToAdmitTheHead) {
+  const auto ms = [](int64_t v) { return core::Time::from_ns(v * 1'000'000); };
+  const PreemptionCase without = premium_arrives_on_a_full_replica("continuous", "");
+  EXPECT_EQ(without.h_first_token, ms(90));
+  EXPECT_TRUE(without.preempted.empty());
+  const PreemptionCase none = premium_arrives_on_a_full_replica("continuous", "priority_preemption = \"none\"\n");
+  EXPECT_EQ(none.h_first_token, ms(90));
+  const PreemptionCase admit = premium_arrives_on_a_full_replica("continuous", "priority_preemption = \"admit\"\n");
+  EXPECT_EQ(admit.h_first_token, ms(40));
+  EXPECT_EQ(admit.preempted, (std::vector<uint64_t>{1}));  // L1: the newest of the lower class, once
+}
+
+TEST(PriorityPreemptionTest, ChunkedPreemptsTheNewestLowerClassToAdmitTheHead) {
+  const auto ms = [](int64_t v) { return core::Time::from_ns(v * 1'000'000); };
+  const PreemptionCase without = premium_arrives_on_a_full_replica("chunked", "");
+  EXPECT_EQ(without.h_first_token, ms(80));
+  EXPECT_TRUE(without.preempted.empty());
+  const PreemptionCase admit = premium_arrives_on_a_full_replica("chunked", "priority_preemption = \"admit\"\n");
+  EXPECT_EQ(admit.h_first_token, ms(40));
+  EXPECT_EQ(admit.preempted, (std::vector<uint64_t>{1}));
+}
+
+// Equal priorities never preempt: the same case with H of the batch class (priority 1, as L0 and L1)
+// waits for their blocks exactly as without the option (first token at 90 ms, continuous; 80 ms,
+// chunked) and nothing is preempted.
+TEST(PriorityPreemptionTest, EqualPrioritiesNeverPreempt) {
+  const auto ms = [](int64_t v) { return core::Time::from_ns(v * 1'000'000); };
+  const PreemptionCase c = premium_arrives_on_a_full_replica("continuous", "priority_preemption = \"admit\"\n", 1);
+  EXPECT_EQ(c.h_first_token, ms(90));
+  EXPECT_TRUE(c.preempted.empty());
+  const PreemptionCase k = premium_arrives_on_a_full_replica("chunked", "priority_preemption = \"admit\"\n", 1);
+  EXPECT_EQ(k.h_first_token, ms(80));
+  EXPECT_TRUE(k.preempted.empty());
+}
+
+// The sequence limit counts as "cannot be admitted" too: ample KV (1,000 blocks), max_num_seqs = 2.
+// L0 and L1 (batch, 4-token prompts, 10 outputs) at 0 and 1 ms take both slots; H (premium, 4 + 2)
+// at 25 ms. continuous: L0 and L1 produce their 10th token at 110 ms (prefills [0, 10) and [10, 20),
+// nine decodes ending 30, ..., 110), so without preemption H prefills [110, 120): first token at
+// 120 ms. chunked: L1's prefill shares [10, 20) with L0's first decode, L0's 10th token comes at
+// 100 ms, and H prefills [100, 110): 110 ms. With "admit", the 30 ms plan finds the slots full and
+// preempts L1: H's first token at 40 ms under both schedulers.
+TEST(PriorityPreemptionTest, AFullSequenceLimitPreemptsToo) {
+  const auto ms = [](int64_t v) { return core::Time::from_ns(v * 1'000'000); };
+  for (const std::string kind : {"continuous", "chunked"}) {
+    SCOPED_TRACE(kind);
+    for (const bool admit : {false, true}) {
+      ClusterSetup s;
+      s.replicas = 1;
+      s.scheduler = "kind = \"" + kind + "\"\nwatermark = 0.0\nmax_num_seqs = 2\npolicy = \"priority\"\n" +
+                    (admit ? "priority_preemption = \"admit\"\n" : "");
+      auto src = std::make_unique<VectorSource>(std::vector<traces::RequestSpec>{
+          classed(0.000, 4, 10, 1), classed(0.001, 4, 10, 1), classed(0.025, 4, 2, 0)});
+      src->request_classes = two_classes();
+      Harness h(std::move(src), s);
+      h.run();
+      EXPECT_EQ(h.obs.find(2)->first_token, admit ? ms(40) : kind == "continuous" ? ms(120) : ms(110));
+      EXPECT_EQ(h.obs.preempted, admit ? std::vector<uint64_t>{1} : std::vector<uint64_t>{});
+    }
+  }
+}
+
+// The option belongs to the priority policy: with fcfs (or none) it is an error at the key.
+TEST(PriorityPreemptionTest, NeedsThePriorityPolicy) {
+  ClusterSetup s;
+  s.scheduler = "kind = \"continuous\"\npolicy = \"fcfs\"\npriority_preemption = \"admit\"\n";
+  EXPECT_THROW(Harness({spec(0, 4, 2)}, s), core::Error);
+  s.scheduler = "kind = \"chunked\"\npriority_preemption = \"admit\"\n";
+  EXPECT_THROW(Harness({spec(0, 4, 2)}, s), core::Error);
+}
+
+}  // namespace
+}  // namespace servesim::testing

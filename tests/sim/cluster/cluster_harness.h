@@ -125,6 +125,7 @@ struct Harness {
     policies::SchedulerContext ctx;
     ctx.max_context = std::min<int64_t>(s.max_context, 2048);
     ctx.data_parallel = s.attention_ranks;
+    ctx.tenant_weights = core::tenant_weights(source->classes());
     sim::ReplicaConfig rc;
     rc.kv_blocks = s.kv_blocks;
     rc.block_size = s.block_size;
