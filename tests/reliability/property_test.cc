@@ -295,15 +295,17 @@ Draw draw_config(uint64_t seed) {
     t += "[decode_router]\nkind = \"" + pick(rng, policies::router_registry().kind_names()) + "\"\n";
   }
   t += moe;
-  // Fleet dynamics (issue 17) on a quarter of the unified draws, from their own stream: one to three
-  // failures (some repaired) or stragglers in the first seconds, sometimes drawn MTBF/MTTR failures,
-  // lost requests recomputed or failed.
+  // Fleet dynamics (issue 17) on a quarter of the draws, unified and disaggregated, from their own
+  // stream: one to three failures (some repaired) or stragglers in the first seconds, sometimes drawn
+  // MTBF/MTTR failures, lost requests recomputed or failed.
   core::Rng fault_rng(seed, "property-faults");
-  if (!d.disaggregated && fault_rng.uniform_int(4) == 0) {
+  if (fault_rng.uniform_int(4) == 0) {
     d.faults = true;
-    const int64_t n = [&] {
-      const auto at = t.find("replicas = ");
-      return std::stoll(t.substr(at + 11));
+    const int64_t n = [&] {  // every replica (disaggregated: the prefill pool's and the decode pool's)
+      int64_t all = 0;
+      for (const char* pool : {"[cluster]\nreplicas = ", "[cluster.prefill]\nreplicas = ", "[cluster.decode]\nreplicas = "})
+        if (const auto at = t.find(pool); at != std::string::npos) all += std::stoll(t.substr(at + std::string(pool).size()));
+      return all;
     }();
     t += "[faults]\non_failure = \"" + std::string(fault_rng.uniform_int(3) == 0 ? "fail" : "recompute") + "\"\n";
     // Drawn node failures on a fifth of them, from their own stream (the other draws stay as they were).
@@ -341,7 +343,7 @@ Draw draw_config(uint64_t seed) {
   if (d.disaggregated && link_rng.uniform_int(2) == 0) {
     d.link_faults = true;
     if (!d.expert_parallel) t += "[network]\ngpus_per_node = " + std::to_string(tp) + "\n";
-    t += "[faults]\n";
+    if (!d.faults) t += "[faults]\n";  // replica faults above opened it
     const uint64_t events = 1 + link_rng.uniform_int(2);
     for (uint64_t e = 0; e < events; ++e)
       t += "[[faults.events]]\nkind = \"link\"\nlink = \"" +
