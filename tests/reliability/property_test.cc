@@ -617,7 +617,7 @@ struct Tally {
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0,
-           autoscaled_fault_runs = 0;
+           autoscaled_fault_runs = 0, pd_fault_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0;
   uint64_t rate_profile_runs = 0;
@@ -683,6 +683,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       }
       tally.link_fault_runs += d.link_faults;
       tally.node_mtbf_runs += d.node_mtbf;
+      tally.pd_fault_runs += d.disaggregated && d.faults && fleet("replica_failures") > 0;
       tally.autoscaled_fault_runs += d.autoscale && d.faults;
       tally.link_failures += fleet("link_failures");
       EXPECT_LE(fleet("link_repairs"), fleet("link_failures"));
@@ -868,6 +869,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.link_fault_runs, kSeeds / 20);
   EXPECT_GT(tally.node_mtbf_runs, kSeeds / 100);
   EXPECT_GT(tally.autoscaled_fault_runs, kSeeds / 100);  // failures in autoscaled pools
+  EXPECT_GT(tally.pd_fault_runs, kSeeds / 40);           // replica failures on disaggregated clusters
   EXPECT_GT(tally.link_failures, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
@@ -888,7 +890,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.link_fault_runs << " with link failures ("
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.pd_fault_runs << " disaggregated with replica failures, " << tally.link_fault_runs << " with link failures ("
             << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
