@@ -363,6 +363,49 @@ TEST(FleetRunTest, PdPrefillReplicaFailureCancelsItsTransferInFlight) {
   EXPECT_EQ(rec.request(0).outcome, core::RequestOutcome::kCompleted);
 }
 
+// No decode replica up: one prefill replica (0), one decode replica (1) that fails at 0 s. The request
+// (1,000 prompt, 40 output tokens) is prefilled as usual (first token at t1, as in the run without
+// failure) and then waits on replica 0, which keeps its KV, for the decode replica's repair at 1 s:
+// its transfer starts at exactly 1 s (ready at t1) and takes transfer_s(1000), and it finishes 1 s -
+// t1 later than without the failure (the decodes are the same). Without a repair it fails at t1 with
+// the one token its prefill produced. A straggler on the decode pool (speed 0.5 from 0 s): every
+// decode step takes twice as long, so the time from the transfer's end to the last token doubles.
+TEST(FleetRunTest, PdWithNoDecodeReplicaUpPrefilledRequestsWaitForTheRepair) {
+  Recorder base;
+  run_recorded(pd_tiny(1, 1, 1000, 40, 1, ""), base);
+  const core::RequestRecord& b = base.request(0);
+  ASSERT_EQ(base.transfers.size(), 1u);
+  const int64_t t1 = b.first_token.ns();
+  ASSERT_LT(t1, 1'000'000'000);
+
+  Recorder rec;
+  run_recorded(pd_tiny(1, 1, 1000, 40, 1, "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 0\nrepair_s = 1\n"), rec);
+  ASSERT_EQ(rec.transfers.size(), 1u);
+  EXPECT_EQ(rec.transfers[0].ready.ns(), t1);
+  EXPECT_EQ(rec.transfers[0].start.ns(), 1'000'000'000);
+  EXPECT_NEAR((rec.transfers[0].end - rec.transfers[0].start).seconds(), transfer_s(1000), 2e-9);
+  const core::RequestRecord& got = rec.request(0);
+  EXPECT_EQ(got.outcome, core::RequestOutcome::kCompleted);
+  EXPECT_EQ(got.first_token.ns(), t1);
+  EXPECT_NEAR(static_cast<double>(got.finish.ns()), static_cast<double>(b.finish.ns() + 1'000'000'000 - t1), 3);
+
+  Recorder lost;
+  const RunResult f = run_recorded(pd_tiny(1, 1, 1000, 40, 1, "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 0\n"), lost);
+  EXPECT_EQ(lost.request(0).outcome, core::RequestOutcome::kFailed);
+  EXPECT_EQ(lost.request(0).finish.ns(), t1);
+  EXPECT_EQ(lost.request(0).generated_tokens, 1);
+  EXPECT_EQ(f.summary.requests_completed, 0u);
+  EXPECT_TRUE(lost.transfers.empty());
+
+  Recorder slow;
+  run_recorded(pd_tiny(1, 1, 1000, 40, 1, "[faults]\n[[faults.events]]\nreplica = 1\nkind = \"slow\"\nspeed = 0.5\nat_s = 0\n"),
+               slow);
+  ASSERT_EQ(slow.transfers.size(), 1u);
+  EXPECT_EQ(slow.request(0).first_token.ns(), t1);  // the prefill pool runs at full speed
+  EXPECT_NEAR(static_cast<double>(slow.request(0).finish.ns() - slow.transfers[0].end.ns()),
+              2.0 * static_cast<double>(b.finish.ns() - base.transfers[0].end.ns()), 40);
+}
+
 // (3) A node failure on a disaggregated cluster: three prefill replicas (0-2) and three decode
 // replicas (3-5) on nodes of two GPUs: node 0 = replicas 0, 1; node 1 = 2 (prefill) and 3 (decode);
 // node 2 = 4, 5. Node 1 fails at 5 s for 4 s: replicas 2 and 3 go down together, their requests
