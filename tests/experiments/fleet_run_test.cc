@@ -456,6 +456,21 @@ TEST(FleetRunTest, PdNodeFailureTakesAPrefillAndADecodeReplicaDown) {
                 .getInt64(), 0);
 }
 
+// The example of docs/fleet.md under the invariant checker: losing half the decode pool keeps every
+// request within the SLO (its lost requests recomputed through the prefill pool), losing half the
+// prefill pool at this load does not (its queue grows for 30 s).
+TEST(FleetRunTest, ExampleNodeFailurePdRunsWithTheChecker) {
+  RunOutputs out;
+  out.check = true;
+  const std::string path = servesim::testing::source_dir() + "/experiments/fleet/node_failure_pd.toml";
+  const RunResult decode = run_simulation(load_run_config(path, {}), out);
+  EXPECT_EQ(decode.summary.requests_completed, decode.summary.requests_total);
+  EXPECT_DOUBLE_EQ(decode.summary.slo_attainment, 1.0);
+  const RunResult prefill = run_simulation(load_run_config(path, {"faults.events=[{node=1,at_s=20,repair_s=30}]"}), out);
+  EXPECT_EQ(prefill.summary.requests_completed, prefill.summary.requests_total);
+  EXPECT_LT(prefill.summary.slo_attainment, 0.8);
+}
+
 // Drawn node failures from the configuration: four TP-1 replicas on nodes of two GPUs; replicas 0-1
 // (node 0) and 2-3 (node 1) always go down and come back in pairs.
 TEST(FleetRunTest, DrawnNodeFailuresTakeNodesDownWhole) {
