@@ -373,6 +373,7 @@ class Cluster final : public EventHandler,
   // (their flows leave the network at once), pulls waiting are taken out of their queue, and their
   // requests join lost_ (or leave, timed out).
   void drop_handoffs(uint32_t i);
+  bool failing(uint32_t i) const { return !failing_.empty() && failing_[i]; }
   // Disaggregated: prefilled request `id` on prefill replica `from` goes to a decode replica up
   // (picked by the decode router); `overlap`: its prefill has just ended. With none up it waits
   // (decode_waiting_), holding its KV on `from`, for a decode replica's repair.
@@ -494,6 +495,9 @@ class Cluster final : public EventHandler,
   DecodeWake decode_wake_;
   std::optional<core::Time> decode_wake_at_;
   std::vector<RequestId> dropped_;           // scratch of drop_handoffs
+  // Disaggregated, during a node failure: the replicas going down at this instant (none of them may
+  // start an iteration with the room a called-off hand-off frees); empty otherwise.
+  std::vector<uint8_t> failing_;
   // Slots of KV transfers called off after their bytes had drained (only their path latency left):
   // their completion still comes and is ignored (Network::cancel_transfer).
   std::vector<uint32_t> stale_transfers_;

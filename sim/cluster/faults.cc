@@ -102,6 +102,11 @@ void Cluster::on_fault(uint64_t index) {
       auto out_of_service = [&](uint32_t i) {
         return replicas_[i]->down() || (autoscaler_ && phases_[i] == ReplicaPhase::kOff);
       };
+      if (disaggregated() && !a.with.empty()) {
+        failing_.assign(replicas_.size(), 0);
+        failing_[a.replica] = 1;
+        for (uint32_t w : a.with) failing_[w] = 1;
+      }
       if (out_of_service(a.replica)) {
         // Already down (an explicit failure overlapping the drawn ones), or off: the MTBF clock restarts.
         if (a.drawn) {
@@ -117,6 +122,7 @@ void Cluster::on_fault(uint64_t index) {
       // none is sent to a replica about to fail with it.
       for (uint32_t w : a.with)
         if (!out_of_service(w)) take_down(w, false, a.repair);
+      failing_.clear();
       handle_lost();
       break;
     }
@@ -253,7 +259,8 @@ void Cluster::drop_handoffs(uint32_t i) {
       // Its flows leave the network now (the others' rates are filled again at once); one whose bytes
       // had drained completes in its latency, and that completion is ignored.
       if (!network_->cancel_transfer(id.slot, this)) stale_transfers_.push_back(id.slot);
-      if (layout_.pd_pull == PdPull::kReserveFirst) replicas_[t.to]->cancel_pull(t.blocks);
+      if (layout_.pd_pull == PdPull::kReserveFirst)
+        replicas_[t.to]->cancel_pull(t.blocks, t.to != i && !replicas_[t.to]->down() && !failing(t.to));
     } else if (t.to == kNoDecode) {
       decode_waiting_.erase(std::find(decode_waiting_.begin(), decode_waiting_.end(), id));
     } else {  // a pull waiting for blocks
@@ -263,7 +270,7 @@ void Cluster::drop_handoffs(uint32_t i) {
       replicas_[t.to]->pull_queued(-1);
     }
     // Its prefill replica frees its KV (and, when it is not the one failing, goes on with the room).
-    replicas_[t.from]->drop_handoff(id, t.from != i);
+    replicas_[t.from]->drop_handoff(id, t.from != i && !failing(t.from));
     if (r.timed_out) {  // its client had given up: it leaves now
       core::RequestRecord rec = r.timed_out_record(sim_.now(), t.from, t.from);
       requests_.erase(id);

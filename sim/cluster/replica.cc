@@ -566,12 +566,12 @@ void Replica::adopt_pull(RequestId id, int64_t blocks) {
   if (busy_) publish_state(); else try_start_iteration();
 }
 
-void Replica::cancel_pull(int64_t blocks) {
+void Replica::cancel_pull(int64_t blocks, bool resume) {
   --pulls_in_flight_;
   load_.queued -= 1;
   load_.pull_blocks_reserved -= blocks;
   kv_.release(blocks);
-  if (!busy_) try_start_iteration(); else publish_state();
+  if (resume && !busy_) try_start_iteration(); else publish_state();
 }
 
 // ---- fleet dynamics -----------------------------------------------------------------------------

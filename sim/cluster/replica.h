@@ -324,8 +324,10 @@ class Replica final : public EventHandler {
   // reserved for it and joins the running set (it decodes from the next iteration on; it is not
   // held back by max_num_seqs, which only admissions from the waiting queue obey).
   void adopt_pull(RequestId id, int64_t blocks);
-  // A pull under way whose client gave up: the `blocks` reserved for it are freed.
-  void cancel_pull(int64_t blocks);
+  // A pull under way whose client gave up (or whose transfer a failure called off): the `blocks`
+  // reserved for it are freed. `resume`: the replica may start an iteration with the room (false for
+  // one failing or about to fail at this instant).
+  void cancel_pull(int64_t blocks, bool resume = true);
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
