@@ -1275,18 +1275,12 @@ NetworkFields network_fields(const core::Params& config, const Pool& pool) {
 }
 
 // [faults]: fault injection, checked against the cluster it applies to.
-sim::FaultPlan faults(const core::Params& config, bool disaggregated, int64_t replicas, uint64_t seed,
+sim::FaultPlan faults(const core::Params& config, bool /*disaggregated*/, int64_t replicas, uint64_t seed,
                       const std::vector<std::vector<int64_t>>& placement, int64_t gpus_per_node,
                       const sim::Network* network) {
   sim::FaultPlan plan;
   if (!config.has("faults")) return plan;
   const core::Params& f = config.section("faults");
-  bool replica_faults = f.has("mtbf_s") || f.has("node_mtbf_s");
-  if (f.has("events"))
-    for (const core::Params& e : f.list("events")) replica_faults = replica_faults || e.get_string("kind") != "link";
-  if (disaggregated && replica_faults)
-    f.fail("on_failure", "replica and node failures are modelled for unified clusters; this one has [cluster.prefill] "
-                         "and [cluster.decode] (link failures, kind = \"link\", are modelled on both)");
   plan.recompute = f.get_string("on_failure") == "recompute";
   plan.max_reroutes = static_cast<uint32_t>(f.get_int("max_reroutes"));
   plan.seed = seed;

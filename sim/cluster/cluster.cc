@@ -22,6 +22,7 @@ Cluster::Cluster(Simulation& sim, traces::ArrivalSource& source, std::unique_ptr
   timer_.cluster = this;
   fault_timer_.cluster = this;
   park_timer_.cluster = this;
+  decode_wake_.cluster = this;
   retry_timer_.cluster = this;
   scale_timer_.cluster = this;
   drain_check_.cluster = this;
@@ -329,7 +330,7 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
   if (target >= pool)
     throw core::Error("internal: router chose replica " + std::to_string(target) + " of " + std::to_string(pool));
   const bool gaps = faults_ || autoscaler_;  // replicas may be out of service (down, off, draining)
-  const bool none_up = gaps && !loads_[target].up && up_from(target) == pool;
+  const bool none_up = gaps && !loads_[target].up && up_from(target) == replicas_.size();
   if (gaps && !none_up) target = up_from(target);
   r.routed_replica = target;
   if (admission_ && !admission_->admit(r, std::span<const ReplicaLoad>(loads_.data(), pool), target)) {
@@ -414,6 +415,14 @@ void Cluster::time_out(RequestId id) {
       break;  // its KV is on the wire: it leaves when the transfer ends (on_transfer_done)
     case RequestState::kAwaitingPull: {  // its prefill replica lets go of its KV now
       const PendingTransfer t = transfers_[id.slot];
+      if (t.to == kNoDecode) {  // waiting for a decode replica to come back
+        decode_waiting_.erase(std::find(decode_waiting_.begin(), decode_waiting_.end(), id));
+        core::RequestRecord rec = r.timed_out_record(sim_.now(), t.from, t.from);
+        replicas_[t.from]->finish_handoff(id);
+        requests_.erase(id);
+        signal_timed_out(rec);
+        break;
+      }
       std::deque<RequestId>& q = pulls_[t.to];
       q.erase(std::find(q.begin(), q.end(), id));
       --pulls_waiting_;
@@ -450,13 +459,34 @@ void Cluster::signal_timed_out(core::RequestRecord& rec) {
   client_done(rec);
 }
 
-void Cluster::on_prefill_done(Replica& replica, RequestId id) {
+void Cluster::on_prefill_done(Replica& replica, RequestId id) { hand_off(id, replica.index(), true, sim_.now()); }
+
+void Cluster::hand_off(RequestId id, uint32_t from, bool overlap, core::Time ready) {
   Request& r = requests_[id];
+  r.state = RequestState::kTransferring;
+  Replica& replica = *replicas_[from];
   const size_t first = layout_.prefill_replicas;
   const uint32_t pick = decode_router_->route(
       r, std::span<const ReplicaLoad>(loads_.data() + first, loads_.size() - first));
   if (pick >= loads_.size() - first) throw core::Error("internal: decode router chose a replica out of range");
-  const uint32_t to = static_cast<uint32_t>(first + pick);
+  uint32_t to = static_cast<uint32_t>(first + pick);
+  if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
+  if (faults_) {
+    // Around a decode replica that is down, to the next one up (as for the prefill pool).
+    to = up_in(to, first, replicas_.size() - first);
+    if (to == replicas_.size()) {
+      // None is up: it waits, its prefill replica holding its KV (as a pull waiting for blocks), for
+      // the first decode replica's repair; it fails if none is coming (wake_decode_waiting).
+      transfers_[id.slot] = PendingTransfer{from, kNoDecode, ready, ready, 0, 0};
+      r.state = RequestState::kAwaitingPull;
+      decode_waiting_.push_back(id);
+      std::optional<core::Time> at;
+      for (size_t i = first; i < replicas_.size(); ++i)
+        if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
+      schedule_decode_wake(at ? std::max(*at, sim_.now()) : sim_.now());
+      return;
+    }
+  }
   // A hybrid model moves each layer group's share (the window's tokens, the states). Every GPU of
   // the decode replica's rank receives the KV it will hold (see start_transfer).
   const size_t dst_gpus = gpus_[to].size() / static_cast<size_t>(ranks_[to]);
@@ -464,10 +494,9 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
                            ? replicas_[to]->kv_bytes_per_gpu(r.kv_tokens) * static_cast<double>(dst_gpus)
                            : replicas_[to]->kv_bytes_per_token_per_gpu() * static_cast<double>(dst_gpus) *
                                  static_cast<double>(r.kv_tokens);
-  if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
-  transfers_[id.slot] = PendingTransfer{replica.index(), to, sim_.now(), sim_.now(), bytes, 0};
+  transfers_[id.slot] = PendingTransfer{from, to, ready, sim_.now(), bytes, 0};
   if (layout_.pd_pull == PdPull::kPush) {
-    start_transfer(id, true);
+    start_transfer(id, overlap);
     return;
   }
   replica.report_state();  // the decode replica signals now; the prefill one must have first
@@ -484,7 +513,7 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
   if (pulls_[to].empty()) {
     if (const int64_t blocks = decode.reserve_pull(id); blocks >= 0) {
       transfers_[id.slot].blocks = blocks;
-      start_transfer(id, true);
+      start_transfer(id, overlap);
       return;
     }
   }
@@ -563,6 +592,13 @@ void Cluster::start_transfer(RequestId id, bool overlap) {
 
 void Cluster::on_transfer_done(uint64_t tag) {
   const RequestId id{static_cast<uint32_t>(tag)};
+  if (!stale_transfers_.empty()) [[unlikely]] {
+    const auto it = std::find(stale_transfers_.begin(), stale_transfers_.end(), id.slot);
+    if (it != stale_transfers_.end()) {  // called off in its latency (drop_handoffs)
+      stale_transfers_.erase(it);
+      return;
+    }
+  }
   const PendingTransfer t = transfers_[id.slot];
   Request& r = requests_[id];
   replicas_[t.from]->finish_handoff(id);
@@ -628,7 +664,7 @@ void Cluster::on_preempt(uint64_t id, uint32_t replica, core::Time t) {
 void Cluster::check_drained() const {
   if (has_next_ || (closed_loop_ && source_.due()) ||
       counters_.arrived != counters_.completed + counters_.rejected + counters_.timed_out + counters_.failed ||
-      requests_.live() != 0 || !parked_.empty())
+      requests_.live() != 0 || !parked_.empty() || !decode_waiting_.empty())
     throw core::Error("internal: requests not conserved: arrived " + std::to_string(counters_.arrived) +
                       ", completed " + std::to_string(counters_.completed) + ", rejected " +
                       std::to_string(counters_.rejected) + ", timed out " + std::to_string(counters_.timed_out) +

@@ -112,7 +112,7 @@ struct FaultPlan {
   double node_mtbf_s = 0, node_mttr_s = 0;
   std::vector<std::vector<uint32_t>> node_replicas;
   bool any() const { return !events.empty() || mtbf_s > 0 || node_mtbf_s > 0; }
-  // Replica (or node) failures or stragglers: what needs a unified cluster. Link failures alone do not.
+  // Replica (or node) failures or stragglers (as opposed to link failures alone).
   bool replica_faults() const {
     if (mtbf_s > 0 || node_mtbf_s > 0) return true;
     for (const FaultEvent& e : events)
@@ -212,7 +212,7 @@ class Cluster final : public EventHandler,
   // The store group of replica `replica` (its store's index).
   size_t store_group(size_t replica) const { return replicas_per_store_ > 0 ? replica / replicas_per_store_ : 0; }
 
-  // Fault injection (unified clusters only); call before start().
+  // Fault injection; call before start().
   void set_faults(const FaultPlan& plan);
   // Admission control ([admission]) over the router's pool; before start(). None: every request
   // the replicas can hold is admitted.
@@ -337,6 +337,10 @@ class Cluster final : public EventHandler,
     Cluster* cluster = nullptr;
     void on_event(uint64_t) override { cluster->on_park_timer(); }
   };
+  struct DecodeWake final : EventHandler {  // the same for prefilled requests waiting for a decode replica
+    Cluster* cluster = nullptr;
+    void on_event(uint64_t) override { cluster->wake_decode_waiting(); }
+  };
   struct FaultAction {
     enum class Kind : uint8_t { kFail, kRepair, kSpeed, kLinkDown, kLinkUp } kind = Kind::kFail;
     uint32_t replica = 0;
@@ -358,10 +362,31 @@ class Cluster final : public EventHandler,
   void handle_lost();
   void repair_replica(uint32_t i);
   // A request without a replica (lost, or routed to one that went down): routed again among the
-  // replicas that are up, parked when none is but one will be repaired, failed otherwise.
+  // replicas that are up (disaggregated: the prefill pool's), parked when none is but one will be
+  // repaired, failed otherwise.
   void route_again(RequestId id);
-  // The first replica up from `pick` on (ring order); replicas_.size() when none is.
-  uint32_t up_from(uint32_t pick) const;
+  // The first replica up from `pick` on (ring order) in the router's pool (disaggregated: the
+  // prefill pool); replicas_.size() when none is.
+  uint32_t up_from(uint32_t pick) const { return up_in(pick, 0, router_pool()); }
+  // The same within replicas [first, first + count).
+  uint32_t up_in(uint32_t pick, size_t first, size_t count) const;
+  size_t router_pool() const { return disaggregated() ? layout_.prefill_replicas : replicas_.size(); }
+  // Whether a replica of [first, first + count) that is down will be repaired.
+  bool repair_pending(size_t first, size_t count) const;
+  // Disaggregated: the hand-offs from or to replica i, which fails now (from: before its requests
+  // are dropped, so that its KV is freed first; to: after): KV transfers under way are called off
+  // (their flows leave the network at once), pulls waiting are taken out of their queue, and their
+  // requests join lost_ (or leave, timed out).
+  void drop_handoffs(uint32_t i);
+  bool failing(uint32_t i) const { return !failing_.empty() && failing_[i]; }
+  // Disaggregated: prefilled request `id` on prefill replica `from` goes to a decode replica up
+  // (picked by the decode router); `overlap`: its prefill has just ended. With none up it waits
+  // (decode_waiting_), holding its KV on `from`, for a decode replica's repair.
+  void hand_off(RequestId id, uint32_t from, bool overlap, core::Time ready);
+  // The prefilled requests waiting for a decode replica: handed off when one is up, failed when
+  // none will be repaired.
+  void wake_decode_waiting();
+  void schedule_decode_wake(core::Time t);
   void fail_request(RequestId id);
   void park(RequestId id);
   void on_park_timer();
@@ -473,6 +498,19 @@ class Cluster final : public EventHandler,
   std::vector<uint64_t> epoch_;              // per replica: failures so far
   std::vector<std::optional<core::Time>> repair_at_;  // per replica while down: when it comes back
   std::deque<RequestId> parked_;
+  // Disaggregated: prefilled requests waiting for a decode replica to be up (none is), in order; their
+  // prefill replica holds their KV (state kAwaitingPull, transfers_[slot].to = kNoDecode).
+  std::deque<RequestId> decode_waiting_;
+  static constexpr uint32_t kNoDecode = UINT32_MAX;
+  DecodeWake decode_wake_;
+  std::optional<core::Time> decode_wake_at_;
+  std::vector<RequestId> dropped_;           // scratch of drop_handoffs
+  // Disaggregated, during a node failure: the replicas going down at this instant (none of them may
+  // start an iteration with the room a called-off hand-off frees); empty otherwise.
+  std::vector<uint8_t> failing_;
+  // Slots of KV transfers called off after their bytes had drained (only their path latency left):
+  // their completion still comes and is ignored (Network::cancel_transfer).
+  std::vector<uint32_t> stale_transfers_;
   std::vector<int> link_repairs_pending_;    // per link event: repairs scheduled and not yet done
   std::vector<core::Time> link_repair_at_;   // per link event: when its latest repair comes
   struct KeepAlive final : EventHandler {    // a strong no-op: the run waits for a link repair

@@ -13,8 +13,6 @@ namespace servesim::sim {
 
 void Cluster::set_faults(const FaultPlan& plan) {
   if (!plan.any()) return;
-  if (disaggregated() && plan.replica_faults())
-    throw core::Error("internal: replica failures are modelled for unified clusters only");
   faults_ = plan.replica_faults();
   plan_ = plan;
   link_repairs_pending_.assign(plan_.events.size(), 0);
@@ -104,6 +102,11 @@ void Cluster::on_fault(uint64_t index) {
       auto out_of_service = [&](uint32_t i) {
         return replicas_[i]->down() || (autoscaler_ && phases_[i] == ReplicaPhase::kOff);
       };
+      if (disaggregated() && !a.with.empty()) {
+        failing_.assign(replicas_.size(), 0);
+        failing_[a.replica] = 1;
+        for (uint32_t w : a.with) failing_[w] = 1;
+      }
       if (out_of_service(a.replica)) {
         // Already down (an explicit failure overlapping the drawn ones), or off: the MTBF clock restarts.
         if (a.drawn) {
@@ -119,6 +122,7 @@ void Cluster::on_fault(uint64_t index) {
       // none is sent to a replica about to fail with it.
       for (uint32_t w : a.with)
         if (!out_of_service(w)) take_down(w, false, a.repair);
+      failing_.clear();
       handle_lost();
       break;
     }
@@ -180,8 +184,13 @@ void Cluster::take_down(uint32_t i, bool drawn, std::optional<core::Duration> re
   const uint64_t held = static_cast<uint64_t>(loads_[i].queued + loads_[i].running);
   ++counters_.replica_failures;
   ++epoch_[i];
+  // Disaggregated: a prefill replica's hand-offs go first (its KV is freed before the replica drops
+  // the rest), a decode replica's pulls after it has dropped what it holds.
+  const bool prefill = disaggregated() && i < layout_.prefill_replicas;
+  if (prefill) drop_handoffs(i);
   replica.fail(lost_);  // appends
   lost_from_.resize(lost_.size(), i);
+  if (disaggregated() && !prefill) drop_handoffs(i);
   fleet_event(core::FleetEventKind::kReplicaDown, i, 0, static_cast<double>(held));
   if (autoscaler_) {
     // It leaves the pool: it stops costing, a start under way is called off, and the autoscaler's
@@ -209,7 +218,7 @@ void Cluster::handle_lost() {
   // In arrival order across the replicas that failed together (each hands its own back in order).
   order_.clear();
   for (size_t k = 0; k < lost_.size(); ++k) order_.push_back(k);
-  if (lost_from_.size() > 1 && lost_from_.front() != lost_from_.back())
+  if (disaggregated() || (lost_from_.size() > 1 && lost_from_.front() != lost_from_.back()))
     std::stable_sort(order_.begin(), order_.end(),
                      [&](size_t a, size_t b) { return requests_[lost_[a]].id < requests_[lost_[b]].id; });
   for (size_t k : order_) {
@@ -226,9 +235,96 @@ void Cluster::handle_lost() {
   }
   lost_.clear();
   lost_from_.clear();
+  // Disaggregated: pulls called off freed decode blocks (and their queues' heads may have left).
+  if (disaggregated() && !pulls_.empty())
+    for (uint32_t d = static_cast<uint32_t>(layout_.prefill_replicas); d < replicas_.size(); ++d)
+      if (!replicas_[d]->down()) start_pulls(d);
+}
+
+void Cluster::drop_handoffs(uint32_t i) {
+  const bool prefill = i < layout_.prefill_replicas;
+  dropped_.clear();
+  for (uint32_t s = 0; s < requests_.capacity() && s < transfers_.size(); ++s) {
+    const Request& r = requests_[RequestId{s}];
+    if (r.state != RequestState::kTransferring && r.state != RequestState::kAwaitingPull) continue;
+    const PendingTransfer& t = transfers_[s];
+    if (t.from == i || (!prefill && t.to == i)) dropped_.push_back(RequestId{s});
+  }
+  std::sort(dropped_.begin(), dropped_.end(),
+            [&](RequestId a, RequestId b) { return requests_[a].id < requests_[b].id; });
+  for (const RequestId id : dropped_) {
+    Request& r = requests_[id];
+    const PendingTransfer t = transfers_[id.slot];
+    if (r.state == RequestState::kTransferring) {
+      // Its flows leave the network now (the others' rates are filled again at once); one whose bytes
+      // had drained completes in its latency, and that completion is ignored.
+      if (!network_->cancel_transfer(id.slot, this)) stale_transfers_.push_back(id.slot);
+      if (layout_.pd_pull == PdPull::kReserveFirst)
+        replicas_[t.to]->cancel_pull(t.blocks, t.to != i && !replicas_[t.to]->down() && !failing(t.to));
+    } else if (t.to == kNoDecode) {
+      decode_waiting_.erase(std::find(decode_waiting_.begin(), decode_waiting_.end(), id));
+    } else {  // a pull waiting for blocks
+      std::deque<RequestId>& q = pulls_[t.to];
+      q.erase(std::find(q.begin(), q.end(), id));
+      --pulls_waiting_;
+      replicas_[t.to]->pull_queued(-1);
+    }
+    // Its prefill replica frees its KV (and, when it is not the one failing, goes on with the room).
+    replicas_[t.from]->drop_handoff(id, t.from != i && !failing(t.from));
+    if (r.timed_out) {  // its client had given up: it leaves now
+      core::RequestRecord rec = r.timed_out_record(sim_.now(), t.from, t.from);
+      requests_.erase(id);
+      signal_timed_out(rec);
+      continue;
+    }
+    lost_.push_back(id);
+    lost_from_.push_back(i);
+  }
+}
+
+bool Cluster::repair_pending(size_t first, size_t count) const {
+  for (size_t i = first; i < first + count; ++i)
+    if (repair_at_[i]) return true;
+  return false;
+}
+
+void Cluster::schedule_decode_wake(core::Time t) {
+  if (decode_wake_at_ && *decode_wake_at_ <= t) return;  // an earlier wake will look again
+  decode_wake_at_ = t;
+  sim_.schedule_at(t, &decode_wake_);  // strong: it keeps the run going for the waiting requests
+}
+
+void Cluster::wake_decode_waiting() {
+  if (decode_wake_at_ && *decode_wake_at_ <= sim_.now()) decode_wake_at_.reset();
+  const size_t first = layout_.prefill_replicas, count = replicas_.size() - first;
+  // Repairs due now whose weak events have not fired yet (each hands the waiting requests off).
+  for (size_t i = first; i < replicas_.size(); ++i)
+    if (replicas_[i]->down() && repair_at_[i] && *repair_at_[i] <= sim_.now()) repair_replica(static_cast<uint32_t>(i));
+  if (decode_waiting_.empty()) return;
+  const bool up = up_in(static_cast<uint32_t>(first), first, count) < replicas_.size();
+  if (!up && repair_pending(first, count)) {
+    std::optional<core::Time> at;
+    for (size_t i = first; i < replicas_.size(); ++i)
+      if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
+    schedule_decode_wake(std::max(*at, sim_.now()));
+    return;
+  }
+  std::deque<RequestId> waiting;
+  waiting.swap(decode_waiting_);
+  for (const RequestId id : waiting) {
+    const PendingTransfer t = transfers_[id.slot];
+    if (up) {
+      hand_off(id, t.from, false, t.ready);
+      continue;
+    }
+    // No decode replica will come back: it fails, with the token its prefill produced.
+    replicas_[t.from]->finish_handoff(id);
+    fail_request(id);
+  }
 }
 
 void Cluster::repair_replica(uint32_t i) {
+  if (!replicas_[i]->down()) return;  // repaired already (a wake for its due repair came first)
   replicas_[i]->repair();
   repair_at_[i].reset();
   fleet_event(core::FleetEventKind::kReplicaUp, i);
@@ -241,35 +337,41 @@ void Cluster::repair_replica(uint32_t i) {
     schedule_fault(sim_.now() + core::Duration::from_seconds(fault_rngs_[i].exponential(1.0 / plan_.mtbf_s)), a);
   }
   unpark();
+  if (!decode_waiting_.empty() && i >= layout_.prefill_replicas) wake_decode_waiting();
 }
 
-uint32_t Cluster::up_from(uint32_t pick) const {
-  const size_t n = replicas_.size();
-  for (size_t k = 0; k < n; ++k) {
-    const uint32_t i = static_cast<uint32_t>((pick + k) % n);
+uint32_t Cluster::up_in(uint32_t pick, size_t first, size_t count) const {
+  for (size_t k = 0; k < count; ++k) {
+    const auto i = static_cast<uint32_t>(first + (pick - first + k) % count);
     if (loads_[i].up) return i;
   }
-  return static_cast<uint32_t>(n);
+  return static_cast<uint32_t>(replicas_.size());
 }
 
 void Cluster::route_again(RequestId id) {
   Request& r = requests_[id];
-  const uint32_t pick = router_->route(r, loads_);
-  if (pick >= loads_.size())
-    throw core::Error("internal: router chose replica " + std::to_string(pick) + " of " + std::to_string(loads_.size()));
+  const size_t pool = router_pool();
+  const uint32_t pick = router_->route(r, std::span<const ReplicaLoad>(loads_.data(), pool));
+  if (pick >= pool)
+    throw core::Error("internal: router chose replica " + std::to_string(pick) + " of " + std::to_string(pool));
   const uint32_t to = up_from(pick);
   if (to < replicas_.size()) {
     // A request that never reached a replica (parked, or its replica failed while it was on the
     // way) is routed for the first time now; a lost one keeps the replica it was first routed to.
     if (r.failovers == 0) r.routed_replica = to;
+    // Disaggregated, a lost request is prefilled again with the tokens it produced: a prefill
+    // replica that could never hold them all fails it (as one too long for it is rejected).
+    if (disaggregated() && r.generated > 0 && replicas_[to]->rejection(r)) [[unlikely]] {
+      fail_request(id);
+      return;
+    }
     replicas_[to]->enqueue(id);
     return;
   }
-  // No replica is up: wait for the first repair (or, autoscaled, a replica provisioned), or fail when
-  // none will come.
-  bool repair_pending = autoscaler_ && next_scale_up().has_value();
-  for (const auto& at : repair_at_) repair_pending = repair_pending || at.has_value();
-  if (repair_pending) {
+  // No replica is up (disaggregated: no prefill replica): wait for the first repair (or, autoscaled,
+  // a replica provisioned), or fail when none will come.
+  const bool pending = (autoscaler_ && next_scale_up().has_value()) || repair_pending(0, pool);
+  if (pending) {
     park(id);
   } else {
     fail_request(id);
@@ -285,8 +387,8 @@ void Cluster::park(RequestId id) {
   const std::optional<core::Time> scale_up = autoscaler_ ? next_scale_up() : std::nullopt;
   bool found = scale_up.has_value();
   core::Time first = found ? *scale_up : core::Time();
-  for (const auto& at : repair_at_)
-    if (at && (!found || *at < first)) {
+  for (size_t i = 0; i < router_pool(); ++i)  // disaggregated: the prefill pool's
+    if (const auto& at = repair_at_[i]; at && (!found || *at < first)) {
       first = *at;
       found = true;
     }
@@ -348,6 +450,7 @@ void Cluster::fail_request(RequestId id) {
                                : rec.finish;
   rec.preemptions = r.preemptions;
   rec.cached_tokens = r.cached_tokens;
+  rec.kv_transfer_bytes = static_cast<double>(r.kv_bytes_transferred);  // disaggregated: the transfers it completed
   rec.stage = r.stage;
   rec.request_class = r.request_class;
   requests_.erase(id);

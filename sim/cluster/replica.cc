@@ -85,7 +85,7 @@ std::optional<core::RequestOutcome> Replica::rejection(const Request& r) const {
   // A prefill replica holds the prompt (and the first token's recompute) only. A speculative decode
   // reserves its drafts too, and the engine does not know which step is a request's last.
   const int64_t peak = role_ == ReplicaRole::kPrefill
-                           ? r.prompt_tokens
+                           ? r.prefill_target()  // the prompt (and, recomputed after a failover, what it produced)
                            : r.peak_kv_tokens() + (speculator_ ? speculator_->max_draft_tokens() : 0);
   // With prefix caching a partial last unit and the private blocks after it may each start a
   // block: at most one more block than the tokens need.
@@ -566,19 +566,38 @@ void Replica::adopt_pull(RequestId id, int64_t blocks) {
   if (busy_) publish_state(); else try_start_iteration();
 }
 
-void Replica::cancel_pull(int64_t blocks) {
+void Replica::cancel_pull(int64_t blocks, bool resume) {
   --pulls_in_flight_;
   load_.queued -= 1;
   load_.pull_blocks_reserved -= blocks;
   kv_.release(blocks);
-  if (!busy_) try_start_iteration(); else publish_state();
+  if (resume && !busy_) try_start_iteration(); else publish_state();
 }
 
 // ---- fleet dynamics -----------------------------------------------------------------------------
 
+void Replica::reset_lost(Request& r) const {
+  r.kv_tokens = 0;
+  r.decoding = false;
+  r.swapped = false;
+  r.tier_checked = false;
+  r.tier_redecide = host_ || store_ || nvme_;  // decided again where it goes next (a reload if admitted here)
+  r.host_hit_tokens = 0;
+}
+
+void Replica::drop_handoff(RequestId id, bool resume) {
+  Request& r = requests_[id];
+  release_kv(r);
+  --transferring_;
+  reset_lost(r);
+  r.state = RequestState::kWaiting;
+  if (!resume) return;
+  if (!busy_) try_start_iteration(); else publish_state();
+}
+
 void Replica::fail(std::vector<RequestId>& lost) {
-  if (transferring_ > 0 || role_ != ReplicaRole::kUnified)
-    throw core::Error("internal: replica failures are modelled for unified replicas only");
+  // (Disaggregated: the cluster has dropped this prefill replica's hand-offs first, drop_handoff.)
+  if (transferring_ > 0) throw core::Error("internal: a prefill replica failed with hand-offs under way");
   if (busy_) {
     // An iteration still waiting for its swap copies has not started computing: nothing to wait for.
     lost_iteration_end_ = swap_waiting_ ? sim_.now() : last_start_ + last_duration_;
@@ -598,12 +617,7 @@ void Replica::fail(std::vector<RequestId>& lost) {
     Request& r = requests_[id];
     account(r, -1);
     release_kv(r);
-    r.kv_tokens = 0;
-    r.decoding = false;
-    r.swapped = false;
-    r.tier_checked = false;
-    r.tier_redecide = host_ || store_ || nvme_;  // decided again where it goes next (a reload if admitted here)
-    r.host_hit_tokens = 0;
+    reset_lost(r);
     if (r.timed_out) {
       leave_timed_out(id);
       return;

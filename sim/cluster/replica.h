@@ -264,7 +264,13 @@ class Replica final : public EventHandler {
   // reset to be prefilled again from scratch (its prompt and the tokens it already produced); a
   // request whose client had given up leaves as timed out. Its prefix cache is emptied, and it
   // reports itself down (ReplicaLoad::up) until repair().
+  // A decode replica's pulls (reserved or waiting) are the cluster's to call off (cancel_pull,
+  // pull_queued); a prefill replica must have no hand-off left (drop_handoff).
   void fail(std::vector<RequestId>& lost);
+  // Disaggregated, on a prefill replica: the hand-off of `id` is called off (this replica or its
+  // decode replica failed): its KV here is freed and it is reset to be prefilled again from scratch
+  // (state kWaiting). `resume`: this replica stays up and may start an iteration with the room.
+  void drop_handoff(RequestId id, bool resume);
   // Back in service (no earlier than the lost iteration's end: available_at()).
   void repair();
   bool down() const { return down_; }
@@ -322,8 +328,10 @@ class Replica final : public EventHandler {
   // reserved for it and joins the running set (it decodes from the next iteration on; it is not
   // held back by max_num_seqs, which only admissions from the waiting queue obey).
   void adopt_pull(RequestId id, int64_t blocks);
-  // A pull under way whose client gave up: the `blocks` reserved for it are freed.
-  void cancel_pull(int64_t blocks);
+  // A pull under way whose client gave up (or whose transfer a failure called off): the `blocks`
+  // reserved for it are freed. `resume`: the replica may start an iteration with the room (false for
+  // one failing or about to fail at this instant).
+  void cancel_pull(int64_t blocks, bool resume = true);
   KvCache& kv_cache() { return kv_; }
   // The host KV tier (null = none) and the requests waiting for a load from it.
   const HostKvTier* host_tier() const { return host_.get(); }
@@ -450,6 +458,8 @@ class Replica final : public EventHandler {
   void release_kv(Request& r);
   // Signals that the timed-out request `id` has left and frees its slot.
   void leave_timed_out(RequestId id);
+  // A request whose KV is lost with a failure: to be prefilled again from scratch.
+  void reset_lost(Request& r) const;
   void try_start_iteration();
   // Moves the requests the scheduler can see now from arriving_ into the waiting queue.
   void admit_arrivals(bool chained);

@@ -316,6 +316,11 @@ void InvariantChecker::on_replica_state(const core::ReplicaState& s) {
                        " - completed " + n(totals_.completed) + " - rejected " + n(totals_.rejected) +
                        " - timed out " + n(totals_.timed_out) + ")");
   });
+  if (rv.down)
+    check(s.queued == 0 && s.running == 0 && s.kv_blocks_used == 0, "fleet", s.time, [&] {
+      return std::string(who() + " is down (failed, not repaired) but reports " + n(s.queued) + " queued, " +
+                         n(s.running) + " running, " + n(s.kv_blocks_used) + " KV blocks");
+    });
   rv.seen = true;
   rv.state = s;
   if (next_) next_->on_replica_state(s);
@@ -371,6 +376,14 @@ void InvariantChecker::on_kv_transfer(const core::KvTransfer& t) {
                              n(t.to_replica) + " moves " + std::to_string(t.bytes) + " bytes from " + n(t.start.ns()) +
                              " to " + n(t.end.ns()) + " ns");
         });
+  for (const uint32_t end : {t.from_replica, t.to_replica}) {
+    const ReplicaView& rv = replicas_[end];
+    check(!rv.down && (!rv.failed || rv.failed_at <= t.start), "transfers", t.end, [&] {
+      return std::string("request " + n(t.id) + "'s KV transfer from replica " + n(t.from_replica) + " to " +
+                         n(t.to_replica) + " (" + n(t.start.ns()) + " to " + n(t.end.ns()) + " ns) was in flight when replica " +
+                         n(end) + " failed (at " + n(rv.failed_at.ns()) + " ns): a failure calls its transfers off");
+    });
+  }
   p.kv_transfer_bytes += t.bytes;
   ++totals_.kv_transfers;
   totals_.kv_transfer_bytes += t.bytes;
@@ -404,6 +417,8 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
                n(rv.state.running) + " running, " + n(rv.state.kv_blocks_used) + " KV blocks";
       });
       rv.down = true;
+      rv.failed = true;
+      rv.failed_at = e.time;
       ++totals_.replica_failures;
       break;
     case core::FleetEventKind::kReplicaUp:

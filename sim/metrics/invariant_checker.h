@@ -46,7 +46,10 @@
 //               admission's hit).
 //   transfers   a KV transfer moves a request in flight between two different known replicas,
 //               ends no earlier than it starts, moves a finite, non-negative number of bytes; the
-//               bytes of a request's transfers add up to what its record reports.
+//               bytes of a request's transfers add up to what its record reports; neither replica
+//               failed while it was in flight (a failure calls it off) nor is down at its end.
+//   fleet       a failed replica holds nothing (no request queued or running, no KV block) at its
+//               failure and in every state it reports until its repair.
 //
 // Checks that need data the signals do not carry are not made: per-unit prefix-cache reference
 // counts (the cache's own accounting, checked inside sim/cluster/kv_cache), and the bytes of a
@@ -142,6 +145,8 @@ class InvariantChecker final : public core::LifecycleObserver {
     int64_t last_decodes = 0;  // decode tokens of that iteration
     int64_t last_output = 0;   // and the tokens they emitted (accepted drafts included)
     bool down = false;         // failed ([faults]) and not repaired yet
+    core::Time failed_at;      // its last failure (when it has failed)
+    bool failed = false;
     // Replicas running ahead only: the time of its last iteration or state signal, and the ends of
     // its iterations not yet behind the global clock, in order (a completion ends one of them).
     core::Time clock;

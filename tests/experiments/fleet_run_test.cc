@@ -69,12 +69,17 @@ TEST(FleetRunTest, FaultConfigurationErrorsNameTheKey) {
   EXPECT_NE(error_of("[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\nspeed = 0.5\n").find("faults.events[0].speed"),
             std::string::npos);
   EXPECT_NE(error_of("[faults]\non_failure = \"retry\"\n").find("faults.on_failure"), std::string::npos);
+  // On a disaggregated cluster replicas are numbered prefill pool first, then the decode pool.
   const std::string pd = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n";
   std::string text = std::string(kBase);
   text.replace(text.find("[cluster]\nreplicas = 3\n"), 22, "[cluster]\n" + pd);
-  const std::string refused = error_of_text(text + "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n");
-  EXPECT_NE(refused.find("unified clusters"), std::string::npos)
-      << "faults on a disaggregated cluster: " << (refused.empty() ? "accepted" : refused);
+  const std::string out_of_range = error_of_text(text + "[faults]\n[[faults.events]]\nreplica = 2\nat_s = 1\n");
+  EXPECT_NE(out_of_range.find("'faults.events[0].replica': replica 2 does not exist: the cluster has 2 replicas (0 to 1)"),
+            std::string::npos)
+      << out_of_range;
+  // Autoscaling a disaggregated cluster stays refused, with faults or without.
+  const std::string scaled = error_of_text(text + "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n[autoscaler]\nkind = \"slo\"\nmax_ttft_ms = 500\nmax_replicas = 3\n");
+  EXPECT_NE(scaled.find("autoscaling is modelled for a unified pool"), std::string::npos) << scaled;
 }
 
 // A failure at 5 s of replica 1 (back after 4 s): the database has its events and figures, and every
@@ -200,11 +205,270 @@ TEST(FleetRunTest, LinkFailureErrorsNameTheKey) {
   EXPECT_NE(pd_error("[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"gpu 0 pcie\"\nreplica = 0\nat_s = 1\n")
                 .find("faults.events[0].replica"),
             std::string::npos);
-  // Replica failures stay for unified clusters; a unified cluster of single-GPU replicas has no network.
-  EXPECT_NE(pd_error("[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n").find("unified clusters"), std::string::npos);
+  // A unified cluster of single-GPU replicas has no network.
   EXPECT_NE(error_of("[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"gpu 0 pcie\"\nat_s = 1\n")
                 .find("this cluster has no network"),
             std::string::npos);
+}
+
+// Replica faults on a disaggregated cluster. A tiny built case: Llama-3-8B on H100s, one request
+// at a time of fixed lengths, ingress 0 (engine times are the client's), every replica alone on its
+// node (network.gpus_per_node = 1, one NIC): a KV transfer crosses GPU - PCIe - NIC - leaf - NIC -
+// PCIe - GPU, 6 us of latency (1 + 2 + 2 + 1), 50 GB/s at its bottleneck. Llama-3-8B holds 32 layers
+// x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 bytes of KV per token.
+constexpr double kKvBytesPerToken = 131072;
+constexpr double kLinkBytesPerS = 50e9;
+constexpr double kPathLatencyS = 6e-6;
+double transfer_s(double tokens) { return kPathLatencyS + tokens * kKvBytesPerToken / kLinkBytesPerS; }
+
+std::string pd_tiny(int prefill, int decode, int64_t prompt, int64_t output, int requests, const std::string& extra) {
+  return "seed = 1\n[workload]\nkind = \"synthetic\"\n[workload.arrival]\nkind = \"constant\"\nrate = 1000000000\n"
+         "requests = " + std::to_string(requests) +
+         "\n[workload.prompt]\nkind = \"fixed\"\nvalue = " + std::to_string(prompt) +
+         "\n[workload.output]\nkind = \"fixed\"\nvalue = " + std::to_string(output) +
+         "\n[model]\nkind = \"llama-3-8b\"\n[gpu]\nkind = \"h100-sxm\"\n[cluster.prefill]\nreplicas = " +
+         std::to_string(prefill) + "\n[cluster.decode]\nreplicas = " + std::to_string(decode) +
+         "\n[router]\nkind = \"least_outstanding\"\n[decode_router]\nkind = \"least_outstanding\"\n"
+         "[network]\ngpus_per_node = 1\nnics_per_node = 1\n[prediction]\nfrontend_offset_ms = -1000000\n" + extra;
+}
+
+// What the run signalled: every request's record and every KV transfer.
+struct Recorder final : core::LifecycleObserver {
+  std::vector<core::RequestRecord> done;
+  std::vector<core::KvTransfer> transfers;
+  void on_request_done(const core::RequestRecord& r) override { done.push_back(r); }
+  void on_kv_transfer(const core::KvTransfer& t) override { transfers.push_back(t); }
+  const core::RequestRecord& request(uint64_t id) const {
+    for (const auto& r : done)
+      if (r.id == id) return r;
+    throw core::Error("no record of request " + std::to_string(id));
+  }
+};
+
+RunResult run_recorded(const std::string& text, Recorder& rec) {
+  RunOutputs out;
+  out.check = true;
+  out.observers = {&rec};
+  return run_simulation(core::parse_config(text, "pd.toml", run_schema()), out);
+}
+
+std::string at_s(int64_t ns) { return core::format_double(static_cast<double>(ns) * 1e-9); }
+
+// (1) One prefill replica (0) and two decode replicas (1, 2); one request of 1,000 prompt and 40
+// output tokens. Decode replica 1 fails, for good, in the middle of its 11th decode step: the request
+// has produced 11 tokens (1 from its prefill, 10 decodes) and is recomputed: prefilled again from
+// scratch on replica 0 (1,011 tokens: its prompt and what it produced, emitting token 12), moved to
+// replica 2 (the decode replica up) and decoded there for its last 28 tokens.
+// Oracles, all from runs without faults and the hand figures above:
+// - baseline (no fault): first token at t1 (the 1,000-token prefill), KV moved in transfer_s(1000) =
+//   2.62744 ms, then 39 decode steps of about d each: d = (finish - t1 - transfer_s(1000)) / 39;
+//   the failure at T = t1 + transfer_s(1000) + 10.5 d.
+// - an independent request of 1,011 prompt and 29 output tokens alone: its prefill is the re-prefill
+//   (1,011 tokens, emitting one token), its transfer transfer_s(1011) = 2.656096 ms the second
+//   transfer, its 28 decodes at the same contexts the recomputed request's; so the recomputed
+//   request finishes at T + that request's finish (it arrives at 0 with ingress 0), and its second
+//   transfer ends at T + that request's first token + transfer_s(1011).
+// Its record: TTFT kept (first token at t1), KV bytes of both completed transfers (1,000 + 1,011
+// tokens), decoded on replica 2. With on_failure = "fail" (4): outcome failed with its 11 tokens.
+TEST(FleetRunTest, PdDecodeReplicaFailureRecomputesThroughThePrefillPool) {
+  Recorder base;
+  run_recorded(pd_tiny(1, 2, 1000, 40, 1, ""), base);
+  const core::RequestRecord& b = base.request(0);
+  ASSERT_EQ(b.decode_replica, 1u);  // the least-outstanding tie goes to the first decode replica
+  ASSERT_EQ(base.transfers.size(), 1u);
+  EXPECT_NEAR((base.transfers[0].end - base.transfers[0].start).seconds(), transfer_s(1000), 2e-9);
+  const int64_t t1 = b.first_token.ns();
+  const double d_ns = (static_cast<double>(b.finish.ns() - t1) - transfer_s(1000) * 1e9) / 39;
+  const int64_t fail_ns = t1 + std::llround(transfer_s(1000) * 1e9 + 10.5 * d_ns);
+
+  Recorder alone;
+  run_recorded(pd_tiny(1, 2, 1011, 29, 1, ""), alone);
+  const core::RequestRecord& a = alone.request(0);
+  ASSERT_EQ(alone.transfers.size(), 1u);
+  EXPECT_NEAR((alone.transfers[0].end - alone.transfers[0].start).seconds(), transfer_s(1011), 2e-9);
+
+  const std::string fault = "[faults]\n[[faults.events]]\nreplica = 1\nat_s = " + at_s(fail_ns) + "\n";
+  Recorder rec;
+  const RunResult r = run_recorded(pd_tiny(1, 2, 1000, 40, 1, fault), rec);
+  const int64_t fail_at = core::Duration::from_seconds(std::stod(at_s(fail_ns))).ns();
+  const core::RequestRecord& got = rec.request(0);
+  EXPECT_EQ(got.outcome, core::RequestOutcome::kCompleted);
+  EXPECT_EQ(got.first_token.ns(), t1);  // TTFT kept
+  EXPECT_EQ(got.decode_replica, 2u);
+  EXPECT_NEAR(got.kv_transfer_bytes, (1000 + 1011) * kKvBytesPerToken, 1e-6);
+  ASSERT_EQ(rec.transfers.size(), 2u);
+  EXPECT_EQ(rec.transfers[1].from_replica, 0u);
+  EXPECT_EQ(rec.transfers[1].to_replica, 2u);
+  EXPECT_NEAR(static_cast<double>(rec.transfers[1].start.ns()), static_cast<double>(fail_at + a.first_token.ns()), 2);
+  EXPECT_NEAR(static_cast<double>(rec.transfers[1].end.ns()),
+              static_cast<double>(fail_at + a.first_token.ns()) + transfer_s(1011) * 1e9, 3);
+  EXPECT_NEAR(static_cast<double>(got.finish.ns()), static_cast<double>(fail_at + a.finish.ns()), 3);
+  EXPECT_EQ(r.summary.requests_completed, 1u);
+
+  // (4) on_failure = "fail": it leaves at the failure, failed, with the 11 tokens it had.
+  Recorder failed;
+  const RunResult f =
+      run_recorded(pd_tiny(1, 2, 1000, 40, 1, "[faults]\non_failure = \"fail\"\n" + fault.substr(9)), failed);
+  const core::RequestRecord& lost = failed.request(0);
+  EXPECT_EQ(lost.outcome, core::RequestOutcome::kFailed);
+  EXPECT_EQ(lost.generated_tokens, 11);
+  EXPECT_EQ(lost.finish.ns(), fail_at);
+  EXPECT_EQ(f.summary.requests_completed, 0u);
+  EXPECT_EQ(failed.transfers.size(), 1u);
+}
+
+// (2) Two prefill replicas (0, 1) and one decode replica (2); two requests of 8,000 prompt tokens at
+// once (1 ns apart), one on each prefill replica, so their KV transfers (8,000 x 131,072 =
+// 1,048,576,000 bytes each) both enter decode replica 2's NIC and share it: 25 GB/s each (max-min).
+// Prefill replica 0 fails 5 ms into its transfer. The flow is called off at once: request 1's flow
+// has the link's 50 GB/s to itself from then on. By hand, with s0, s1 the transfers' starts (the
+// prefills' ends, read from the run without the fault) and F = s0 + 5 ms:
+//   moved by F: 50 GB/s x (s1 - s0) is request 0's alone before s1 (1 ns: 50 bytes, not request 1's),
+//   request 1's: 25 GB/s x (F - s1); the rest at 50 GB/s; its transfer ends at
+//   F + (1,048,576,000 - 25e9 x (F - s1)) / 50e9 + 6 us;
+// without the fault both share the link to the end (about s0 + 41.9 ms). Request 0 (1 token so far)
+// is recomputed on prefill replica 1 (8,001 tokens), its KV moved alone: transfer_s(8001).
+TEST(FleetRunTest, PdPrefillReplicaFailureCancelsItsTransferInFlight) {
+  Recorder base;
+  run_recorded(pd_tiny(2, 1, 8000, 4, 2, ""), base);
+  ASSERT_EQ(base.transfers.size(), 2u);
+  const core::KvTransfer& t0 = base.transfers[0].id == 0 ? base.transfers[0] : base.transfers[1];
+  const core::KvTransfer& t1 = base.transfers[0].id == 1 ? base.transfers[0] : base.transfers[1];
+  ASSERT_EQ(t0.from_replica, 0u);
+  ASSERT_EQ(t1.from_replica, 1u);
+  const double bytes = 8000 * kKvBytesPerToken;
+  // Sharing: both at 25 GB/s (request 0's 1 ns alone aside): about 2 x 20.97 ms.
+  EXPECT_NEAR((t1.end - t1.start).seconds(), bytes / 25e9 + kPathLatencyS, 1e-6);
+
+  const int64_t fail_ns = t0.start.ns() + 5'000'000;
+  Recorder rec;
+  const RunResult r = run_recorded(
+      pd_tiny(2, 1, 8000, 4, 2, "[faults]\n[[faults.events]]\nreplica = 0\nat_s = " + at_s(fail_ns) + "\n"), rec);
+  EXPECT_EQ(r.summary.requests_completed, 2u);
+  ASSERT_EQ(rec.transfers.size(), 2u);  // request 0's first transfer never completed
+  const core::KvTransfer& still = rec.transfers[0];
+  ASSERT_EQ(still.id, 1u);
+  EXPECT_EQ(still.start.ns(), t1.start.ns());
+  const double f = static_cast<double>(fail_ns) * 1e-9, s1 = t1.start.seconds();
+  const double end = f + (bytes - 25e9 * (f - s1)) / kLinkBytesPerS + kPathLatencyS;
+  EXPECT_NEAR(still.end.seconds(), end, 3e-9);
+  EXPECT_LT(still.end.seconds() + 0.015, t1.end.seconds());  // much earlier than sharing to the end
+  // Request 0: recomputed on prefill replica 1, its KV moved alone, TTFT kept.
+  const core::KvTransfer& again = rec.transfers[1];
+  EXPECT_EQ(again.id, 0u);
+  EXPECT_EQ(again.from_replica, 1u);
+  EXPECT_NEAR((again.end - again.start).seconds(), transfer_s(8001), 2e-9);
+  EXPECT_EQ(rec.request(0).first_token.ns(), base.request(0).first_token.ns());
+  EXPECT_NEAR(rec.request(0).kv_transfer_bytes, 8001 * kKvBytesPerToken, 1e-6);
+  EXPECT_EQ(rec.request(0).outcome, core::RequestOutcome::kCompleted);
+}
+
+// No decode replica up: one prefill replica (0), one decode replica (1) that fails at 0 s. The request
+// (1,000 prompt, 40 output tokens) is prefilled as usual (first token at t1, as in the run without
+// failure) and then waits on replica 0, which keeps its KV, for the decode replica's repair at 1 s:
+// its transfer starts at exactly 1 s (ready at t1) and takes transfer_s(1000), and it finishes 1 s -
+// t1 later than without the failure (the decodes are the same). Without a repair it fails at t1 with
+// the one token its prefill produced. A straggler on the decode pool (speed 0.5 from 0 s): every
+// decode step takes twice as long, so the time from the transfer's end to the last token doubles.
+TEST(FleetRunTest, PdWithNoDecodeReplicaUpPrefilledRequestsWaitForTheRepair) {
+  Recorder base;
+  run_recorded(pd_tiny(1, 1, 1000, 40, 1, ""), base);
+  const core::RequestRecord& b = base.request(0);
+  ASSERT_EQ(base.transfers.size(), 1u);
+  const int64_t t1 = b.first_token.ns();
+  ASSERT_LT(t1, 1'000'000'000);
+
+  Recorder rec;
+  run_recorded(pd_tiny(1, 1, 1000, 40, 1, "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 0\nrepair_s = 1\n"), rec);
+  ASSERT_EQ(rec.transfers.size(), 1u);
+  EXPECT_EQ(rec.transfers[0].ready.ns(), t1);
+  EXPECT_EQ(rec.transfers[0].start.ns(), 1'000'000'000);
+  EXPECT_NEAR((rec.transfers[0].end - rec.transfers[0].start).seconds(), transfer_s(1000), 2e-9);
+  const core::RequestRecord& got = rec.request(0);
+  EXPECT_EQ(got.outcome, core::RequestOutcome::kCompleted);
+  EXPECT_EQ(got.first_token.ns(), t1);
+  EXPECT_NEAR(static_cast<double>(got.finish.ns()), static_cast<double>(b.finish.ns() + 1'000'000'000 - t1), 3);
+
+  Recorder lost;
+  const RunResult f = run_recorded(pd_tiny(1, 1, 1000, 40, 1, "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 0\n"), lost);
+  EXPECT_EQ(lost.request(0).outcome, core::RequestOutcome::kFailed);
+  EXPECT_EQ(lost.request(0).finish.ns(), t1);
+  EXPECT_EQ(lost.request(0).generated_tokens, 1);
+  EXPECT_EQ(f.summary.requests_completed, 0u);
+  EXPECT_TRUE(lost.transfers.empty());
+
+  Recorder slow;
+  run_recorded(pd_tiny(1, 1, 1000, 40, 1, "[faults]\n[[faults.events]]\nreplica = 1\nkind = \"slow\"\nspeed = 0.5\nat_s = 0\n"),
+               slow);
+  ASSERT_EQ(slow.transfers.size(), 1u);
+  EXPECT_EQ(slow.request(0).first_token.ns(), t1);  // the prefill pool runs at full speed
+  EXPECT_NEAR(static_cast<double>(slow.request(0).finish.ns() - slow.transfers[0].end.ns()),
+              2.0 * static_cast<double>(b.finish.ns() - base.transfers[0].end.ns()), 40);
+}
+
+// (3) A node failure on a disaggregated cluster: three prefill replicas (0-2) and three decode
+// replicas (3-5) on nodes of two GPUs: node 0 = replicas 0, 1; node 1 = 2 (prefill) and 3 (decode);
+// node 2 = 4, 5. Node 1 fails at 5 s for 4 s: replicas 2 and 3 go down together, their requests
+// (queued, prefilling, decoding, their KV on the wire) are recomputed elsewhere, none decodes on 3
+// or prefills on 2 while they are down, and every request completes, under the invariant checker.
+// With on_failure = "fail" (4): completed + failed = 400, the failed rows counted in fleet_metrics.
+TEST(FleetRunTest, PdNodeFailureTakesAPrefillAndADecodeReplicaDown) {
+  TempDir dir;
+  auto text = [](const std::string& on_failure) {
+    std::string t = std::string(kBase);
+    t.replace(t.find("[cluster]\nreplicas = 3\n"), 22,
+              "[cluster.prefill]\nreplicas = 3\n[cluster.decode]\nreplicas = 3\n[decode_router]\nkind = "
+              "\"least_outstanding\"\n");
+    return t + "[network]\ngpus_per_node = 2\n[faults]\non_failure = \"" + on_failure +
+           "\"\n[[faults.events]]\nnode = 1\nat_s = 5\nrepair_s = 4\n";
+  };
+  const std::string db = dir.file("pdnode.db");
+  RunOutputs out{db, ""};
+  out.check = true;
+  const RunResult r = run_simulation(core::parse_config(text("recompute"), "pdnode.toml", run_schema()), out);
+  EXPECT_EQ(r.summary.requests_completed, 400u);
+  {
+    SQLite::Database d(db, SQLite::OPEN_READONLY);
+    EXPECT_EQ(d.execAndGet("SELECT group_concat(replica) FROM (SELECT replica FROM fleet_events WHERE kind = "
+                           "'replica_down' ORDER BY replica)").getString(),
+              "2,3");
+    EXPECT_EQ(d.execAndGet("SELECT COUNT(DISTINCT time_ns) FROM fleet_events WHERE kind IN ('replica_down', "
+                           "'request_rerouted')").getInt64(), 1);
+    EXPECT_GT(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'request_rerouted'").getInt64(), 0);
+    // No request that finished during the outage decoded on replica 3 after its first token came
+    // before it (every rerouted one is prefilled again off node 1 while it is down).
+    EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests r JOIN fleet_events e ON e.request_id = r.request_id "
+                           "WHERE e.kind = 'request_rerouted' AND r.engine_finish_ns < 9000000000 AND "
+                           "r.decode_replica = 3").getInt64(), 0);
+    EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome <> 'completed'").getInt64(), 0);
+  }
+  const std::string db2 = dir.file("pdnode_fail.db");
+  RunOutputs out2{db2, ""};
+  out2.check = true;
+  const RunResult f = run_simulation(core::parse_config(text("fail"), "pdnode.toml", run_schema()), out2);
+  SQLite::Database d(db2, SQLite::OPEN_READONLY);
+  const int64_t failed = d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'failed'").getInt64();
+  EXPECT_GT(failed, 0);
+  EXPECT_EQ(f.summary.requests_completed + static_cast<uint64_t>(failed), 400u);
+  EXPECT_EQ(d.execAndGet("SELECT value FROM fleet_metrics WHERE name = 'requests_failed'").getDouble(),
+            static_cast<double>(failed));
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM requests WHERE outcome = 'failed' AND finish_ns <> 5000000000")
+                .getInt64(), 0);
+}
+
+// The example of docs/fleet.md under the invariant checker: losing half the decode pool keeps every
+// request within the SLO (its lost requests recomputed through the prefill pool), losing half the
+// prefill pool at this load does not (its queue grows for 30 s).
+TEST(FleetRunTest, ExampleNodeFailurePdRunsWithTheChecker) {
+  RunOutputs out;
+  out.check = true;
+  const std::string path = servesim::testing::source_dir() + "/experiments/fleet/node_failure_pd.toml";
+  const RunResult decode = run_simulation(load_run_config(path, {}), out);
+  EXPECT_EQ(decode.summary.requests_completed, decode.summary.requests_total);
+  EXPECT_DOUBLE_EQ(decode.summary.slo_attainment, 1.0);
+  const RunResult prefill = run_simulation(load_run_config(path, {"faults.events=[{node=1,at_s=20,repair_s=30}]"}), out);
+  EXPECT_EQ(prefill.summary.requests_completed, prefill.summary.requests_total);
+  EXPECT_LT(prefill.summary.slo_attainment, 0.8);
 }
 
 // Drawn node failures from the configuration: four TP-1 replicas on nodes of two GPUs; replicas 0-1

@@ -298,15 +298,17 @@ Draw draw_config(uint64_t seed) {
     t += "[decode_router]\nkind = \"" + pick(rng, policies::router_registry().kind_names()) + "\"\n";
   }
   t += moe;
-  // Fleet dynamics (issue 17) on a quarter of the unified draws, from their own stream: one to three
-  // failures (some repaired) or stragglers in the first seconds, sometimes drawn MTBF/MTTR failures,
-  // lost requests recomputed or failed.
+  // Fleet dynamics (issue 17) on a quarter of the draws, unified and disaggregated, from their own
+  // stream: one to three failures (some repaired) or stragglers in the first seconds, sometimes drawn
+  // MTBF/MTTR failures, lost requests recomputed or failed.
   core::Rng fault_rng(seed, "property-faults");
-  if (!d.disaggregated && fault_rng.uniform_int(4) == 0) {
+  if (fault_rng.uniform_int(4) == 0) {
     d.faults = true;
-    const int64_t n = [&] {
-      const auto at = t.find("replicas = ");
-      return std::stoll(t.substr(at + 11));
+    const int64_t n = [&] {  // every replica (disaggregated: the prefill pool's and the decode pool's)
+      int64_t all = 0;
+      for (const char* pool : {"[cluster]\nreplicas = ", "[cluster.prefill]\nreplicas = ", "[cluster.decode]\nreplicas = "})
+        if (const auto at = t.find(pool); at != std::string::npos) all += std::stoll(t.substr(at + std::string(pool).size()));
+      return all;
     }();
     t += "[faults]\non_failure = \"" + std::string(fault_rng.uniform_int(3) == 0 ? "fail" : "recompute") + "\"\n";
     // Drawn node failures on a fifth of them, from their own stream (the other draws stay as they were).
@@ -344,7 +346,7 @@ Draw draw_config(uint64_t seed) {
   if (d.disaggregated && link_rng.uniform_int(2) == 0) {
     d.link_faults = true;
     if (!d.expert_parallel) t += "[network]\ngpus_per_node = " + std::to_string(tp) + "\n";
-    t += "[faults]\n";
+    if (!d.faults) t += "[faults]\n";  // replica faults above opened it
     const uint64_t events = 1 + link_rng.uniform_int(2);
     for (uint64_t e = 0; e < events; ++e)
       t += "[[faults.events]]\nkind = \"link\"\nlink = \"" +
@@ -634,7 +636,7 @@ struct Tally {
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0,
-           autoscaled_fault_runs = 0;
+           autoscaled_fault_runs = 0, pd_fault_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0, preempt_to_admit_runs = 0,
            fair_cluster_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0, closed_loop_retry_runs = 0;
@@ -701,6 +703,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       }
       tally.link_fault_runs += d.link_faults;
       tally.node_mtbf_runs += d.node_mtbf;
+      tally.pd_fault_runs += d.disaggregated && d.faults && fleet("replica_failures") > 0;
       tally.autoscaled_fault_runs += d.autoscale && d.faults;
       tally.link_failures += fleet("link_failures");
       EXPECT_LE(fleet("link_repairs"), fleet("link_failures"));
@@ -906,6 +909,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.link_fault_runs, kSeeds / 20);
   EXPECT_GT(tally.node_mtbf_runs, kSeeds / 100);
   EXPECT_GT(tally.autoscaled_fault_runs, kSeeds / 100);  // failures in autoscaled pools
+  EXPECT_GT(tally.pd_fault_runs, kSeeds / 40);           // replica failures on disaggregated clusters
   EXPECT_GT(tally.link_failures, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
@@ -927,7 +931,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.link_fault_runs << " with link failures ("
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.pd_fault_runs << " disaggregated with replica failures, " << tally.link_fault_runs << " with link failures ("
             << tally.link_failures << " links failed), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
