@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/cost_model.h"
@@ -463,11 +464,31 @@ const std::vector<core::ParamSpec>& run_schema() {
                           .optional(),
                       ParamSpec::real("speed", 1, "fraction",
                                       "slow: the fraction of its speed the replica runs at (iterations take "
-                                      "1/speed as long)")
+                                      "1/speed as long); link: the link is degraded to this fraction of its "
+                                      "bandwidth instead of cut (repair_s heals it; speed = 1 heals it too)")
                           .range(1e-3, 1)
                           .optional(),
                   },
                   "fault events at given times ([[faults.events]])")
+                  .optional(),
+              ParamSpec::table_list(
+                  "link_mtbf",
+                  {
+                      ParamSpec::string("links", "",
+                                        "the links that fail: a class (\"nvlink\", \"pcie\", \"nic\", \"spine\") "
+                                        "or link names separated by commas (\"node 0 nic 0 - leaf, leaf 0 - spine\"); "
+                                        "each fails independently (stream faults/link/<name>)")
+                          .required(),
+                      ParamSpec::real("mtbf_s", 0, "s", "mean time between failures of each of the links (exponential)")
+                          .range(1e-3, 1e12)
+                          .optional(),
+                      ParamSpec::real("mttr_s", 0, "s",
+                                      "mean time to repair of each failure (exponential); the link's next failure is "
+                                      "drawn from its repair")
+                          .range(1e-3, 1e12)
+                          .optional(),
+                  },
+                  "drawn link failures by link class ([[faults.link_mtbf]])")
                   .optional(),
           },
           "fault injection: replica failures (given times or MTBF/MTTR) and stragglers (unified clusters)")
@@ -1274,6 +1295,51 @@ NetworkFields network_fields(const core::Params& config, const Pool& pool) {
   return resolve_network(config.section("network"), pool.gpu_kind);
 }
 
+// [[faults.link_mtbf]]: drawn link failures, one entry per link that a class or list names.
+std::vector<sim::LinkMtbf> link_mtbf(const core::Params& f, const sim::Network* network) {
+  std::vector<sim::LinkMtbf> out;
+  std::unordered_map<std::string, std::string> taken;  // link name -> the key that named it
+  for (const core::Params& m : f.list("link_mtbf")) {
+    if (!m.has("mtbf_s") || !m.has("mttr_s"))
+      m.fail(m.has("mtbf_s") ? "mtbf_s" : "mttr_s", "give mtbf_s and mttr_s together (drawn link failures need both)");
+    if (!network)
+      m.fail("links", "this cluster has no network: links carry prefill -> decode KV transfers ([cluster.prefill] "
+                      "and [cluster.decode]), the all-to-alls of expert-parallel replicas larger than a node and the "
+                      "copies of KV tiers");
+    const sim::Topology& topo = network->topology();
+    const std::string& spec = m.get_string("links");
+    std::vector<std::string> names;
+    if (spec == "nvlink" || spec == "pcie" || spec == "nic" || spec == "spine") {
+      names = topo.link_class(spec);
+      if (names.empty())
+        m.fail("links", "no link of class " + core::in_quotes(spec) + " in this topology" +
+                            (spec == "spine" ? " (its nodes fill one leaf switch: network.nodes_per_switch)" : ""));
+    } else {
+      for (size_t at = 0; at <= spec.size();) {
+        size_t end = spec.find(',', at);
+        if (end == std::string::npos) end = spec.size();
+        std::string name = spec.substr(at, end - at);
+        name.erase(0, name.find_first_not_of(' '));
+        name.erase(name.find_last_not_of(' ') + 1);
+        if (topo.links_named(name).empty())
+          m.fail("links", "no link class or network link is named " + core::in_quotes(name) +
+                              "; give a class (\"nvlink\", \"pcie\", \"nic\", \"spine\") or link names like " +
+                              topo.link_name_examples() + ", separated by commas");
+        names.push_back(name);
+        at = end + 1;
+      }
+    }
+    for (const std::string& name : names) {
+      const auto [it, fresh] = taken.emplace(name, m.key_path("links"));
+      if (!fresh)
+        m.fail("links", "link " + core::in_quotes(name) + " is named by " + it->second +
+                            " too: give each link one MTBF");
+      out.push_back(sim::LinkMtbf{topo.links_named(name), name, m.get_float("mtbf_s"), m.get_float("mttr_s")});
+    }
+  }
+  return out;
+}
+
 // [faults]: fault injection, checked against the cluster it applies to.
 sim::FaultPlan faults(const core::Params& config, bool /*disaggregated*/, int64_t replicas, uint64_t seed,
                       const std::vector<std::vector<int64_t>>& placement, int64_t gpus_per_node,
@@ -1315,7 +1381,7 @@ sim::FaultPlan faults(const core::Params& config, bool /*disaggregated*/, int64_
       sim::FaultEvent ev;
       if (e.get_string("kind") == "link") {
         if (!e.has("link")) e.fail("kind", "kind = \"link\" needs link, the name of the network link that fails");
-        for (const char* other : {"replica", "node", "speed"})
+        for (const char* other : {"replica", "node"})
           if (e.has(other)) e.fail(other, std::string(other) + " is not for kind = \"link\" (a link names its link)");
         const std::string name = e.get_string("link");
         if (!network)
@@ -1323,7 +1389,11 @@ sim::FaultPlan faults(const core::Params& config, bool /*disaggregated*/, int64_
                          "and [cluster.decode]), the all-to-alls of expert-parallel replicas larger than a node, the "
                          "copies of KV tiers ([kv_tiers] unless kv_tiers.copies = \"analytic\") and swap preemption's "
                          "copies (cluster.swap_copies = \"flows\")");
-        ev.kind = sim::FaultEvent::Kind::kLink;
+        // With speed: the link is degraded (runs at that fraction of its bandwidth), not cut.
+        ev.kind = e.has("speed") ? sim::FaultEvent::Kind::kLinkSpeed : sim::FaultEvent::Kind::kLink;
+        if (e.has("speed")) ev.speed = e.get_float("speed");
+        if (e.has("speed") && ev.speed == 1 && e.has("repair_s"))
+          e.fail("repair_s", "speed = 1 heals the link: there is nothing to repair after it");
         ev.links = network->topology().links_named(name);
         if (ev.links.empty())
           e.fail("link", "no network link is named " + core::in_quotes(name) + "; links are named like " +
@@ -1366,12 +1436,15 @@ sim::FaultPlan faults(const core::Params& config, bool /*disaggregated*/, int64_
         if (!e.has("speed")) e.fail("speed", "kind = \"slow\" needs speed, the fraction of its speed the replica runs at");
         ev.speed = e.get_float("speed");
       } else {
-        if (e.has("speed")) e.fail("speed", "speed is for kind = \"slow\"; a failed replica runs at none");
+        if (e.has("speed"))
+          e.fail("speed", "speed is for kind = \"slow\" (a straggler) or kind = \"link\" (a degraded link); a failed "
+                          "replica runs at none");
         if (e.has("repair_s")) ev.repair = core::Duration::from_seconds(e.get_float("repair_s"));
       }
       plan.events.push_back(ev);
     }
   }
+  if (f.has("link_mtbf")) plan.link_mtbf = link_mtbf(f, network);
   return plan;
 }
 

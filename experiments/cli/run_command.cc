@@ -249,7 +249,8 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
   if (fleet_value("replica_failures")) {
     auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };
     // Autoscaled: the fleet line only when something failed or slowed ([faults] with the autoscaler).
-    if (!elastic || get("replica_failures") > 0 || get("replica_speed_changes") > 0 || get("link_failures") > 0)
+    if (!elastic || get("replica_failures") > 0 || get("replica_speed_changes") > 0 || get("link_failures") > 0 ||
+        get("link_speed_changes") > 0)
       out << "fleet        " << grouped(static_cast<uint64_t>(get("replica_failures"))) << " replica failures ("
         << grouped(static_cast<uint64_t>(get("replica_repairs"))) << " repaired, " << fixed(get("replica_down_seconds"), 1)
         << " replica-seconds down), " << grouped(static_cast<uint64_t>(get("requests_rerouted")))
@@ -259,6 +260,9 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
                                                " link failures (" + grouped(static_cast<uint64_t>(get("link_repairs"))) +
                                                " repaired)"
                                          : std::string())
+        << (fleet_value("link_speed_changes")
+                ? ", " + grouped(static_cast<uint64_t>(get("link_speed_changes"))) + " link speed changes"
+                : std::string())
         << "\n";
     if (elastic)
       out << "autoscaling  " << grouped(static_cast<uint64_t>(get("replica_provisions"))) << " replicas provisioned, "

@@ -89,15 +89,26 @@ struct ClientPath {
 // failure (mean mtbf_s) and repair (mean mttr_s), and stragglers. Every fault event is weak: a fault
 // after the last request has left never stretches the run.
 struct FaultEvent {
-  enum class Kind : uint8_t { kFail, kSlow, kLink };
+  // kLink: links fail; kLinkSpeed: they run at `speed` of their bandwidth (degraded), healed after
+  // `repair` or by another kLinkSpeed of speed 1.
+  enum class Kind : uint8_t { kFail, kSlow, kLink, kLinkSpeed };
   Kind kind = Kind::kFail;
   uint32_t replica = 0;
   core::Time at;
-  std::optional<core::Duration> repair;  // kFail: down for this long (unset: for good)
+  std::optional<core::Duration> repair;  // kFail, kLink: down for this long (unset: for good); kLinkSpeed: slow for this long
   std::vector<uint32_t> with;            // kFail: replicas that fail at the same instant (the rest of a node)
   std::vector<uint32_t> links;           // kLink: the network links that fail (a cable: both directions)
   std::string link_name;                 // kLink: as the configuration names it (for errors)
-  double speed = 1;                      // kSlow: fraction of its speed from `at` on (1 = healthy again)
+  double speed = 1;                      // kSlow, kLinkSpeed: fraction of its speed from `at` on (1 = healthy again)
+};
+
+// Drawn link failures ([[faults.link_mtbf]]): each link (a cable, both directions) fails after
+// exponential times of mean mtbf_s and is repaired after an exponential of mean mttr_s, from its
+// own stream faults/link/<name>; its next failure is drawn from that repair.
+struct LinkMtbf {
+  std::vector<uint32_t> links;  // its directed links
+  std::string name;             // as the topology names it (its stream's name)
+  double mtbf_s = 0, mttr_s = 0;
 };
 struct FaultPlan {
   std::vector<FaultEvent> events;
@@ -111,12 +122,13 @@ struct FaultPlan {
   // exponential of mean node_mttr_s; its next failure is drawn from that repair.
   double node_mtbf_s = 0, node_mttr_s = 0;
   std::vector<std::vector<uint32_t>> node_replicas;
-  bool any() const { return !events.empty() || mtbf_s > 0 || node_mtbf_s > 0; }
+  std::vector<LinkMtbf> link_mtbf;  // drawn link failures, one per link
+  bool any() const { return !events.empty() || mtbf_s > 0 || node_mtbf_s > 0 || !link_mtbf.empty(); }
   // Replica (or node) failures or stragglers (as opposed to link failures alone).
   bool replica_faults() const {
     if (mtbf_s > 0 || node_mtbf_s > 0) return true;
     for (const FaultEvent& e : events)
-      if (e.kind != FaultEvent::Kind::kLink) return true;
+      if (e.kind != FaultEvent::Kind::kLink && e.kind != FaultEvent::Kind::kLinkSpeed) return true;
     return false;
   }
 };
@@ -342,7 +354,7 @@ class Cluster final : public EventHandler,
     void on_event(uint64_t) override { cluster->wake_decode_waiting(); }
   };
   struct FaultAction {
-    enum class Kind : uint8_t { kFail, kRepair, kSpeed, kLinkDown, kLinkUp } kind = Kind::kFail;
+    enum class Kind : uint8_t { kFail, kRepair, kSpeed, kLinkDown, kLinkUp, kLinkSpeed } kind = Kind::kFail;
     uint32_t replica = 0;
     bool drawn = false;                    // part of the replica's MTBF process
     uint64_t epoch = 0;                    // kRepair: the failure it ends
@@ -350,8 +362,12 @@ class Cluster final : public EventHandler,
     double speed = 1;                      // kSpeed
     std::vector<uint32_t> with;            // kFail: replicas that go down with it (a node)
     int32_t node = -1;                     // kFail: a drawn node failure (FaultPlan::node_mtbf_s)
-    uint32_t event = 0;                    // kLinkDown, kLinkUp: the link event (plan_.events)
+    uint32_t event = 0;                    // kLinkDown, kLinkUp, kLinkSpeed: the link event (plan_.events)
+    int32_t drawn_link = -1;               // kLinkDown, kLinkUp: a drawn link failure (plan_.link_mtbf)
   };
+  // Takes `links` down (or up) once more: a link failed by several causes at once comes back when
+  // the last of them is repaired.
+  void count_links(const std::vector<uint32_t>& links, bool down);
   // After a link change or a transfer: a flow cut off for good (no repair of a link pending) is an error.
   void check_cut_off();
   void schedule_fault(core::Time t, const FaultAction& a);
@@ -513,6 +529,11 @@ class Cluster final : public EventHandler,
   std::vector<uint32_t> stale_transfers_;
   std::vector<int> link_repairs_pending_;    // per link event: repairs scheduled and not yet done
   std::vector<core::Time> link_repair_at_;   // per link event: when its latest repair comes
+  std::vector<core::Rng> link_fault_rngs_;   // per drawn link (plan_.link_mtbf)
+  std::vector<std::optional<core::Time>> drawn_link_repair_at_;  // per drawn link while down
+  std::vector<int> link_down_count_;         // per directed link: failures not yet repaired
+  std::vector<uint64_t> link_speed_epoch_;   // per directed link: speed changes so far (a stale heal is skipped)
+  std::vector<uint32_t> changed_links_;      // count_links's scratch
   struct KeepAlive final : EventHandler {    // a strong no-op: the run waits for a link repair
     void on_event(uint64_t) override {}
   };

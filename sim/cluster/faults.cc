@@ -21,11 +21,12 @@ void Cluster::set_faults(const FaultPlan& plan) {
   repair_at_.assign(layout_.replicas, std::nullopt);
   for (uint32_t k = 0; k < plan_.events.size(); ++k) {
     const FaultEvent& e = plan_.events[k];
-    if (e.kind == FaultEvent::Kind::kLink) {
+    if (e.kind == FaultEvent::Kind::kLink || e.kind == FaultEvent::Kind::kLinkSpeed) {
       if (!network_ || e.links.empty()) throw core::Error("internal: a link failure without a network or links");
       FaultAction a;
-      a.kind = FaultAction::Kind::kLinkDown;
+      a.kind = e.kind == FaultEvent::Kind::kLink ? FaultAction::Kind::kLinkDown : FaultAction::Kind::kLinkSpeed;
       a.repair = e.repair;
+      a.speed = e.speed;
       a.event = k;
       schedule_fault(e.at, a);
       continue;
@@ -57,6 +58,19 @@ void Cluster::set_faults(const FaultPlan& plan) {
       a.with.assign(on.begin() + 1, on.end());
       a.node = static_cast<int32_t>(n);
       schedule_fault(sim_.now() + core::Duration::from_seconds(node_fault_rngs_[n].exponential(1.0 / plan_.node_mtbf_s)), a);
+    }
+  }
+  if (!plan_.link_mtbf.empty()) {
+    if (!network_) throw core::Error("internal: drawn link failures without a network");
+    drawn_link_repair_at_.assign(plan_.link_mtbf.size(), std::nullopt);
+    for (uint32_t k = 0; k < plan_.link_mtbf.size(); ++k) {
+      const LinkMtbf& m = plan_.link_mtbf[k];
+      if (m.links.empty() || !(m.mtbf_s > 0) || !(m.mttr_s > 0)) throw core::Error("internal: a drawn link without links or rates");
+      link_fault_rngs_.emplace_back(plan_.seed, "faults/link/" + m.name);
+      FaultAction a;
+      a.kind = FaultAction::Kind::kLinkDown;
+      a.drawn_link = static_cast<int32_t>(k);
+      schedule_fault(sim_.now() + core::Duration::from_seconds(link_fault_rngs_[k].exponential(1.0 / m.mtbf_s)), a);
     }
   }
   if (plan_.mtbf_s > 0) {
@@ -136,36 +150,84 @@ void Cluster::on_fault(uint64_t index) {
       break;
     case FaultAction::Kind::kLinkDown:
     case FaultAction::Kind::kLinkUp: {
-      const FaultEvent& e = plan_.events[a.event];
       const bool down = a.kind == FaultAction::Kind::kLinkDown;
-      if (down) {
-        ++links_down_;
-        if (a.repair) {
-          FaultAction up = a;
-          up.kind = FaultAction::Kind::kLinkUp;
-          ++link_repairs_pending_[a.event];
-          link_repair_at_[a.event] = sim_.now() + *a.repair;
-          schedule_fault(link_repair_at_[a.event], up);
-        }
-      } else {
-        --links_down_;
+      const std::vector<uint32_t>& links =
+          a.drawn_link >= 0 ? plan_.link_mtbf[static_cast<size_t>(a.drawn_link)].links : plan_.events[a.event].links;
+      if (a.drawn_link >= 0) {
+        // A drawn link failure: its repair an exponential of mean mttr_s later, the next failure an
+        // exponential of mean mtbf_s after the repair (the stream's draws in that order).
+        const auto k = static_cast<size_t>(a.drawn_link);
+        const LinkMtbf& m = plan_.link_mtbf[k];
+        FaultAction next = a;
+        next.kind = down ? FaultAction::Kind::kLinkUp : FaultAction::Kind::kLinkDown;
+        const double mean = down ? m.mttr_s : m.mtbf_s;
+        const core::Time at = sim_.now() + core::Duration::from_seconds(link_fault_rngs_[k].exponential(1.0 / mean));
+        if (down) drawn_link_repair_at_[k] = at;
+        else drawn_link_repair_at_[k].reset();
+        schedule_fault(at, next);
+      } else if (down && a.repair) {
+        FaultAction up = a;
+        up.kind = FaultAction::Kind::kLinkUp;
+        ++link_repairs_pending_[a.event];
+        link_repair_at_[a.event] = sim_.now() + *a.repair;
+        schedule_fault(link_repair_at_[a.event], up);
+      } else if (!down) {
         --link_repairs_pending_[a.event];
       }
-      network_->set_links_down(e.links, down);
+      links_down_ += down ? 1 : -1;
+      count_links(links, down);
       fleet_event(down ? core::FleetEventKind::kLinkDown : core::FleetEventKind::kLinkUp, 0, 0,
-                  static_cast<double>(e.links.front()));
+                  static_cast<double>(links.front()));
       check_cut_off();
+      break;
+    }
+    case FaultAction::Kind::kLinkSpeed: {
+      const std::vector<uint32_t>& links = plan_.events[a.event].links;
+      if (link_speed_epoch_.empty()) link_speed_epoch_.assign(network_->topology().num_links(), 0);
+      // A heal (epoch > 0) that a later speed change of the link superseded does nothing.
+      if (a.epoch > 0 && link_speed_epoch_[links.front()] != a.epoch) return;
+      for (uint32_t l : links) ++link_speed_epoch_[l];
+      network_->set_links_speed(links, a.speed);
+      core::FleetEvent e;
+      e.kind = core::FleetEventKind::kLinkSpeed;
+      e.time = sim_.now();
+      e.request = links.front();
+      e.value = a.speed;
+      observer_.on_fleet_event(e);
+      if (a.repair && a.epoch == 0) {
+        FaultAction heal = a;
+        heal.speed = 1;
+        heal.repair.reset();
+        heal.epoch = link_speed_epoch_[links.front()];
+        schedule_fault(sim_.now() + *a.repair, heal);
+      }
       break;
     }
   }
 }
 
+void Cluster::count_links(const std::vector<uint32_t>& links, bool down) {
+  if (link_down_count_.empty()) link_down_count_.assign(network_->topology().num_links(), 0);
+  changed_links_.clear();
+  for (uint32_t l : links) {
+    int& n = link_down_count_[l];
+    if (!down && n == 0) throw core::Error("internal: a link repaired more often than it failed");
+    n += down ? 1 : -1;
+    if (n == (down ? 1 : 0)) changed_links_.push_back(l);
+  }
+  if (!changed_links_.empty()) network_->set_links_down(changed_links_, down);
+}
+
 void Cluster::check_cut_off() {
   if (network_->stalled_flows() == 0) return;
   // They wait for the first repair (a weak event: a strong one at its time keeps the run going).
+  // When that repair leaves the link down (it failed twice), the link change calls this again and
+  // the next repair keeps the run going.
   std::optional<core::Time> first;
   for (size_t k = 0; k < link_repairs_pending_.size(); ++k)
     if (link_repairs_pending_[k] > 0 && (!first || link_repair_at_[k] < *first)) first = link_repair_at_[k];
+  for (const auto& at : drawn_link_repair_at_)
+    if (at && (!first || *at < *first)) first = *at;
   if (first) {
     sim_.schedule_at(*first, &keep_alive_);
     return;

@@ -211,6 +211,7 @@ Topology::Topology(const TopologyConfig& c) : config_(c), graph_(std::make_uniqu
     }
   }
   link_down_.assign(link_bandwidth_.size(), 0);
+  built_bandwidth_ = link_bandwidth_;
 }
 
 std::vector<uint32_t> Topology::links_named(const std::string& name) const {
@@ -246,6 +247,34 @@ void Topology::set_link_down(uint32_t link, bool down) {
   for (auto& [l, e] : graph_->extra_edges)
     if (l == link) graph_->g_host[e].weight = down ? inf : graph_->g_host[e].latency_s + 1e-12;
   paths_.clear();  // the paths computed so far stay in path_store_ for the flows that use them
+}
+
+void Topology::set_link_speed(uint32_t link, double speed) {
+  if (link >= link_bandwidth_.size() || !(speed > 0) || speed > 1)
+    throw core::Error("internal: link out of range, or a link speed outside (0, 1]");
+  const double bw = built_bandwidth_[link] * speed;
+  if (bw == link_bandwidth_[link]) return;
+  link_bandwidth_[link] = bw;
+  paths_.clear();  // the same routes (chosen by latency), their bottlenecks computed again
+}
+
+std::vector<std::string> Topology::link_class(const std::string& cls) const {
+  auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
+  auto ends = [](const std::string& s, const std::string& e) {
+    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+  };
+  std::vector<std::string> out;
+  for (uint32_t l = 0; l < graph_->edge_of.size(); ++l) {  // the GPU and switch graph's links
+    if (link_names_[l].size() < 5 || !ends(link_names_[l], " (up)")) continue;  // each cable once
+    const std::string name = link_names_[l].substr(0, link_names_[l].size() - 5);
+    const bool in = cls == "nvlink" ? ends(name, " nvlink")
+                    : cls == "pcie" ? ends(name, " pcie")
+                    : cls == "nic"  ? starts(name, "node ") && ends(name, " - leaf")
+                    : cls == "spine" ? starts(name, "leaf ") && ends(name, " - spine")
+                                     : false;
+    if (in) out.push_back(name);
+  }
+  return out;
 }
 
 Topology::~Topology() = default;
@@ -531,6 +560,12 @@ size_t Network::set_links_down(const std::vector<uint32_t>& links, bool down) {
   }
   reschedule();
   return stalled_.size();
+}
+
+void Network::set_links_speed(const std::vector<uint32_t>& links, double speed) {
+  advance();  // the bytes moved so far at the old rates
+  for (uint32_t l : links) topology_.set_link_speed(l, speed);
+  reschedule();
 }
 
 std::vector<std::pair<std::vector<uint32_t>, double>> Network::flow_rates() {

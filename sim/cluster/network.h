@@ -136,12 +136,22 @@ class Topology {
   std::string link_name_examples() const;
   void set_link_down(uint32_t link, bool down);
   bool link_down(uint32_t link) const { return link_down_[link] != 0; }
+  // Degraded links ([faults] kind = "link" with speed): the link carries `speed` (in (0, 1]) of the
+  // bandwidth it was built with (a port renegotiated to a lower rate, a flapping optic). Paths are
+  // chosen by latency, so a slow link keeps its paths; their bottlenecks are computed again.
+  void set_link_speed(uint32_t link, double speed);
+  // Drawn link failures ([[faults.link_mtbf]]): the names of the links (as links_named takes them,
+  // each once, in link order) of a class: "nvlink" (GPU - NVSwitch), "pcie" (GPU - NIC or PCIe
+  // switch, NIC - PCIe switch), "nic" (a node's NIC - leaf switch), "spine" (leaf - spine). Hosts',
+  // the store's and NVMe links are in no class (name them).
+  std::vector<std::string> link_class(const std::string& cls) const;
 
  private:
   struct Graph;
   TopologyConfig config_;
   std::unique_ptr<Graph> graph_;
   std::vector<double> link_bandwidth_;
+  std::vector<double> built_bandwidth_;  // as built (set_link_speed scales link_bandwidth_ from it)
   std::vector<std::string> link_names_;
   std::vector<char> link_down_;
   mutable std::unordered_map<uint64_t, const Path*> paths_;
@@ -201,6 +211,9 @@ class Network final : public EventHandler {
   // up, keeping the bytes it has left; a flow with no path left waits (rate 0) until a change gives
   // it one. Returns the flows that have no path now.
   size_t set_links_down(const std::vector<uint32_t>& links, bool down);
+  // Runs `links` at `speed` of their bandwidth from now on (Topology::set_link_speed): the flows in
+  // flight keep their paths and bytes, and the max-min fair rates are filled again.
+  void set_links_speed(const std::vector<uint32_t>& links, double speed);
   size_t stalled_flows() const { return stalled_.size(); }
 
   void on_event(uint64_t payload) override;

@@ -27,6 +27,7 @@ std::string_view fleet_event_name(FleetEventKind kind) {
     case FleetEventKind::kReplicaOff: return "replica_off";
     case FleetEventKind::kLinkDown: return "link_down";
     case FleetEventKind::kLinkUp: return "link_up";
+    case FleetEventKind::kLinkSpeed: return "link_speed";
   }
   return "unknown";
 }

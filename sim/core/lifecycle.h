@@ -126,6 +126,7 @@ enum class FleetEventKind : uint8_t {
   // Link failures ([faults] kind = "link"; value: the link's number in the Topology, replica 0):
   kLinkDown,  // a network link failed: flows over it are re-routed or wait for its repair
   kLinkUp,    // it is back
+  kLinkSpeed,  // a link runs at `value` of its bandwidth from now on (1 = healed); request: the link's number
 };
 std::string_view fleet_event_name(FleetEventKind kind);  // "replica_down", ...
 struct FleetEvent {

@@ -143,6 +143,9 @@ void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
     case core::FleetEventKind::kLinkUp:
       ++fleet_.link_repairs;
       break;
+    case core::FleetEventKind::kLinkSpeed:
+      ++fleet_.link_speed_changes;
+      break;
   }
   for (ResultSink* sink : sinks_) sink->add_fleet_event(e);
 }
@@ -539,6 +542,7 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
       s.fleet.push_back(count("link_failures", fleet_.link_failures));
       s.fleet.push_back(count("link_repairs", fleet_.link_repairs));
     }
+    if (fleet_.link_speed_changes > 0) s.fleet.push_back(count("link_speed_changes", fleet_.link_speed_changes));
   }
   for (NamedValue& v : kv_cost_rows) s.fleet.push_back(std::move(v));
   if (config_.retries) {

@@ -105,7 +105,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   struct Fleet {
     bool any = false;
     uint64_t failures = 0, repairs = 0, speed_changes = 0, rerouted = 0, failed = 0;
-    uint64_t link_failures = 0, link_repairs = 0;
+    uint64_t link_failures = 0, link_repairs = 0, link_speed_changes = 0;
     std::vector<std::optional<core::Time>> down_since;  // per replica
     long double down_ns = 0;  // replica-time spent down
     // Autoscaling: when each replica was provisioned (from the start until its first replica_off),

@@ -189,8 +189,9 @@ void CsvSink::add_sample(const ReplicaSample& s) {
 }
 
 void CsvSink::add_fleet_event(const core::FleetEvent& e) {
-  // The database's columns: request_id only for a rerouted or retried request.
-  const bool request = e.kind == core::FleetEventKind::kRequestRerouted || e.kind == core::FleetEventKind::kRequestRetried;
+  // The database's columns: request_id only for a rerouted or retried request (and a slowed link's number).
+  const bool request = e.kind == core::FleetEventKind::kRequestRerouted || e.kind == core::FleetEventKind::kRequestRetried ||
+                       e.kind == core::FleetEventKind::kLinkSpeed;
   fleet_event_rows_ += std::to_string(e.time.ns()) + ',' + std::string(core::fleet_event_name(e.kind)) + ',' +
                        std::to_string(e.replica) + ',' + (request ? std::to_string(e.request) : std::string()) + ',' +
                        core::format_double(e.value) + '\n';

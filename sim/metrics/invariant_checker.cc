@@ -437,6 +437,10 @@ void InvariantChecker::on_fleet_event(const core::FleetEvent& e) {
       break;
     case core::FleetEventKind::kLinkDown:
     case core::FleetEventKind::kLinkUp:
+      break;
+    case core::FleetEventKind::kLinkSpeed:
+      check(e.value > 0 && e.value <= 1, "fleet", e.time,
+            [&] { return "link_speed of link " + n(e.request) + ": speed " + std::to_string(e.value) + " is not in (0, 1]"; });
       break;  // the network's: nothing a replica or request signals depends on it
     case core::FleetEventKind::kRequestRetried: {
       const Pending& p = pending(e.request, "fleet (retried)", e.time);

@@ -392,7 +392,8 @@ void SqliteSink::add_fleet_event(const core::FleetEvent& e) {
     st.bind(2, e.time.ns());
     st.bindNoCopy(3, core::fleet_event_name(e.kind).data());
     st.bind(4, static_cast<int64_t>(e.replica));
-    if (e.kind == core::FleetEventKind::kRequestRerouted || e.kind == core::FleetEventKind::kRequestRetried)
+    if (e.kind == core::FleetEventKind::kRequestRerouted || e.kind == core::FleetEventKind::kRequestRetried ||
+        e.kind == core::FleetEventKind::kLinkSpeed)
       st.bind(5, static_cast<int64_t>(e.request));
     else
       st.bind(5);

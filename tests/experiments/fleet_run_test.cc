@@ -9,13 +9,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "experiments/run.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
 #include "sim/core/format.h"
+#include "sim/core/rng.h"
 #include "sim/metrics/csv_sink.h"
 #include "traces/arrival_source.h"
+#include "tests/experiments/results_dump.h"
 #include "tests/test_paths.h"
 
 namespace servesim::experiments {
@@ -469,6 +472,228 @@ TEST(FleetRunTest, ExampleNodeFailurePdRunsWithTheChecker) {
   const RunResult prefill = run_simulation(load_run_config(path, {"faults.events=[{node=1,at_s=20,repair_s=30}]"}), out);
   EXPECT_EQ(prefill.summary.requests_completed, prefill.summary.requests_total);
   EXPECT_LT(prefill.summary.slo_attainment, 0.8);
+
+// One request of 1,000 prompt tokens on the two-node PD cluster above, with the fabric's numbers
+// written out: PCIe and NIC 50 GB/s, 1 us per PCIe and per NIC hop, a GPU per PCIe link (no PCIe
+// switch), one leaf (no spine). Its KV leaves GPU 0 (node 0) for a GPU of node 1 by
+// GPU pcie -> node 0 nic 0 - leaf -> node 1 nic 0 - leaf -> GPU pcie: 4 us of latency.
+std::string one_transfer(const std::string& faults) {
+  std::string text = pd_on_two_nodes(1, "");
+  text.replace(text.find("max_requests = 400"), 18, "max_requests = 1");
+  const std::string prompt = "kind = \"uniform\"\nmin = 50\nmax = 1500";
+  text.replace(text.find(prompt), prompt.size(), "kind = \"fixed\"\nvalue = 1000");
+  return text + "gpus_per_pcie_switch = 1\npcie_gb_s = 50\nnic_gb_s = 50\npcie_latency_us = 1\nnic_latency_us = 1\n" +
+         "rails = false\n" + faults;
+}
+
+// Degraded links ([faults] kind = "link" with speed): node 0's NIC at 0.25 of its bandwidth carries
+// the one KV transfer at 12.5 GB/s. Llama-3-8B's KV: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
+// = 131,072 B per token; 1,000 tokens = 131,072,000 B.
+//   degraded all along: 131,072,000 / 12.5e9 = 10.48576 ms, + 4 us latency = 10.48976 ms;
+//   healthy: 131,072,000 / 50e9 = 2.62144 ms + 4 us = 2.62544 ms;
+//   healed H = 4 ms after the transfer starts (T0, the prefill's end, read from the healthy run's
+//   first token): 4 ms x 12.5e9 = 50,000,000 B moved, 81,072,000 B left at 50e9 = 1.62144 ms:
+//   4 + 1.62144 + 0.004 = 5.62544 ms.
+TEST(FleetRunTest, ADegradedLinkCarriesAKvTransferAtItsSpeedUntilItsRepair) {
+  TempDir dir;
+  auto run = [&](const std::string& faults, const std::string& name) {
+    RunOutputs out{dir.file(name + ".db"), ""};
+    out.check = true;
+    return run_simulation(core::parse_config(one_transfer(faults), name + ".toml", run_schema()), out);
+  };
+  const RunResult healthy = run("", "healthy");
+  ASSERT_EQ(healthy.summary.requests_completed, 1u);
+  EXPECT_DOUBLE_EQ(healthy.summary.kv_transfer_gb, 0.131072);  // the hand-computed bytes
+  EXPECT_NEAR(healthy.summary.kv_transfer_ms.mean, 2.62544, 2e-6);
+  const std::string slow = "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"node 0 nic 0 - leaf\"\nat_s = 0\nspeed = 0.25\n";
+  const RunResult degraded = run(slow, "slow");
+  EXPECT_NEAR(degraded.summary.kv_transfer_ms.mean, 10.48976, 2e-6);
+  int64_t t0 = 0;
+  {
+    SQLite::Database d(dir.file("healthy.db"), SQLite::OPEN_READONLY);
+    t0 = d.execAndGet("SELECT engine_first_token_ns FROM requests").getInt64();
+  }
+  const double repair_s = static_cast<double>(t0 + 4'000'000) * 1e-9;
+  const RunResult healed = run(slow + "repair_s = " + core::format_double(repair_s) + "\n", "healed");
+  EXPECT_NEAR(healed.summary.kv_transfer_ms.mean, 5.62544, 2e-6);
+  SQLite::Database d(dir.file("healed.db"), SQLite::OPEN_READONLY);
+  EXPECT_EQ(d.execAndGet("SELECT COUNT(*) FROM fleet_events WHERE kind = 'link_speed'").getInt64(), 2);
+  EXPECT_EQ(d.execAndGet("SELECT value FROM fleet_events WHERE kind = 'link_speed' ORDER BY time_ns LIMIT 1").getDouble(), 0.25);
+  EXPECT_EQ(d.execAndGet("SELECT time_ns FROM fleet_events WHERE kind = 'link_speed' AND value = 1").getInt64(), t0 + 4'000'000);
+  EXPECT_EQ(d.execAndGet("SELECT value FROM fleet_metrics WHERE name = 'link_speed_changes'").getDouble(), 2);
+  // A later speed change supersedes the repair of an earlier one: degraded at 0 for 4 ms past T0,
+  // but set to 0.5 at 0.001 s (before the transfer): the repair does not heal it, 131,072,000 / 25e9
+  // = 5.24288 ms + 4 us.
+  const RunResult superseded =
+      run(slow + "repair_s = " + core::format_double(repair_s) +
+              "\n[[faults.events]]\nkind = \"link\"\nlink = \"node 0 nic 0 - leaf\"\nat_s = 0.001\nspeed = 0.5\n",
+          "superseded");
+  EXPECT_NEAR(superseded.summary.kv_transfer_ms.mean, 5.24688, 2e-6);
+}
+
+// A link failed twice (two explicit events overlapping) comes back at the later repair: down from
+// 0 to T0 / 2 and from 0 to T0 + 4 ms (T0: the transfer's start, the prefill's end, read from the
+// healthy run): the transfer waits until T0 + 4 ms, then moves 131,072,000 B at 50 GB/s:
+// 4 + 2.62144 + 0.004 ms.
+TEST(FleetRunTest, ALinkFailedTwiceComesBackAtTheLaterRepair) {
+  TempDir dir;
+  run_simulation(core::parse_config(one_transfer(""), "h.toml", run_schema()), RunOutputs{dir.file("h.db"), ""});
+  SQLite::Database d(dir.file("h.db"), SQLite::OPEN_READONLY);
+  const int64_t t0 = d.execAndGet("SELECT engine_first_token_ns FROM requests").getInt64();
+  const std::string link = "kind = \"link\"\nlink = \"node 0 nic 0 - leaf\"\nat_s = 0\n";
+  RunOutputs out;
+  out.check = true;
+  const RunResult r = run_simulation(
+      core::parse_config(one_transfer("[faults]\n[[faults.events]]\n" + link + "repair_s = " +
+                                      core::format_double(static_cast<double>(t0 / 2) * 1e-9) + "\n[[faults.events]]\n" +
+                                      link + "repair_s = " +
+                                      core::format_double(static_cast<double>(t0 + 4'000'000) * 1e-9) + "\n"),
+                         "twice.toml", run_schema()),
+      out);
+  EXPECT_EQ(r.summary.requests_completed, 1u);
+  EXPECT_NEAR(r.summary.kv_transfer_ms.mean, 4 + 2.62144 + 0.004, 2e-6);
+}
+
+// Drawn link failures ([[faults.link_mtbf]]): each link's failures and repairs are its own stream's
+// draws, faults/link/<name>: failure after exponential(1 / mtbf_s), repair exponential(1 / mttr_s)
+// after it, the next failure exponential(1 / mtbf_s) after the repair, drawn here independently.
+TEST(FleetRunTest, DrawnLinkFailuresFollowTheLinksOwnStream) {
+  TempDir dir;
+  const std::string db = dir.file("drawn.db");
+  RunOutputs out{db, ""};
+  out.check = true;
+  const std::string faults =
+      "[faults]\n[[faults.link_mtbf]]\nlinks = \"node 0 nic 1 - leaf, node 1 nic 0 - leaf\"\nmtbf_s = 3\nmttr_s = 0.5\n";
+  const RunResult r = run_simulation(core::parse_config(pd_on_two_nodes(2, faults), "drawn.toml", run_schema()), out);
+  EXPECT_EQ(r.summary.requests_completed, 400u);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  const int64_t end = d.execAndGet("SELECT MAX(finish_ns) FROM requests").getInt64();
+  for (const std::string name : {"node 0 nic 1 - leaf", "node 1 nic 0 - leaf"}) {
+    core::Rng rng(5, "faults/link/" + name);  // seed = 5 (kBase)
+    std::vector<std::pair<std::string, int64_t>> expected;
+    int64_t t = 0;
+    for (bool down = true;; down = !down) {
+      t += static_cast<int64_t>(std::llround(rng.exponential(1.0 / (down ? 3.0 : 0.5)) * 1e9));
+      if (t > end) break;
+      expected.emplace_back(down ? "link_down" : "link_up", t);
+    }
+    ASSERT_GE(expected.size(), 2u) << name;
+    // The link's number: the first of its two directed links, in the rows' value.
+    SQLite::Statement st(d, "SELECT kind, time_ns FROM fleet_events WHERE kind IN ('link_down', 'link_up') AND value = "
+                            "(SELECT value FROM fleet_events WHERE kind = 'link_down' AND time_ns = ?) ORDER BY time_ns");
+    st.bind(1, expected.front().second);
+    std::vector<std::pair<std::string, int64_t>> got;
+    while (st.executeStep()) got.emplace_back(st.getColumn(0).getString(), st.getColumn(1).getInt64());
+    EXPECT_EQ(got, expected) << name;
+  }
+  // The same seed gives the same bytes.
+  RunOutputs again{dir.file("again.db"), ""};
+  run_simulation(core::parse_config(pd_on_two_nodes(2, faults), "drawn.toml", run_schema()), again);
+  EXPECT_EQ(servesim::testing::dump_results(db, {"run_id", "started_at", "wall_s", "finished_at"}),
+            servesim::testing::dump_results(dir.file("again.db"), {"run_id", "started_at", "wall_s", "finished_at"}));
+}
+
+// Over a long run each class of links is down mttr / (mtbf + mttr) of the time. NICs: mtbf 1,000 s,
+// mttr 100 s, p = 100 / 1,100 = 0.0909; NVLinks: mtbf 5,000 s, mttr 50 s, p = 50 / 5,050 = 0.0099.
+// The bound: a link alternates up ~ Exp(mtbf) and down ~ Exp(mttr); over n cycles the fraction down
+// D / (U + D) has, by the delta method, a standard deviation of
+// sqrt(((1 - p)^2 mttr^2 + p^2 mtbf^2) / n) / (mtbf + mttr): per cycle 0.117 (NIC) and 0.0139
+// (NVLink). The run lasts about 200,000 s (10,000 requests at 0.05 req/s): 4 NIC links x ~180
+// cycles = ~720 (sd 0.0044), 4 NVLinks x ~40 = ~160 (sd 0.0011). The test allows 5 sd: 0.022 and
+// 0.0055 (counting the cycles the run actually held, at least half the expected ones).
+TEST(FleetRunTest, DrawnLinkFailuresKeepEachClassDownMttrOverMtbfPlusMttr) {
+  TempDir dir;
+  const std::string db = dir.file("long.db");
+  std::string text = pd_on_two_nodes(2, "[faults]\n[[faults.link_mtbf]]\nlinks = \"nic\"\nmtbf_s = 1000\nmttr_s = 100\n"
+                                        "[[faults.link_mtbf]]\nlinks = \"nvlink\"\nmtbf_s = 5000\nmttr_s = 50\n");
+  text.replace(text.find("rate = 30.0"), 11, "rate = 0.05");
+  text.replace(text.find("max_requests = 400"), 18, "max_requests = 10000");
+  const RunResult r = run_simulation(core::parse_config(text, "long.toml", run_schema()), RunOutputs{db, ""});
+  EXPECT_EQ(r.summary.requests_completed, 10000u);
+  SQLite::Database d(db, SQLite::OPEN_READONLY);
+  const int64_t end = d.execAndGet("SELECT MAX(finish_ns) FROM requests").getInt64();
+  ASSERT_GT(end, 150'000e9);
+  // Per link (its number, value): the time down, clipped at the run's end, and the failures.
+  std::map<int64_t, int64_t> down_ns, since;
+  std::map<int64_t, int> failures;
+  SQLite::Statement st(d, "SELECT kind, time_ns, CAST(value AS INTEGER) FROM fleet_events ORDER BY time_ns");
+  while (st.executeStep()) {
+    const std::string kind = st.getColumn(0).getString();
+    const int64_t t = st.getColumn(1).getInt64(), link = st.getColumn(2).getInt64();
+    if (kind == "link_down") {
+      ASSERT_FALSE(since.count(link)) << "link " << link << " down twice";
+      since[link] = t;
+      ++failures[link];
+    } else if (kind == "link_up") {
+      ASSERT_TRUE(since.count(link));
+      down_ns[link] += t - since[link];
+      since.erase(link);
+    }
+  }
+  for (const auto& [link, t] : since) down_ns[link] += end - t;
+  ASSERT_EQ(failures.size(), 8u);  // 4 NIC links (2 nodes x 2 NICs) and 4 NVLinks (4 GPUs)
+  // Link numbers: the topology numbers the NIC links of a node before its GPUs' links, so tell the
+  // classes apart by their failure counts' scale instead: NICs fail ~180 times, NVLinks ~40.
+  double nic_down = 0, nvlink_down = 0;
+  int nic_links = 0, nvlink_links = 0, nic_cycles = 0, nvlink_cycles = 0;
+  for (const auto& [link, n] : failures) {
+    const bool nic = n > 100;
+    (nic ? nic_down : nvlink_down) += static_cast<double>(down_ns[link]);
+    ++(nic ? nic_links : nvlink_links);
+    (nic ? nic_cycles : nvlink_cycles) += n;
+  }
+  ASSERT_EQ(nic_links, 4);
+  ASSERT_EQ(nvlink_links, 4);
+  ASSERT_GT(nic_cycles, 360);
+  ASSERT_GT(nvlink_cycles, 80);
+  const double span = 4.0 * static_cast<double>(end);
+  EXPECT_NEAR(nic_down / span, 100.0 / 1100.0, 5 * 0.117 / std::sqrt(nic_cycles));
+  EXPECT_NEAR(nvlink_down / span, 50.0 / 5050.0, 5 * 0.0139 / std::sqrt(nvlink_cycles));
+}
+
+// The day-long example's configuration, cut to its first ~4,000 s at 4 req/s and its NIC MTBF to
+// 1,000 s (the [faults] section given again) so that failures come, runs under the invariant checker
+// and loses nothing.
+TEST(FleetRunTest, ExampleDrawnNicFailuresRunWithTheChecker) {
+  RunOutputs out;
+  out.check = true;
+  const RunResult r = run_simulation(
+      load_run_config(servesim::testing::source_dir() + "/experiments/fleet/link_mtbf_pd.toml",
+                      {"workload.max_requests=16000", "faults={link_mtbf=[{links=\"nic\", mtbf_s=1000, mttr_s=900}]}"}),
+      out);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+  double failures = 0;
+  for (const auto& v : r.summary.fleet)
+    if (v.name == "link_failures") failures = v.value;
+  EXPECT_GT(failures, 10);  // 8 ports x ~4,000 s / 1,900 s: ~17 expected
+}
+
+TEST(FleetRunTest, DrawnAndDegradedLinkErrorsNameTheKey) {
+  auto pd_error = [](const std::string& faults) { return error_of_text(pd_on_two_nodes(1, faults)); };
+  auto has = [](const std::string& error, const std::string& what) {
+    return error.find(what) != std::string::npos;
+  };
+  const std::string spine = pd_error("[faults]\n[[faults.link_mtbf]]\nlinks = \"spine\"\nmtbf_s = 10\nmttr_s = 1\n");
+  EXPECT_TRUE(has(spine, "faults.link_mtbf[0].links") && has(spine, "no link of class 'spine'")) << spine;
+  const std::string unknown = pd_error("[faults]\n[[faults.link_mtbf]]\nlinks = \"nics\"\nmtbf_s = 10\nmttr_s = 1\n");
+  EXPECT_TRUE(has(unknown, "faults.link_mtbf[0].links") && has(unknown, "no link class or network link is named 'nics'"))
+      << unknown;
+  const std::string half = pd_error("[faults]\n[[faults.link_mtbf]]\nlinks = \"nic\"\nmtbf_s = 10\n");
+  EXPECT_TRUE(has(half, "faults.link_mtbf[0].mtbf_s") && has(half, "give mtbf_s and mttr_s together")) << half;
+  const std::string twice = pd_error("[faults]\n[[faults.link_mtbf]]\nlinks = \"nic\"\nmtbf_s = 10\nmttr_s = 1\n"
+                                     "[[faults.link_mtbf]]\nlinks = \"node 1 nic 0 - leaf\"\nmtbf_s = 10\nmttr_s = 1\n");
+  EXPECT_TRUE(has(twice, "faults.link_mtbf[1].links") && has(twice, "is named by faults.link_mtbf[0].links too")) << twice;
+  const std::string none = error_of("[faults]\n[[faults.link_mtbf]]\nlinks = \"nic\"\nmtbf_s = 10\nmttr_s = 1\n");
+  EXPECT_TRUE(has(none, "faults.link_mtbf[0].links") && has(none, "this cluster has no network")) << none;
+  const std::string link = "[faults]\n[[faults.events]]\nkind = \"link\"\nlink = \"node 0 nic 0 - leaf\"\nat_s = 1\n";
+  for (const char* bad : {"speed = 0\n", "speed = 1.5\n", "speed = -0.5\n"}) {
+    const std::string e = pd_error(link + bad);
+    EXPECT_TRUE(has(e, "faults.events[0].speed")) << bad << ": " << e;
+  }
+  const std::string heal = pd_error(link + "speed = 1\nrepair_s = 2\n");
+  EXPECT_TRUE(has(heal, "faults.events[0].repair_s") && has(heal, "speed = 1 heals the link")) << heal;
+  const std::string failed = error_of("[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\nspeed = 0.5\n");
+  EXPECT_TRUE(has(failed, "faults.events[0].speed") && has(failed, "a degraded link")) << failed;
 }
 
 // Drawn node failures from the configuration: four TP-1 replicas on nodes of two GPUs; replicas 0-1

@@ -548,6 +548,24 @@ std::vector<ErrorCase> cases() {
   add({"link_cut_off_for_good", "a link failure for good that leaves a KV transfer no path (one NIC per node)",
        {{"run.toml", poisson_config("", pd_nodes + "link = \"node 0 nic 0 - leaf\"\n")}}, run_azure, 1,
        {"link 'node 0 nic 0 - leaf' failed for good", "repair_s"}});
+  // Drawn link failures and degraded links (issue 17).
+  const std::string pd_drawn = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n[network]\n"
+                               "gpus_per_node = 1\n[faults]\n[[faults.link_mtbf]]\n";
+  add({"link_mtbf_class_empty", "drawn link failures of a class the topology does not have (one leaf: no spine)",
+       {{"run.toml", poisson_config("", pd_drawn + "links = \"spine\"\nmtbf_s = 100\nmttr_s = 10\n")}}, run_azure, 2,
+       {"run.toml", "faults.link_mtbf[0].links", "no link of class 'spine'"}});
+  add({"link_mtbf_unknown", "drawn link failures naming neither a class nor a link",
+       {{"run.toml", poisson_config("", pd_drawn + "links = \"optics\"\nmtbf_s = 100\nmttr_s = 10\n")}}, run_azure, 2,
+       {"run.toml", "faults.link_mtbf[0].links", "no link class or network link is named 'optics'", "\"nic\""}});
+  add({"link_mtbf_without_mttr", "drawn link failures without a repair time",
+       {{"run.toml", poisson_config("", pd_drawn + "links = \"nic\"\nmtbf_s = 100\n")}}, run_azure, 2,
+       {"run.toml", "faults.link_mtbf[0].mtbf_s", "give mtbf_s and mttr_s together"}});
+  add({"link_speed_out_of_range", "a degraded link at speed 0",
+       {{"run.toml", poisson_config("", pd_nodes + "link = \"node 0 nic 0 - leaf\"\nspeed = 0\n")}}, run_azure, 2,
+       {"run.toml", "faults.events[0].speed", "out of range"}});
+  add({"speed_on_a_failure", "`speed` on a replica failure",
+       {{"run.toml", poisson_config("", "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\nspeed = 0.5\n")}},
+       run_azure, 2, {"run.toml", "faults.events[0].speed", "a degraded link"}});
   add({"prediction_without_uncertainty", "prediction intervals on a GPU whose profile has no `[uncertainty]` (A100)",
        {{"run.toml", poisson_config()}}, {"run", "run.toml", "--set", "gpu.kind=a100-80gb-sxm", "--prediction-draws", "10"},
        2, {"cost_model.calibration", "has no [uncertainty] table", "fit --from-serving-runs"}});

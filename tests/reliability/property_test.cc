@@ -45,6 +45,7 @@ struct Draw {
   bool disaggregated = false, prefix_caching = false, swap = false, timeout = false, expert_parallel = false;
   bool faults = false;  // [faults]: replica failures, repairs, stragglers (issue 17)
   bool link_faults = false;
+  bool link_mtbf = false;  // drawn link failures and a degraded link (with link_faults)
   bool node_mtbf = false;  // [faults] node_mtbf_s  // [faults] kind = "link" on a disaggregated cluster
   bool node_failure = false;  // one of them a node's
   bool classes = false, admission = false;  // [[workload.classes]], [admission] (issue 17)
@@ -353,6 +354,22 @@ Draw draw_config(uint64_t seed) {
            pick(link_rng, std::vector<std::string>{"node 0 nic 0 - leaf", "gpu 0 pcie"}) + "\"\nat_s = " +
            num(std::round(link_rng.uniform() * 300) / 100) + "\nrepair_s = " +
            num(std::round(link_rng.uniform() * 200) / 100) + "\n";
+    // Drawn link failures and degraded links on half of those, from their own stream (the draws
+    // above stay what they were). Expert-parallel draws fail a named NIC only: an all-to-all finding
+    // no path is an error, and with every NIC class failing a node could be cut off.
+    core::Rng drawn_rng(seed, "property-link-mtbf");
+    if (drawn_rng.uniform_int(2) == 0) {
+      d.link_mtbf = true;
+      t += "[[faults.link_mtbf]]\nlinks = \"" +
+           (d.expert_parallel ? std::string("node 0 nic 0 - leaf")
+                              : pick(drawn_rng, std::vector<std::string>{"nic", "pcie", "nic"})) +
+           "\"\nmtbf_s = " + num(pick(drawn_rng, std::vector<double>{0.5, 2})) +
+           "\nmttr_s = " + num(pick(drawn_rng, std::vector<double>{0.05, 0.3})) + "\n";
+      t += "[[faults.events]]\nkind = \"link\"\nlink = \"node 0 nic 0 - leaf\"\nat_s = " +
+           num(std::round(drawn_rng.uniform() * 300) / 100) + "\nspeed = " +
+           num(pick(drawn_rng, std::vector<double>{0.1, 0.5})) + "\n";
+      if (drawn_rng.uniform_int(2)) t += "repair_s = " + num(std::round(drawn_rng.uniform() * 200) / 100) + "\n";
+    }
   }
   t += "[router]\nkind = \"" + d.router + "\"\n[scheduler]\nkind = \"" + d.scheduler + "\"\n";
   if (rng.uniform_int(3) == 0) t += "[slo]\nttft_ms = " + num(10 + rng.uniform() * 2000) + "\n";
@@ -635,7 +652,7 @@ struct Tally {
   uint64_t disaggregated = 0, prefix_caching = 0, swap = 0, prefix_hit_tokens = 0, kv_transfers = 0;
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
-  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, node_mtbf_runs = 0,
+  uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, link_mtbf_runs = 0, link_speed_changes = 0, node_mtbf_runs = 0,
            autoscaled_fault_runs = 0, pd_fault_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0, preempt_to_admit_runs = 0,
            fair_cluster_runs = 0;
@@ -706,6 +723,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.pd_fault_runs += d.disaggregated && d.faults && fleet("replica_failures") > 0;
       tally.autoscaled_fault_runs += d.autoscale && d.faults;
       tally.link_failures += fleet("link_failures");
+      tally.link_mtbf_runs += d.link_mtbf;
+      tally.link_speed_changes += fleet("link_speed_changes");
       EXPECT_LE(fleet("link_repairs"), fleet("link_failures"));
       // Client retries: every attempt is a request; each client request ends answered or given up.
       EXPECT_EQ(fleet("client_requests") > 0, d.retries);
@@ -911,6 +930,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.autoscaled_fault_runs, kSeeds / 100);  // failures in autoscaled pools
   EXPECT_GT(tally.pd_fault_runs, kSeeds / 40);           // replica failures on disaggregated clusters
   EXPECT_GT(tally.link_failures, kSeeds / 40);
+  EXPECT_GT(tally.link_mtbf_runs, kSeeds / 40);  // drawn link failures and degraded links
+  EXPECT_GT(tally.link_speed_changes, kSeeds / 40);
   // Issue 17: client retries that were sent, and some that were answered.
   EXPECT_GT(tally.retry_runs, kSeeds / 30);
   EXPECT_GT(tally.retries, 100u);
@@ -932,7 +953,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
             << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.pd_fault_runs << " disaggregated with replica failures, " << tally.link_fault_runs << " with link failures ("
-            << tally.link_failures << " links failed), " << tally.replica_failures
+            << tally.link_failures << " links failed, " << tally.link_mtbf_runs << " with drawn and degraded links, "
+            << tally.link_speed_changes << " link speed changes), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
             << tally.class_runs << " with request classes (" << tally.admission_runs << " with admission control, "
             << tally.shed << " requests shed, " << tally.priority_runs << " with priority scheduling, " << tally.fair_runs
