@@ -331,8 +331,8 @@ void Cluster::admit(const traces::RequestSpec& spec, const Retry* retry) {
   if (target >= pool)
     throw core::Error("internal: router chose replica " + std::to_string(target) + " of " + std::to_string(pool));
   const bool gaps = faults_ || autoscaler_;  // replicas may be out of service (down, off, draining)
-  const bool none_up = gaps && !loads_[target].up && up_from(target) == pool;
-  if (gaps && !none_up) target = up_from(target);
+  const bool none_up = gaps && !loads_[target].up && up_in(0, static_cast<uint32_t>(pool), target) == pool;
+  if (gaps && !none_up) target = up_in(0, static_cast<uint32_t>(pool), target);
   r.routed_replica = target;
   if (admission_ && !admission_->admit(r, std::span<const ReplicaLoad>(loads_.data(), pool), target)) {
     ++counters_.shed;
@@ -425,6 +425,10 @@ void Cluster::time_out(RequestId id) {
       requests_.erase(id);
       signal_timed_out(rec);
       start_pulls(t.to);  // the head may have left
+      if (autoscaler_) {  // the last request a draining replica held may have gone
+        after_departure(t.from);
+        after_departure(t.to);
+      }
       break;
     }
     case RequestState::kParked: {  // waiting at the cluster for a replica to come back
@@ -458,7 +462,13 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
   const uint32_t pick = decode_router_->route(
       r, std::span<const ReplicaLoad>(loads_.data() + first, loads_.size() - first));
   if (pick >= loads_.size() - first) throw core::Error("internal: decode router chose a replica out of range");
-  const uint32_t to = static_cast<uint32_t>(first + pick);
+  uint32_t to = static_cast<uint32_t>(first + pick);
+  // An autoscaled decode pool: a pick of a replica not up (off, starting, draining) moves to the next
+  // one up (ring order within the pool); the pool always keeps one up (min_replicas >= 1).
+  if (autoscaler_ && !loads_[to].up) {
+    to = up_in(static_cast<uint32_t>(first), static_cast<uint32_t>(loads_.size()), to);
+    if (to == loads_.size()) throw core::Error("internal: no decode replica up");
+  }
   // A hybrid model moves each layer group's share (the window's tokens, the states). Every GPU of
   // the decode replica's rank receives the KV it will hold (see start_transfer).
   const size_t dst_gpus = gpus_[to].size() / static_cast<size_t>(ranks_[to]);
@@ -469,6 +479,7 @@ void Cluster::on_prefill_done(Replica& replica, RequestId id) {
   if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
   transfers_[id.slot] = PendingTransfer{replica.index(), to, sim_.now(), sim_.now(), bytes, 0};
   if (layout_.pd_pull == PdPull::kPush) {
+    if (autoscaler_) ++pushes_to_[to];  // a draining decode replica waits for it (switch_off_if_empty)
     start_transfer(id, true);
     return;
   }
@@ -568,6 +579,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
   const PendingTransfer t = transfers_[id.slot];
   Request& r = requests_[id];
   replicas_[t.from]->finish_handoff(id);
+  if (autoscaler_) after_departure(t.from);  // a draining prefill replica waits for its last transfer
   r.kv_bytes_transferred += static_cast<uint64_t>(t.bytes);
   ++counters_.kv_transfers;
   counters_.kv_transfer_bytes += t.bytes;
@@ -581,6 +593,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
   rec.end = sim_.now();
   observer_.on_kv_transfer(rec);
   const bool reserved = layout_.pd_pull == PdPull::kReserveFirst;
+  if (autoscaler_ && !reserved) --pushes_to_[t.to];
   if (r.timed_out) {  // its client gave up while the KV was on the wire: the prefill replica let go above
     core::RequestRecord done = r.timed_out_record(sim_.now(), t.from, t.from);
     requests_.erase(id);
@@ -589,6 +602,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
       replicas_[t.to]->cancel_pull(t.blocks);
       start_pulls(t.to);
     }
+    if (autoscaler_) after_departure(t.to);
     return;
   }
   if (reserved)
@@ -598,7 +612,10 @@ void Cluster::on_transfer_done(uint64_t tag) {
 }
 
 void Cluster::on_request_done(const core::RequestRecord& r) {
-  if (autoscaler_) after_departure(r.decode_replica);
+  if (autoscaler_) {
+    after_departure(r.decode_replica);
+    if (r.replica != r.decode_replica) after_departure(r.replica);
+  }
   core::RequestRecord rec = r;
   if (r.outcome == core::RequestOutcome::kTimedOut) {  // a replica let go of a request whose client gave up
     signal_timed_out(rec);
