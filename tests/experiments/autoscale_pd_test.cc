@@ -268,6 +268,75 @@ TEST(AutoscalePdTest, ExampleScalesBothPoolsWithTheBurst) {
   EXPECT_LT(r.summary.gpu_hours, 8 * r.summary.sim_seconds / 3600);
 }
 
+// The tpot policy against bounds that need no cost model: any decode iteration of Llama-3-8B on an
+// H100-SXM reads its 16.06 GB of weights from HBM at no more than 3.35 TB/s, so it takes at least
+// 4.79 ms. A limit of 1 ms can never be met (b* = 0): the first evaluation with requests on the
+// decode pool wants every replica. A limit of 10^6 ms is never approached: every evaluation is below
+// half of it and wants one replica fewer, so (no stabilisation) the pool steps down one replica per
+// evaluation to min_replicas.
+TEST(AutoscalePdTest, TpotPolicyAgainstTheWeightReadingBound) {
+  const std::string pools = R"(
+seed = 6
+[workload]
+kind = "poisson"
+rate = 20.0
+max_requests = 400
+[workload.prompt]
+kind = "uniform"
+min = 100
+max = 600
+[workload.output]
+kind = "uniform"
+min = 50
+max = 200
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[network]
+gpus_per_node = 4
+[cluster.prefill]
+replicas = 1
+[cluster.decode]
+replicas = @N@
+[cluster.decode.autoscaler]
+kind = "tpot"
+max_tpot_ms = @LIMIT@
+max_replicas = 3
+interval_s = 5
+stabilization_s = 0
+provision_s = 1
+warmup_s = 0
+load_gb_s = 1000
+)";
+  auto with = [&](const std::string& n, const std::string& limit) {
+    std::string t = pools;
+    t.replace(t.find("@N@"), 3, n);
+    t.replace(t.find("@LIMIT@"), 7, limit);
+    return t;
+  };
+  EXPECT_GT(16.06e9 / 3.35e12 * 1e3, 4.79);
+  Recorder up;
+  const RunResult a = run(with("1", "1"), &up);
+  const auto provision = up.of(core::FleetEventKind::kReplicaProvision);
+  ASSERT_EQ(provision.size(), 2u);  // decode replicas 2 and 3 (prefill: 0; decode: 1-3), both at 5 s
+  EXPECT_EQ(provision[0].replica, 2u);
+  EXPECT_EQ(provision[1].replica, 3u);
+  for (const auto& e : provision) EXPECT_EQ(e.time.ns(), 5'000'000'000);
+  EXPECT_TRUE(up.of(core::FleetEventKind::kReplicaDrain).empty());  // never below the limit
+  EXPECT_EQ(a.summary.requests_completed, a.summary.requests_total);
+  Recorder down;
+  const RunResult b = run(with("3", "1000000"), &down);
+  const auto drain = down.of(core::FleetEventKind::kReplicaDrain);
+  ASSERT_EQ(drain.size(), 2u);  // 3 -> 2 at 5 s, 2 -> 1 at 10 s: the highest-numbered first
+  EXPECT_EQ(drain[0].replica, 3u);
+  EXPECT_EQ(drain[0].time.ns(), 5'000'000'000);
+  EXPECT_EQ(drain[1].replica, 2u);
+  EXPECT_EQ(drain[1].time.ns(), 10'000'000'000);
+  EXPECT_TRUE(down.of(core::FleetEventKind::kReplicaProvision).empty());
+  EXPECT_EQ(b.summary.requests_completed, b.summary.requests_total);
+}
+
 // Link failures under a pool autoscaler: the KV transfers re-route around a failed cable while the
 // decode pool scales; nothing is lost.
 TEST(AutoscalePdTest, LinkFailuresUnderAPoolAutoscaler) {
