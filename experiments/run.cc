@@ -70,6 +70,11 @@ static ParamSpec pool_table(const std::string& role, const std::string& descript
                  ParamSpec::section("gpu", "gpus", "", "GPU type of this pool; unset = [gpu]").optional(),
                  ParamSpec::section("scheduler", "schedulers", "", "batch scheduler of this pool; unset = [scheduler]")
                      .optional(),
+                 ParamSpec::section("autoscaler", "autoscalers", "",
+                                    "autoscaling of this pool, with the keys of [autoscaler]: max_replicas replicas "
+                                    "are built, this pool's replicas are in service at the start (unset: a fixed "
+                                    "pool; docs/fleet.md, \"Autoscaling disaggregated pools\")")
+                     .optional(),
              },
              description)
       .optional();
@@ -382,7 +387,8 @@ const std::vector<core::ParamSpec>& run_schema() {
                          "(unset: every request is admitted)")
           .optional(),
       ParamSpec::section("autoscaler", "autoscalers", "",
-                         "autoscaling of a unified pool: max_replicas replicas are built, cluster.replicas are in "
+                         "autoscaling of a unified pool (disaggregated pools: [cluster.prefill.autoscaler], "
+                         "[cluster.decode.autoscaler]): max_replicas replicas are built, cluster.replicas are in "
                          "service at the start, and the policy provisions (after a cold start) or drains replicas; "
                          "cost counts the GPU time provisioned (unset: a fixed pool)")
           .optional(),
@@ -1472,27 +1478,48 @@ sim::RetryPolicy retries(const core::Params& config, uint64_t seed) {
   return policy;
 }
 
-// [autoscaler]: the policy, and the mechanism's plan with its cold start, checked against the
-// cluster it applies to.
-std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const Pool& pool,
-                                             const hwmodels::ModelSpec& model, const policies::DecodingMethod* decoding,
-                                             bool disaggregated, sim::AutoscalePlan& plan) {
-  const core::Params& a = config.section("autoscaler");
-  if (disaggregated)
-    a.fail("kind", "autoscaling is modelled for a unified pool; this cluster has [cluster.prefill] and [cluster.decode]");
-  const core::Params& cluster_cfg = config.section("cluster");
-  const int64_t initial = cluster_cfg.get_int("replicas");
+// [autoscaler] (a unified cluster) or [cluster.prefill.autoscaler] / [cluster.decode.autoscaler] (a
+// pool of a disaggregated one, `a`): the policy, and the mechanism's plan with its cold start, checked
+// against the pool it applies to. `count` holds the pool's `replicas` (the count in service at the start).
+std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const core::Params& a, const core::Params& count,
+                                             const Pool& pool, const hwmodels::ModelSpec& model,
+                                             const policies::DecodingMethod* decoding, sim::ReplicaRole role,
+                                             sim::AutoscalePlan& plan) {
+  const std::string& kind = a.kind();
+  if (role == sim::ReplicaRole::kUnified && kind == "tpot")
+    a.fail("kind", "the tpot kind scales the decode pool of a disaggregated cluster ([cluster.decode.autoscaler]); "
+                   "a unified pool's replicas prefill too: use slo (predicted TTFT) or target_utilisation");
+  if (role == sim::ReplicaRole::kPrefill && kind == "tpot")
+    a.fail("kind", "the tpot kind predicts a decode pool's iteration time, and a prefill pool only prefills: use slo "
+                   "(predicted TTFT) or target_utilisation here, tpot in [cluster.decode.autoscaler]");
+  if (role == sim::ReplicaRole::kDecode && kind == "slo")
+    a.fail("kind", "the slo kind predicts TTFT from the prefill backlog, and a decode pool has none: use tpot "
+                   "(max_tpot_ms against the predicted decode iteration) or target_utilisation here, slo in "
+                   "[cluster.prefill.autoscaler]");
+  if (role != sim::ReplicaRole::kUnified && config.has("faults")) {
+    const core::Params& f = config.section("faults");
+    bool replica_faults = f.has("mtbf_s") || f.has("node_mtbf_s");
+    if (f.has("events"))
+      for (const core::Params& e : f.list("events")) replica_faults = replica_faults || e.get_string("kind") != "link";
+    if (replica_faults)
+      a.fail("kind", "autoscaling a disaggregated pool together with replica or node faults ([faults] mtbf_s, "
+                     "node_mtbf_s, or [[faults.events]] other than kind = \"link\") is not modelled; remove the "
+                     "replica faults or the pool's autoscaler (link failures are allowed)");
+  }
+  const int64_t initial = count.get_int("replicas");
   const int64_t lo = a.get_int("min_replicas"), hi = a.get_int("max_replicas");
   if (lo > hi)
     a.fail("min_replicas", "min_replicas " + std::to_string(lo) + " is above max_replicas " + std::to_string(hi));
   if (initial < lo || initial > hi)
-    cluster_cfg.fail("replicas", "with [autoscaler] cluster.replicas is the count in service at the start, which must "
-                                 "lie in [min_replicas, max_replicas] = [" + std::to_string(lo) + ", " +
-                                 std::to_string(hi) + "]; got " + std::to_string(initial));
+    count.fail("replicas", "with [" + a.path() + "] " + count.key_path("replicas") +
+                               " is the count in service at the start, which must lie in [min_replicas, "
+                               "max_replicas] = [" + std::to_string(lo) + ", " + std::to_string(hi) + "]; got " +
+                               std::to_string(initial));
   const NetworkFields net = network_fields(config, pool);
   sim::ColdStart cold;
   cold.provision_s = a.get_float("provision_s");
   cold.warmup_s = a.get_float("warmup_s");
+  // The pool's own shard of the weights (each pool may have its TP, EP and GPU).
   cold.weight_bytes_per_gpu = hwmodels::weight_bytes_per_gpu(model, pool.tp, pool.ep.degree, pool.ep.redundant_experts);
   if (decoding && decoding->drafter())
     cold.weight_bytes_per_gpu += policies::drafter_weight_bytes_per_gpu(*decoding->drafter(), pool.tp);
@@ -1547,8 +1574,10 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
     for (const char* role : {"prefill", "decode"}) {
       const core::Params& pc = cluster_cfg.section(role);
       const int64_t tp = pc.has("tensor_parallel") ? pc.get_int("tensor_parallel") : cluster_cfg.get_int("tensor_parallel");
-      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, pc.get_int("replicas"),
-                                 tp, shares, decoding.get()));
+      // Autoscaled ([cluster.<role>.autoscaler]): every replica the pool may have is built.
+      const int64_t built = pc.has("autoscaler") ? pc.section("autoscaler").get_int("max_replicas") : pc.get_int("replicas");
+      pools.push_back(build_pool(std::string("cluster.") + role, pc, config, cluster_cfg, *model, built, tp, shares,
+                                 decoding.get()));
     }
   } else {
     // Autoscaled: every replica the pool may have is built; cluster.replicas are in service at first.
@@ -1783,10 +1812,30 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
       faults(config, disaggregated, replicas, seed, placement, gpus_per_node, network.get());
   const sim::RetryPolicy retry_policy = retries(config, seed);
   collector_cfg.retries = retry_policy.any();
-  std::unique_ptr<sim::Autoscaler> autoscaler;
-  sim::AutoscalePlan scale_plan;
-  if (config.has("autoscaler"))
-    autoscaler = autoscaling(config, pools[0], *model, decoding.get(), disaggregated, scale_plan);
+  // One autoscaler per elastic pool: the unified cluster's, or the prefill and/or decode pool's.
+  struct Elastic {
+    std::unique_ptr<sim::Autoscaler> policy;
+    sim::AutoscalePlan plan;
+    sim::ReplicaRole role;
+  };
+  std::vector<Elastic> elastic;
+  if (config.has("autoscaler")) {
+    const core::Params& a = config.section("autoscaler");
+    if (disaggregated)
+      a.fail("kind", "a disaggregated cluster autoscales each pool under its own autoscaler: move this section to "
+                     "[cluster.prefill.autoscaler] and/or [cluster.decode.autoscaler] (a pool without one is fixed)");
+    Elastic e{nullptr, {}, sim::ReplicaRole::kUnified};
+    e.policy = autoscaling(config, a, cluster_cfg, pools[0], *model, decoding.get(), e.role, e.plan);
+    elastic.push_back(std::move(e));
+  }
+  if (disaggregated)
+    for (size_t k = 0; k < 2; ++k) {
+      const core::Params& pc = cluster_cfg.section(k == 0 ? "prefill" : "decode");
+      if (!pc.has("autoscaler")) continue;
+      Elastic e{nullptr, {}, k == 0 ? sim::ReplicaRole::kPrefill : sim::ReplicaRole::kDecode};
+      e.policy = autoscaling(config, pc.section("autoscaler"), pc, pools[k], *model, decoding.get(), e.role, e.plan);
+      elastic.push_back(std::move(e));
+    }
 
   if (outputs.build_only) return result;
 
@@ -1885,7 +1934,7 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
   cluster.set_faults(fault_plan);
   cluster.set_retries(retry_policy);
   if (admission) cluster.set_admission(std::move(admission));
-  if (autoscaler) cluster.set_autoscaler(std::move(autoscaler), scale_plan);
+  for (Elastic& e : elastic) cluster.set_autoscaler(std::move(e.policy), e.plan, e.role);
 
   const auto wall_start = std::chrono::steady_clock::now();
   cluster.start();

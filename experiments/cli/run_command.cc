@@ -269,6 +269,13 @@ void print_summary(std::ostream& out, const RunResult& r, const std::string& con
           << grouped(static_cast<uint64_t>(get("replica_drains"))) << " drained; " << fixed(get("replicas_mean"), 2)
           << " replicas provisioned on average (peak " << grouped(static_cast<uint64_t>(get("replicas_peak")))
           << "), " << fixed(get("provisioned_gpu_hours"), 3) << " GPU-hours provisioned\n";
+    if (elastic && fleet_value("decode_provisioned_gpu_hours"))  // disaggregated: per pool
+      out << "  by pool    prefill " << grouped(static_cast<uint64_t>(get("prefill_replica_provisions")))
+          << " provisioned, " << fixed(get("prefill_replicas_mean"), 2) << " replicas on average, "
+          << fixed(get("prefill_provisioned_gpu_hours"), 3) << " GPU-hours; decode "
+          << grouped(static_cast<uint64_t>(get("decode_replica_provisions"))) << " provisioned, "
+          << fixed(get("decode_replicas_mean"), 2) << " replicas on average, "
+          << fixed(get("decode_provisioned_gpu_hours"), 3) << " GPU-hours\n";
   }
   if (const auto clients = fleet_value("client_requests")) {
     auto get = [&](const char* name) { return fleet_value(name).value_or(0.0); };

@@ -4,8 +4,9 @@ namespace servesim::policies {
 
 AutoscalerRegistry& autoscaler_registry() {
   static AutoscalerRegistry registry("autoscalers",
-                                     "autoscaling policies: the replica count a unified pool wants, asked every "
-                                     "interval_s; replicas are provisioned (cold start, then up) or drained");
+                                     "autoscaling policies: the replica count a pool wants (a unified cluster's, or "
+                                     "a disaggregated cluster's prefill or decode pool), asked every interval_s; "
+                                     "replicas are provisioned (cold start, then up) or drained");
   return registry;
 }
 
@@ -14,7 +15,8 @@ std::vector<core::ParamSpec> autoscaler_params(std::vector<core::ParamSpec> own)
   std::vector<ParamSpec> p = {
       ParamSpec::integer("max_replicas", 1, "replicas",
                          "the most replicas the pool may have; all are built, those not in service are off and "
-                         "cost nothing (cluster.replicas is the count in service at the start)")
+                         "cost nothing (cluster.replicas, or the pool's replicas when disaggregated, is the count in service at "
+                         "the start)")
           .range(1, 4096)
           .required(),
       ParamSpec::integer("min_replicas", 1, "replicas", "the fewest replicas in service (starting or up)")

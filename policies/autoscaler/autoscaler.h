@@ -1,11 +1,12 @@
 #pragma once
 // Autoscaling policies ([autoscaler], family "autoscalers"; docs/fleet.md "Autoscaling"): how many
-// replicas a unified pool wants, asked every interval_s. The interface is sim::Autoscaler
-// (sim/cluster/autoscaling.h); the mechanism that provisions and drains replicas is part of
-// sim::Cluster (sim/cluster/autoscaling.cc). Kinds, one per .cc beside this header:
-// target_utilisation, slo, schedule. Every kind takes the common keys of common_params() (the
-// evaluation interval, min/max replicas, stabilisation window, cooldown, and the cold start), which
-// experiments/run.cc reads into sim::AutoscalePlan and sim::ColdStart.
+// replicas a pool wants (a unified cluster's, or a disaggregated cluster's prefill or decode pool),
+// asked every interval_s. The interface is sim::Autoscaler (sim/cluster/autoscaling.h); the
+// mechanism that provisions and drains replicas is part of sim::Cluster (sim/cluster/autoscaling.cc).
+// Kinds, one per .cc beside this header: target_utilisation, slo, schedule, tpot (decode pools).
+// Every kind takes the common keys of common_params() (the evaluation interval, min/max replicas,
+// stabilisation window, cooldown, and the cold start), which experiments/run.cc reads into
+// sim::AutoscalePlan and sim::ColdStart.
 
 #include <vector>
 

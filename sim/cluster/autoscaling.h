@@ -1,6 +1,7 @@
 #pragma once
-// Autoscaling ([autoscaler]; docs/fleet.md "Autoscaling"): the pool of a unified cluster holds
-// max_replicas replicas built up front, each in one of four phases:
+// Autoscaling ([autoscaler]; docs/fleet.md "Autoscaling"): the pool of a unified cluster (or each
+// autoscaled pool of a disaggregated one, [cluster.prefill.autoscaler] / [cluster.decode.autoscaler])
+// holds max_replicas replicas built up front, each in one of four phases:
 //   off -> (provision) -> starting -> (cold start over) -> up -> (drain) -> draining -> (empty) -> off
 // Off replicas cost nothing and take no traffic; starting ones cost GPU time and take no traffic;
 // up ones serve; draining ones take no new requests but finish what they hold (no request is lost or
@@ -24,7 +25,7 @@ enum class ReplicaPhase : uint8_t { kOff, kStarting, kUp, kDraining };
 // batches, KV use of each replica, the phases, arrivals so far), never the future.
 struct FleetView {
   core::Time now;
-  std::span<const ReplicaLoad> loads;    // every replica of the pool
+  std::span<const ReplicaLoad> loads;    // every replica of the pool (only its own pool's)
   std::span<const ReplicaPhase> phases;  // per replica
   uint32_t current = 0;                  // starting + up: the count the autoscaler controls
   uint32_t up = 0;                       // up (serving) replicas

@@ -432,6 +432,10 @@ void Cluster::time_out(RequestId id) {
       requests_.erase(id);
       signal_timed_out(rec);
       start_pulls(t.to);  // the head may have left
+      if (autoscaler_) {  // the last request a draining replica held may have gone
+        after_departure(t.from);
+        after_departure(t.to);
+      }
       break;
     }
     case RequestState::kParked: {  // waiting at the cluster for a replica to come back
@@ -471,10 +475,14 @@ void Cluster::hand_off(RequestId id, uint32_t from, bool overlap, core::Time rea
   if (pick >= loads_.size() - first) throw core::Error("internal: decode router chose a replica out of range");
   uint32_t to = static_cast<uint32_t>(first + pick);
   if (transfers_.size() <= id.slot) transfers_.resize(id.slot + 1);
-  if (faults_) {
-    // Around a decode replica that is down, to the next one up (as for the prefill pool).
+  // Around a decode replica that is not up (down under [faults]; off, starting or draining under an
+  // autoscaler), to the next one up in the pool (ring order).
+  if ((faults_ || autoscaler_) && !loads_[to].up) {
     to = up_in(to, first, replicas_.size() - first);
     if (to == replicas_.size()) {
+      // An autoscaled pool always keeps one replica up (min_replicas >= 1; faults with a pool
+      // autoscaler are refused).
+      if (!faults_) throw core::Error("internal: no decode replica up");
       // None is up: it waits, its prefill replica holding its KV (as a pull waiting for blocks), for
       // the first decode replica's repair; it fails if none is coming (wake_decode_waiting).
       transfers_[id.slot] = PendingTransfer{from, kNoDecode, ready, ready, 0, 0};
@@ -496,6 +504,7 @@ void Cluster::hand_off(RequestId id, uint32_t from, bool overlap, core::Time rea
                                  static_cast<double>(r.kv_tokens);
   transfers_[id.slot] = PendingTransfer{from, to, ready, sim_.now(), bytes, 0};
   if (layout_.pd_pull == PdPull::kPush) {
+    if (autoscaler_) ++pushes_to_[to];  // a draining decode replica waits for it (switch_off_if_empty)
     start_transfer(id, overlap);
     return;
   }
@@ -602,6 +611,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
   const PendingTransfer t = transfers_[id.slot];
   Request& r = requests_[id];
   replicas_[t.from]->finish_handoff(id);
+  if (autoscaler_) after_departure(t.from);  // a draining prefill replica waits for its last transfer
   r.kv_bytes_transferred += static_cast<uint64_t>(t.bytes);
   ++counters_.kv_transfers;
   counters_.kv_transfer_bytes += t.bytes;
@@ -615,6 +625,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
   rec.end = sim_.now();
   observer_.on_kv_transfer(rec);
   const bool reserved = layout_.pd_pull == PdPull::kReserveFirst;
+  if (autoscaler_ && !reserved) --pushes_to_[t.to];
   if (r.timed_out) {  // its client gave up while the KV was on the wire: the prefill replica let go above
     core::RequestRecord done = r.timed_out_record(sim_.now(), t.from, t.from);
     requests_.erase(id);
@@ -623,6 +634,7 @@ void Cluster::on_transfer_done(uint64_t tag) {
       replicas_[t.to]->cancel_pull(t.blocks);
       start_pulls(t.to);
     }
+    if (autoscaler_) after_departure(t.to);
     return;
   }
   if (reserved)
@@ -632,7 +644,10 @@ void Cluster::on_transfer_done(uint64_t tag) {
 }
 
 void Cluster::on_request_done(const core::RequestRecord& r) {
-  if (autoscaler_) after_departure(r.decode_replica);
+  if (autoscaler_) {
+    after_departure(r.decode_replica);
+    if (r.replica != r.decode_replica) after_departure(r.replica);
+  }
   core::RequestRecord rec = r;
   if (r.outcome == core::RequestOutcome::kTimedOut) {  // a replica let go of a request whose client gave up
     signal_timed_out(rec);

@@ -231,9 +231,12 @@ class Cluster final : public EventHandler,
   void set_admission(std::unique_ptr<Admission> admission) { admission_ = std::move(admission); }
   // Client retries (open-loop workloads); before start().
   void set_retries(const RetryPolicy& policy);
-  // Autoscaling ([autoscaler]; unified clusters without [faults]; sim/cluster/autoscaling.cc): the
-  // replicas past plan.initial start off; `policy` is asked every plan.interval. Before start().
-  void set_autoscaler(std::unique_ptr<Autoscaler> policy, const AutoscalePlan& plan);
+  // Autoscaling ([autoscaler]; sim/cluster/autoscaling.cc): the pool's replicas past plan.initial
+  // start off; `policy` is asked every plan.interval. `role`: kUnified for the pool of a unified
+  // cluster, kPrefill or kDecode for one pool of a disaggregated cluster (each pool under its own
+  // autoscaler, or fixed without one). Before start().
+  void set_autoscaler(std::unique_ptr<Autoscaler> policy, const AutoscalePlan& plan,
+                      ReplicaRole role = ReplicaRole::kUnified);
   // Per replica (empty without an autoscaler).
   std::span<const ReplicaPhase> phases() const { return phases_; }
 
@@ -424,10 +427,23 @@ class Cluster final : public EventHandler,
   // Whether the client retries an attempt (0 = its first send) that ended with `outcome`.
   bool retried(uint32_t attempt, core::RequestOutcome outcome) const;
   // ---- autoscaling (sim/cluster/autoscaling.cc) ----
-  // Payload 0: an evaluation; else a readiness, (generation << 32) | (replica + 1).
+  // Payload 0: an evaluation of pool `pool`; else a readiness, (generation << 32) | (replica + 1).
   struct ScaleTimer final : EventHandler {
     Cluster* cluster = nullptr;
-    void on_event(uint64_t payload) override { cluster->on_scale_timer(payload); }
+    uint32_t pool = 0;
+    void on_event(uint64_t payload) override { cluster->on_scale_timer(pool, payload); }
+  };
+  // One elastic pool: replicas [first, first + plan.max_replicas) under one policy (the unified
+  // cluster's only pool, or the prefill or decode pool of a disaggregated one).
+  struct ScalePool {
+    uint32_t first = 0;
+    std::unique_ptr<Autoscaler> policy;
+    AutoscalePlan plan;
+    ScaleTimer timer;
+    std::deque<std::pair<core::Time, uint32_t>> wanted;  // evaluations within the stabilisation window
+    std::optional<core::Time> last_scaling;
+    uint64_t evaluations = 0;
+    uint32_t end() const { return first + plan.max_replicas; }
   };
   // A request left a draining replica: is it empty now? (Payload: the replica.)
   struct DrainCheck final : EventHandler {
@@ -435,9 +451,9 @@ class Cluster final : public EventHandler,
     void on_event(uint64_t replica) override { cluster->switch_off_if_empty(static_cast<uint32_t>(replica)); }
   };
   void start_autoscaling();
-  void on_scale_timer(uint64_t payload);
-  void evaluate_autoscaler();
-  void scale_to(uint32_t target);
+  void on_scale_timer(uint32_t pool, uint64_t payload);
+  void evaluate_autoscaler(ScalePool& pool);
+  void scale_to(ScalePool& pool, uint32_t target);
   void set_phase(uint32_t i, ReplicaPhase phase, core::FleetEventKind kind);
   void switch_off_if_empty(uint32_t i);
   void after_departure(uint32_t i) {
@@ -540,19 +556,17 @@ class Cluster final : public EventHandler,
   KeepAlive keep_alive_;
   int links_down_ = 0;                       // link events whose links are down now
   bool park_timer_pending_ = false;
-  std::unique_ptr<Autoscaler> autoscaler_;
-  AutoscalePlan scale_;
-  ScaleTimer scale_timer_;
+  bool autoscaler_ = false;                   // a pool is autoscaled (scale_pools_ not empty)
+  std::vector<std::unique_ptr<ScalePool>> scale_pools_;  // by pool: one unified, or prefill and/or decode
+  ScaleTimer scale_timer_;                    // readiness events
   DrainCheck drain_check_;
   std::vector<ReplicaPhase> phases_;          // per replica
   std::vector<uint32_t> phase_generation_;    // per replica: provisions so far (stale readiness events)
   std::vector<core::Time> ready_at_;          // per replica while starting: when its cold start ends
+  std::vector<int64_t> pushes_to_;            // per replica: pd_pull = push transfers in flight to it
   // With [faults]: when the next replica can be up without a repair (a start under way, or an off
   // replica the next evaluation can provision); unset when none can.
   std::optional<core::Time> next_scale_up() const;
-  std::deque<std::pair<core::Time, uint32_t>> wanted_;  // evaluations within the stabilisation window
-  std::optional<core::Time> last_scaling_;
-  uint64_t evaluations_ = 0;
   uint32_t provisioned_ = 0;                  // starting + up + draining
   std::vector<RequestId> lost_;              // scratch: requests lost with failing replicas ...
   std::vector<uint32_t> lost_from_;          // ... and the replica each was lost with

@@ -309,6 +309,12 @@ double Replica::prefill_seconds(int64_t tokens) const {
   return cost_.step(shape).seconds;
 }
 
+double Replica::decode_seconds(int64_t seqs, int64_t context) const {
+  hwmodels::BatchShape shape;
+  hwmodels::add_decodes(shape, plan_.limits, seqs, context);
+  return cost_.step(shape).seconds;
+}
+
 void Replica::trim_kv(Request& r) {
   const int64_t keep = kv_.request_blocks(r.shared_tokens, r.kv_tokens, r.kv_tokens);
   if (r.kv_blocks > keep) {

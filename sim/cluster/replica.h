@@ -232,6 +232,9 @@ class Replica final : public EventHandler {
   // The GPU time of an iteration that prefills one fresh chunk of `tokens` tokens and nothing else
   // (the cost model's step, no engine overheads): what admission control predicts latencies from.
   double prefill_seconds(int64_t tokens) const;
+  // The GPU time of an iteration of `seqs` decodes of `context` tokens each and nothing else (the
+  // cost model's step, no engine overheads): what the tpot autoscaler predicts step times from.
+  double decode_seconds(int64_t seqs, int64_t context) const;
   // Whether the replica runs speculative decoding (requests may carry drafts).
   bool speculating() const { return speculator_ != nullptr; }
 

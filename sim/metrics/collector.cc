@@ -129,6 +129,8 @@ void MetricsCollector::on_fleet_event(const core::FleetEvent& e) {
       }
       if (e.kind == core::FleetEventKind::kReplicaProvision) {
         ++fleet_.provisions;
+        if (const std::string& role = config_.replicas[e.replica].role; role != "unified")
+          ++fleet_.pool_provisions[role == "prefill" ? 0 : 1];
         fleet_.on_since[e.replica] = e.time;
       } else if (e.kind == core::FleetEventKind::kReplicaDrain) {
         ++fleet_.drains;
@@ -537,6 +539,22 @@ RunSummary MetricsCollector::finish(core::Time end, uint64_t events, double wall
       s.fleet.push_back(NamedValue{"replicas_mean", t > 0 ? replica_s / t : 0, false});
       s.fleet.push_back(NamedValue{"provisioned_replica_hours", replica_s / 3600.0, false});
       s.fleet.push_back(NamedValue{"provisioned_gpu_hours", s.gpu_hours, false});
+      // Disaggregated: each pool's share (a pool has one GPU type), whether it is autoscaled or fixed.
+      for (const char* role : {"prefill", "decode"}) {
+        double pool_replica_s = 0, pool_gpu_s = 0;
+        bool any = false;
+        for (size_t i = 0; i < provisioned.size(); ++i)
+          if (config_.replicas[i].role == role) {
+            any = true;
+            pool_replica_s += provisioned[i];
+            pool_gpu_s += config_.replicas[i].gpus * provisioned[i];
+          }
+        if (!any) continue;
+        const std::string pool(role);
+        s.fleet.push_back(count((pool + "_replica_provisions").c_str(), fleet_.pool_provisions[pool == "prefill" ? 0 : 1]));
+        s.fleet.push_back(NamedValue{pool + "_replicas_mean", t > 0 ? pool_replica_s / t : 0, false});
+        s.fleet.push_back(NamedValue{pool + "_provisioned_gpu_hours", pool_gpu_s / 3600.0, false});
+      }
     }
     if (fleet_.link_failures > 0) {
       s.fleet.push_back(count("link_failures", fleet_.link_failures));

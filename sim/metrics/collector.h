@@ -112,6 +112,7 @@ class MetricsCollector final : public core::LifecycleObserver {
     // and the spans it was, per replica.
     bool elastic = false;
     uint64_t provisions = 0, drains = 0;
+    uint64_t pool_provisions[2] = {0, 0};  // disaggregated: the prefill pool's, the decode pool's
     std::vector<std::optional<core::Time>> on_since;
     std::vector<std::vector<std::pair<int64_t, int64_t>>> on_spans;  // [from, to) ns
   } fleet_;

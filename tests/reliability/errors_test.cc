@@ -513,7 +513,33 @@ std::vector<ErrorCase> cases() {
   add({"autoscaler_disaggregated", "an autoscaler on a disaggregated cluster",
        {{"run.toml", poisson_config("", "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n" + as +
                                         "times_s = [1]\nreplicas = [2]\n")}},
-       run_azure, 2, {"run.toml", "autoscaler", "unified pool"}});
+       run_azure, 2, {"run.toml", "autoscaler.kind", "[cluster.prefill.autoscaler]"}});
+  const std::string pd = "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 1\n";
+  add({"pool_autoscaler_tpot_on_prefill", "the tpot kind on the prefill pool",
+       {{"run.toml", poisson_config("", pd + "[cluster.prefill.autoscaler]\nkind = \"tpot\"\nmax_replicas = 2\n"
+                                             "max_tpot_ms = 40\n")}},
+       run_azure, 2, {"run.toml", "cluster.prefill.autoscaler.kind", "only prefills"}});
+  add({"pool_autoscaler_slo_on_decode", "the slo kind on the decode pool",
+       {{"run.toml", poisson_config("", pd + "[cluster.decode.autoscaler]\nkind = \"slo\"\nmax_replicas = 2\n"
+                                             "max_ttft_ms = 500\n")}},
+       run_azure, 2, {"run.toml", "cluster.decode.autoscaler.kind", "use tpot"}});
+  add({"autoscaler_tpot_unified", "the tpot kind on a unified pool",
+       {{"run.toml", poisson_config("", "[autoscaler]\nkind = \"tpot\"\nmax_replicas = 2\nmax_tpot_ms = 40\n")}},
+       run_azure, 2, {"run.toml", "autoscaler.kind", "decode pool"}});
+  add({"pool_autoscaler_start_outside_range", "a pool's replicas outside its autoscaler's range",
+       {{"run.toml", poisson_config("", "[cluster.prefill]\nreplicas = 1\n[cluster.decode]\nreplicas = 3\n"
+                                        "[cluster.decode.autoscaler]\nkind = \"target_utilisation\"\n"
+                                        "target_requests = 8\nmax_replicas = 2\n")}},
+       run_azure, 2, {"run.toml", "cluster.decode.replicas", "[1, 2]"}});
+  add({"pool_autoscaler_with_replica_faults", "a pool autoscaler with replica faults",
+       {{"run.toml", poisson_config("", pd + "[cluster.decode.autoscaler]\nkind = \"target_utilisation\"\n"
+                                             "target_requests = 8\nmax_replicas = 2\n[faults]\nmtbf_s = 100\n"
+                                             "mttr_s = 10\n")}},
+       run_azure, 2, {"run.toml", "faults"}});
+  add({"pool_autoscaler_zero_max", "a pool autoscaler with max_replicas = 0",
+       {{"run.toml", poisson_config("", pd + "[cluster.prefill.autoscaler]\nkind = \"target_utilisation\"\n"
+                                             "target_requests = 8\nmax_replicas = 0\n")}},
+       run_azure, 2, {"run.toml", "cluster.prefill.autoscaler.max_replicas", "out of range"}});
   add({"node_mtbf_without_mttr", "drawn node failures without a repair time",
        {{"run.toml", poisson_config("", "[faults]\nnode_mtbf_s = 100\n")}}, run_azure, 2,
        {"run.toml", "faults.node_mtbf_s", "give node_mtbf_s and node_mttr_s together"}});

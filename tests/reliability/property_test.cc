@@ -56,6 +56,7 @@ struct Draw {
   bool retries = false;                      // [retries]: clients retry failed requests (issue 17)
   bool rate_profile = false;                 // [workload.rate_profile]: a time-varying rate (issue 17)
   bool autoscale = false;                    // [autoscaler] (issue 17)
+  bool pd_autoscale = false;                 // [cluster.prefill.autoscaler] / [cluster.decode.autoscaler]
   bool kv_tier = false;                      // [kv_tiers.host] or [kv_tiers.store] (issue 16)
   bool kv_store = false;                     // [kv_tiers.store]
   int64_t hash_block = 0;  // the workload's prefix-hash block (tokens), 0 when it has none
@@ -512,6 +513,51 @@ Draw draw_config(uint64_t seed) {
     }
     t += a;
   }
+  // Autoscaling of disaggregated pools (issue 17) on a third of the disaggregated draws without
+  // replica faults (link failures may come with them), from its own stream: each pool autoscaled or
+  // fixed (at least one autoscaled), up to two replicas off, the pool's kinds (prefill: slo,
+  // target_utilisation, schedule; decode: tpot, target_utilisation, schedule), short intervals and
+  // cold starts.
+  core::Rng pd_scale_rng(seed, "property-autoscale-pd");
+  if (d.disaggregated && !d.faults && pd_scale_rng.uniform_int(3) == 0) {
+    d.autoscale = d.pd_autoscale = true;
+    const uint64_t which = 1 + pd_scale_rng.uniform_int(3);  // bit 0: prefill, bit 1: decode
+    for (const char* role : {"prefill", "decode"}) {
+      const bool prefill = role[0] == 'p';
+      if (!(which & (prefill ? 1u : 2u))) continue;
+      const std::string head = std::string("[cluster.") + role + "]\nreplicas = ";
+      const int64_t n = std::stoll(t.substr(t.find(head) + head.size()));
+      const int64_t hi = n + 1 + static_cast<int64_t>(pd_scale_rng.uniform_int(2));
+      const int64_t lo = 1 + static_cast<int64_t>(pd_scale_rng.uniform_int(static_cast<uint64_t>(n)));
+      std::string a = std::string("[cluster.") + role + ".autoscaler]\nmax_replicas = " + std::to_string(hi) +
+                      "\nmin_replicas = " + std::to_string(lo) +
+                      "\ninterval_s = " + num(pick(pd_scale_rng, std::vector<double>{0.1, 0.3, 1})) +
+                      "\nstabilization_s = " + num(pick(pd_scale_rng, std::vector<double>{0, 0.5, 2})) +
+                      "\nprovision_s = " + num(pick(pd_scale_rng, std::vector<double>{0, 0.2, 1})) +
+                      "\nwarmup_s = " + num(pick(pd_scale_rng, std::vector<double>{0, 0.1})) +
+                      "\nload_gb_s = " + num(pick(pd_scale_rng, std::vector<double>{20, 200})) + "\n";
+      switch (pd_scale_rng.uniform_int(3)) {
+        case 0:
+          a += "kind = \"target_utilisation\"\ntarget_requests = " + num(1 + pd_scale_rng.uniform_int(20)) + "\n";
+          break;
+        case 1:
+          a += prefill ? "kind = \"slo\"\nmax_ttft_ms = " + num(10 + std::round(pd_scale_rng.uniform() * 1000)) + "\n"
+                       : "kind = \"tpot\"\nmax_tpot_ms = " + num(5 + std::round(pd_scale_rng.uniform() * 60)) +
+                             "\ncontext_tokens = " + num(100 + pd_scale_rng.uniform_int(2000)) + "\n";
+          break;
+        default: {
+          std::string times, counts;
+          for (int k = 0; k < 3; ++k) {
+            times += (k ? ", " : "") + num(0.5 + k + std::round(pd_scale_rng.uniform() * 100) / 100);
+            counts += (k ? ", " : "") + std::to_string(lo + static_cast<int64_t>(pd_scale_rng.uniform_int(
+                                                                static_cast<uint64_t>(hi - lo + 1))));
+          }
+          a += "kind = \"schedule\"\ntimes_s = [" + times + "]\nreplicas = [" + counts + "]\n";
+        }
+      }
+      t += a;
+    }
+  }
   // A host KV tier (issue 16) on half of the prefix-caching draws, from its own stream and last:
   // small to roomy, slow to fast PCIe, every policy. On a disaggregated draw it is the prefill
   // replicas', its copies flows on the network (with the link failures above, when drawn); on an
@@ -658,7 +704,7 @@ struct Tally {
            fair_cluster_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0, closed_loop_retry_runs = 0;
   uint64_t rate_profile_runs = 0;
-  uint64_t autoscale_runs = 0, scale_events = 0;
+  uint64_t autoscale_runs = 0, scale_events = 0, pd_autoscale_runs = 0, pd_scale_events = 0;
   uint64_t kv_tier_runs = 0, kv_host_loads = 0, kv_tier_pd_runs = 0, kv_host_loads_pd = 0, kv_host_stores_pd = 0;
   uint64_t kv_tier_ep_runs = 0;
   uint64_t kv_store_runs = 0, kv_store_loads = 0, kv_store_pd_runs = 0, kv_store_loads_pd = 0;
@@ -702,6 +748,11 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
         for (const auto& v : s.fleet)
           if (v.name == name) return static_cast<uint64_t>(v.value);
         return uint64_t{0};
+      };
+      auto fleet_real = [&](const char* name) {
+        for (const auto& v : s.fleet)
+          if (v.name == name) return v.value;
+        return -1.0;
       };
       EXPECT_EQ(fleet("requests_failed"), t.failed);
       EXPECT_EQ(fleet("requests_rerouted"), t.reroutes);
@@ -770,6 +821,12 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
           gpus += static_cast<double>(pool.replicas * (pool.expert_parallel > 1 ? pool.expert_parallel : pool.tensor_parallel));
         EXPECT_LE(s.gpu_hours, gpus * s.sim_seconds / 3600.0 * (1 + 1e-12));
         tally.scale_events += fleet("replica_provisions") + fleet("replica_drains");
+        if (d.pd_autoscale) {
+          tally.pd_scale_events += fleet("replica_provisions") + fleet("replica_drains");
+          // Each pool's GPU-hours add up to the run's.
+          EXPECT_NEAR(fleet_real("prefill_provisioned_gpu_hours") + fleet_real("decode_provisioned_gpu_hours"),
+                      s.gpu_hours, 1e-9 * (1 + s.gpu_hours));
+        }
       }
       EXPECT_EQ(s.requests_completed + s.requests_rejected + s.requests_timed_out + fleet("requests_failed"),
                 s.requests_total);
@@ -828,6 +885,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.rate_profile_runs += d.rate_profile;
       tally.node_failure_runs += d.node_failure;
       tally.autoscale_runs += d.autoscale;
+      tally.pd_autoscale_runs += d.pd_autoscale;
       tally.kv_tier_runs += d.kv_tier;
       tally.kv_store_runs += d.kv_store;
       tally.kv_store_pd_runs += d.kv_store && d.disaggregated;
@@ -918,6 +976,8 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   // Issue 17: autoscaled pools that provisioned and drained replicas.
   EXPECT_GT(tally.autoscale_runs, kSeeds / 10);
   EXPECT_GT(tally.scale_events, kSeeds / 10);
+  EXPECT_GT(tally.pd_autoscale_runs, kSeeds / 30);  // disaggregated pools under their autoscalers
+  EXPECT_GT(tally.pd_scale_events, kSeeds / 30);
   // Issue 17: failures that took requests with them, recomputed and failed.
   EXPECT_GT(tally.fault_runs, kSeeds / 8);
   EXPECT_GT(tally.replica_failures, kSeeds / 10);

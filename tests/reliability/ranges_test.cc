@@ -141,6 +141,7 @@ std::string config_choosing(const NumericParam& p) {
     rest = "[autoscaler]\n" + choose + "max_replicas = 2\n" +
            (p.kind == "slo"                  ? "max_ttft_ms = 100\n"
             : p.kind == "target_utilisation" ? "target_requests = 4\n"
+            : p.kind == "tpot"               ? "max_tpot_ms = 40\n"
                                              : "times_s = [1]\nreplicas = [2]\n");
   } else if (p.family == "kv_tier_prefetches") {  // a prefetch needs a store and a host tier
     rest = "[cluster]\nprefix_caching = true\n[kv_tiers.host]\ncapacity_gb = 4\n[kv_tiers.store]\ncapacity_gb = 4\n"
