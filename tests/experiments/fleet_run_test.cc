@@ -80,9 +80,12 @@ TEST(FleetRunTest, FaultConfigurationErrorsNameTheKey) {
   EXPECT_NE(out_of_range.find("'faults.events[0].replica': replica 2 does not exist: the cluster has 2 replicas (0 to 1)"),
             std::string::npos)
       << out_of_range;
-  // Autoscaling a disaggregated cluster stays refused, with faults or without.
-  const std::string scaled = error_of_text(text + "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n[autoscaler]\nkind = \"slo\"\nmax_ttft_ms = 500\nmax_replicas = 3\n");
-  EXPECT_NE(scaled.find("autoscaling is modelled for a unified pool"), std::string::npos) << scaled;
+  // A pool autoscaler together with replica faults stays refused (each works alone).
+  const std::string scaled = error_of_text(
+      text + "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 1\n[cluster.decode.autoscaler]\nkind = "
+             "\"target_utilisation\"\ntarget_requests = 8\nmax_replicas = 3\n");
+  EXPECT_NE(scaled.find("autoscaling a disaggregated pool together with replica or node faults"), std::string::npos)
+      << scaled;
 }
 
 // A failure at 5 s of replica 1 (back after 4 s): the database has its events and figures, and every
@@ -472,6 +475,7 @@ TEST(FleetRunTest, ExampleNodeFailurePdRunsWithTheChecker) {
   const RunResult prefill = run_simulation(load_run_config(path, {"faults.events=[{node=1,at_s=20,repair_s=30}]"}), out);
   EXPECT_EQ(prefill.summary.requests_completed, prefill.summary.requests_total);
   EXPECT_LT(prefill.summary.slo_attainment, 0.8);
+}
 
 // One request of 1,000 prompt tokens on the two-node PD cluster above, with the fabric's numbers
 // written out: PCIe and NIC 50 GB/s, 1 us per PCIe and per NIC hop, a GPU per PCIe link (no PCIe
