@@ -1496,16 +1496,6 @@ std::unique_ptr<sim::Autoscaler> autoscaling(const core::Params& config, const c
     a.fail("kind", "the slo kind predicts TTFT from the prefill backlog, and a decode pool has none: use tpot "
                    "(max_tpot_ms against the predicted decode iteration) or target_utilisation here, slo in "
                    "[cluster.prefill.autoscaler]");
-  if (role != sim::ReplicaRole::kUnified && config.has("faults")) {
-    const core::Params& f = config.section("faults");
-    bool replica_faults = f.has("mtbf_s") || f.has("node_mtbf_s");
-    if (f.has("events"))
-      for (const core::Params& e : f.list("events")) replica_faults = replica_faults || e.get_string("kind") != "link";
-    if (replica_faults)
-      a.fail("kind", "autoscaling a disaggregated pool together with replica or node faults ([faults] mtbf_s, "
-                     "node_mtbf_s, or [[faults.events]] other than kind = \"link\") is not modelled; remove the "
-                     "replica faults or the pool's autoscaler (link failures are allowed)");
-  }
   const int64_t initial = count.get_int("replicas");
   const int64_t lo = a.get_int("min_replicas"), hi = a.get_int("max_replicas");
   if (lo > hi)

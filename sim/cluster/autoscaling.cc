@@ -85,23 +85,37 @@ void Cluster::on_scale_timer(uint32_t pool_index, uint64_t payload) {
   // Stale: the start was called off (and perhaps the replica provisioned again since).
   if (phases_[i] != ReplicaPhase::kStarting || phase_generation_[i] != generation) return;
   set_phase(i, ReplicaPhase::kUp, core::FleetEventKind::kReplicaReady);
-  // Requests parked while failures left no replica up go to it.
-  if (!parked_.empty()) unpark();
+  came_up(i);
 }
 
-std::optional<core::Time> Cluster::next_scale_up() const {
-  // [faults] with an autoscaler: unified clusters only, one pool.
-  const ScalePool& pool = *scale_pools_.front();
-  std::optional<core::Time> first;
+void Cluster::came_up(uint32_t i) {
+  // Requests parked while failures left no replica up go to it (disaggregated: no prefill replica;
+  // prefilled requests waiting on their prefill replica for a decode replica).
+  if (!parked_.empty()) unpark();
+  if (!decode_waiting_.empty() && i >= layout_.prefill_replicas) wake_decode_waiting();
+}
+
+const Cluster::ScalePool* Cluster::scale_pool_at(size_t first) const {
+  for (const auto& p : scale_pools_)
+    if (p->first == first) return p.get();
+  return nullptr;
+}
+
+std::optional<core::Time> Cluster::next_scale_up(size_t first) const {
+  // [faults] with an autoscaler: the pool starting at replica `first` (a unified cluster's only
+  // pool, or the prefill or decode pool of a disaggregated one); none when it is not autoscaled.
+  const ScalePool* pool = scale_pool_at(first);
+  if (!pool) return std::nullopt;
+  std::optional<core::Time> soonest;
   bool provisionable = false;
-  for (uint32_t i = 0; i < replicas_.size(); ++i) {
-    if (phases_[i] == ReplicaPhase::kStarting && (!first || ready_at_[i] < *first)) first = ready_at_[i];
+  for (uint32_t i = pool->first; i < pool->end(); ++i) {
+    if (phases_[i] == ReplicaPhase::kStarting && (!soonest || ready_at_[i] < *soonest)) soonest = ready_at_[i];
     provisionable = provisionable || (phases_[i] == ReplicaPhase::kOff && !replicas_[i]->down());
   }
-  if (first || !provisionable) return first;
+  if (soonest || !provisionable) return soonest;
   // The next evaluation (whole multiples of the interval from the start) can provision it.
   int64_t next = 0;
-  if (__builtin_mul_overflow(static_cast<int64_t>(pool.evaluations + 1), pool.plan.interval.ns(), &next))
+  if (__builtin_mul_overflow(static_cast<int64_t>(pool->evaluations + 1), pool->plan.interval.ns(), &next))
     return std::nullopt;
   return core::Time::from_ns(next);
 }
@@ -151,7 +165,7 @@ void Cluster::scale_to(ScalePool& pool, uint32_t target) {
       if (phases_[i] == ReplicaPhase::kDraining) pick = i;
     if (pick < n) {
       set_phase(pick, ReplicaPhase::kUp, core::FleetEventKind::kReplicaReady);
-      if (!parked_.empty()) unpark();
+      came_up(pick);
     } else {
       // A failed replica ([faults]) cannot be provisioned until its repair.
       for (uint32_t i = first; i < n && pick == n; ++i)

@@ -480,17 +480,15 @@ void Cluster::hand_off(RequestId id, uint32_t from, bool overlap, core::Time rea
   if ((faults_ || autoscaler_) && !loads_[to].up) {
     to = up_in(to, first, replicas_.size() - first);
     if (to == replicas_.size()) {
-      // An autoscaled pool always keeps one replica up (min_replicas >= 1; faults with a pool
-      // autoscaler are refused).
+      // Without replica faults an autoscaled pool always keeps one replica up (min_replicas >= 1).
       if (!faults_) throw core::Error("internal: no decode replica up");
       // None is up: it waits, its prefill replica holding its KV (as a pull waiting for blocks), for
-      // the first decode replica's repair; it fails if none is coming (wake_decode_waiting).
+      // the first decode replica's repair or, autoscaled, one provisioned; it fails if none is coming
+      // (wake_decode_waiting).
       transfers_[id.slot] = PendingTransfer{from, kNoDecode, ready, ready, 0, 0};
       r.state = RequestState::kAwaitingPull;
       decode_waiting_.push_back(id);
-      std::optional<core::Time> at;
-      for (size_t i = first; i < replicas_.size(); ++i)
-        if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
+      const std::optional<core::Time> at = next_decode_up();
       schedule_decode_wake(at ? std::max(*at, sim_.now()) : sim_.now());
       return;
     }
@@ -692,6 +690,11 @@ void Cluster::check_drained() const {
                         std::to_string(loads_[i].oracle_remaining_tokens) + " remaining and " +
                         std::to_string(loads_[i].prefill_tokens_waiting) +
                         " prefill tokens waiting (load accounting drifted)");
+  // Autoscaled push hand-offs: every push counted to its decode replica ended or was called off.
+  for (size_t i = 0; i < pushes_to_.size(); ++i)
+    if (pushes_to_[i] != 0)
+      throw core::Error("internal: replica " + std::to_string(i) + " ends with " + std::to_string(pushes_to_[i]) +
+                        " KV pushes counted on their way to it");
   for (const auto& r : replicas_) {
     r->kv().check();
     if (r->kv().in_use() != 0 || !r->idle())

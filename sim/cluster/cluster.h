@@ -354,7 +354,7 @@ class Cluster final : public EventHandler,
   };
   struct DecodeWake final : EventHandler {  // the same for prefilled requests waiting for a decode replica
     Cluster* cluster = nullptr;
-    void on_event(uint64_t) override { cluster->wake_decode_waiting(); }
+    void on_event(uint64_t) override { cluster->wake_decode_waiting(true); }
   };
   struct FaultAction {
     enum class Kind : uint8_t { kFail, kRepair, kSpeed, kLinkDown, kLinkUp, kLinkSpeed } kind = Kind::kFail;
@@ -404,8 +404,13 @@ class Cluster final : public EventHandler,
   void hand_off(RequestId id, uint32_t from, bool overlap, core::Time ready);
   // The prefilled requests waiting for a decode replica: handed off when one is up, failed when
   // none will be repaired.
-  void wake_decode_waiting();
+  // `timer`: the wake it scheduled (not a repair or a readiness), which counts a wait for an
+  // autoscaled decode pool's replica that did not come.
+  void wake_decode_waiting(bool timer = false);
   void schedule_decode_wake(core::Time t);
+  // Disaggregated: when a decode replica may next be up (the first decode repair, or autoscaled, a
+  // start under way or the next evaluation); unset when none will.
+  std::optional<core::Time> next_decode_up() const;
   void fail_request(RequestId id);
   void park(RequestId id);
   void on_park_timer();
@@ -564,9 +569,13 @@ class Cluster final : public EventHandler,
   std::vector<uint32_t> phase_generation_;    // per replica: provisions so far (stale readiness events)
   std::vector<core::Time> ready_at_;          // per replica while starting: when its cold start ends
   std::vector<int64_t> pushes_to_;            // per replica: pd_pull = push transfers in flight to it
-  // With [faults]: when the next replica can be up without a repair (a start under way, or an off
-  // replica the next evaluation can provision); unset when none can.
-  std::optional<core::Time> next_scale_up() const;
+  // With [faults]: when the next replica of the pool starting at replica `first` can be up without a
+  // repair (a start under way, or an off replica the next evaluation can provision); unset when none
+  // can or the pool is not autoscaled.
+  std::optional<core::Time> next_scale_up(size_t first) const;
+  const ScalePool* scale_pool_at(size_t first) const;  // the autoscaled pool starting there, or null
+  // Replica i is up again (ready, or its drain called off): the requests waiting for one go to it.
+  void came_up(uint32_t i);
   uint32_t provisioned_ = 0;                  // starting + up + draining
   std::vector<RequestId> lost_;              // scratch: requests lost with failing replicas ...
   std::vector<uint32_t> lost_from_;          // ... and the replica each was lost with

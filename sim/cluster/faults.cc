@@ -317,6 +317,7 @@ void Cluster::drop_handoffs(uint32_t i) {
   for (const RequestId id : dropped_) {
     Request& r = requests_[id];
     const PendingTransfer t = transfers_[id.slot];
+    const bool pushing = r.state == RequestState::kTransferring && layout_.pd_pull == PdPull::kPush;
     if (r.state == RequestState::kTransferring) {
       // Its flows leave the network now (the others' rates are filled again at once); one whose bytes
       // had drained completes in its latency, and that completion is ignored.
@@ -333,6 +334,13 @@ void Cluster::drop_handoffs(uint32_t i) {
     }
     // Its prefill replica frees its KV (and, when it is not the one failing, goes on with the room).
     replicas_[t.from]->drop_handoff(id, t.from != i && !failing(t.from));
+    if (autoscaler_) {
+      // A push called off is no longer on its way to its decode replica; a draining replica on
+      // either end may hold nothing now (the failing one goes off in take_down).
+      if (pushing) --pushes_to_[t.to];
+      after_departure(t.from);
+      if (t.to != kNoDecode) after_departure(t.to);
+    }
     if (r.timed_out) {  // its client had given up: it leaves now
       core::RequestRecord rec = r.timed_out_record(sim_.now(), t.from, t.from);
       requests_.erase(id);
@@ -356,7 +364,14 @@ void Cluster::schedule_decode_wake(core::Time t) {
   sim_.schedule_at(t, &decode_wake_);  // strong: it keeps the run going for the waiting requests
 }
 
-void Cluster::wake_decode_waiting() {
+std::optional<core::Time> Cluster::next_decode_up() const {
+  std::optional<core::Time> at = autoscaler_ ? next_scale_up(layout_.prefill_replicas) : std::nullopt;
+  for (size_t i = layout_.prefill_replicas; i < replicas_.size(); ++i)
+    if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
+  return at;
+}
+
+void Cluster::wake_decode_waiting(bool timer) {
   if (decode_wake_at_ && *decode_wake_at_ <= sim_.now()) decode_wake_at_.reset();
   const size_t first = layout_.prefill_replicas, count = replicas_.size() - first;
   // Repairs due now whose weak events have not fired yet (each hands the waiting requests off).
@@ -364,14 +379,31 @@ void Cluster::wake_decode_waiting() {
     if (replicas_[i]->down() && repair_at_[i] && *repair_at_[i] <= sim_.now()) repair_replica(static_cast<uint32_t>(i));
   if (decode_waiting_.empty()) return;
   const bool up = up_in(static_cast<uint32_t>(first), first, count) < replicas_.size();
-  if (!up && repair_pending(first, count)) {
-    std::optional<core::Time> at;
-    for (size_t i = first; i < replicas_.size(); ++i)
-      if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
-    schedule_decode_wake(std::max(*at, sim_.now()));
-    return;
-  }
   std::deque<RequestId> waiting;
+  if (!up) {
+    if (const std::optional<core::Time> at = next_decode_up()) {
+      // Autoscaled, the replica they waited for did not come (the evaluation did not provision, or
+      // the repaired one is off until provisioned): more than max_reroutes such waits fail a request
+      // (as a parked one), so that failures faster than a cold start cannot keep it waiting for ever.
+      if (timer && scale_pool_at(first)) {
+        waiting.swap(decode_waiting_);
+        for (const RequestId id : waiting) {
+          if (++requests_[id].waits <= plan_.max_reroutes) {
+            decode_waiting_.push_back(id);
+            continue;
+          }
+          const uint32_t from = transfers_[id.slot].from;
+          replicas_[from]->finish_handoff(id);
+          fail_request(id);
+          after_departure(from);
+        }
+        if (decode_waiting_.empty()) return;
+      }
+      schedule_decode_wake(std::max(*at, sim_.now()));
+      return;
+    }
+  }
+  waiting.clear();
   waiting.swap(decode_waiting_);
   for (const RequestId id : waiting) {
     const PendingTransfer t = transfers_[id.slot];
@@ -382,6 +414,7 @@ void Cluster::wake_decode_waiting() {
     // No decode replica will come back: it fails, with the token its prefill produced.
     replicas_[t.from]->finish_handoff(id);
     fail_request(id);
+    if (autoscaler_) after_departure(t.from);
   }
 }
 
@@ -432,7 +465,7 @@ void Cluster::route_again(RequestId id) {
   }
   // No replica is up (disaggregated: no prefill replica): wait for the first repair (or, autoscaled,
   // a replica provisioned), or fail when none will come.
-  const bool pending = (autoscaler_ && next_scale_up().has_value()) || repair_pending(0, pool);
+  const bool pending = (autoscaler_ && next_scale_up(0).has_value()) || repair_pending(0, pool);
   if (pending) {
     park(id);
   } else {
@@ -446,7 +479,7 @@ void Cluster::park(RequestId id) {
   if (park_timer_pending_) return;
   // Repairs (and autoscaling's evaluations and starts) are weak events: a strong one at the first
   // keeps the run going for the parked.
-  const std::optional<core::Time> scale_up = autoscaler_ ? next_scale_up() : std::nullopt;
+  const std::optional<core::Time> scale_up = autoscaler_ ? next_scale_up(0) : std::nullopt;
   bool found = scale_up.has_value();
   core::Time first = found ? *scale_up : core::Time();
   for (size_t i = 0; i < router_pool(); ++i)  // disaggregated: the prefill pool's
@@ -474,7 +507,7 @@ void Cluster::on_park_timer() {
     // Autoscaled, the replica it waited for did not come (its start failed, or the evaluation did not
     // provision): more than max_reroutes such waits fail it, so that failures faster than a cold
     // start cannot keep it waiting for ever.
-    if (autoscaler_ && ++requests_[id].waits > plan_.max_reroutes) {
+    if (autoscaler_ && scale_pool_at(0) && ++requests_[id].waits > plan_.max_reroutes) {
       fail_request(id);
       continue;
     }

@@ -48,6 +48,13 @@ RunResult run(const std::string& text, Recorder* rec = nullptr, const std::strin
   return run_simulation(core::parse_config(text, "a.toml", run_schema()), out);
 }
 
+double fleet_value(const RunResult& r, const std::string& name) {
+  for (const auto& v : r.summary.fleet)
+    if (v.name == name) return v.value;
+  ADD_FAILURE() << "no fleet metric " << name;
+  return -1;
+}
+
 double fleet_metric(SQLite::Database& d, const std::string& name) {
   return d.execAndGet("SELECT value FROM fleet_metrics WHERE name = '" + name + "'").getDouble();
 }
@@ -348,6 +355,169 @@ TEST(AutoscalePdTest, LinkFailuresUnderAPoolAutoscaler) {
   const RunResult r = run(text, &rec);
   EXPECT_EQ(rec.of(core::FleetEventKind::kLinkDown).size(), 1u);
   EXPECT_EQ(rec.of(core::FleetEventKind::kReplicaReady).size(), 1u);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+}
+
+// Replica faults in an autoscaled decode pool (docs/fleet.md "Failures in an autoscaled pool"). The
+// decode pool (TP 2, replicas 1..3, 2 in service) under a schedule that always wants 2, evaluated
+// every 5 s; decode replica 1 fails for good at 12 s. By hand: it goes off at 12 s (its transfers
+// called off, its requests recomputed from the prefill pool); the evaluation at 15 s sees 1 in
+// service, wants 2 and provisions replica 3 (the off one that is not down), ready at
+// 15 + 20 + 6.74 GB / 6 GB/s (NVMe) + 5 = 41.12 s. Nothing is lost.
+const std::string kDecodeFault = pd_base("replicas = 1", R"(replicas = 2
+tensor_parallel = 2
+[cluster.decode.autoscaler]
+kind = "schedule"
+max_replicas = 3
+times_s = [0]
+replicas = [2]
+interval_s = 5
+provision_s = 20
+warmup_s = 5
+)", "[faults]\n[[faults.events]]\nreplica = 1\nat_s = 12\n");
+
+TEST(AutoscalePdTest, FailedDecodeReplicaIsReplacedAtTheNextEvaluation) {
+  TempDir dir;
+  Recorder rec;
+  const RunResult r = run(kDecodeFault, &rec, dir.file("f.db"));
+  const auto down = rec.of(core::FleetEventKind::kReplicaDown);
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].replica, 1u);
+  EXPECT_EQ(down[0].time.ns(), 12'000'000'000);
+  const auto off = rec.of(core::FleetEventKind::kReplicaOff, 1);
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(off[0].time.ns(), 12'000'000'000);
+  const auto provision = rec.of(core::FleetEventKind::kReplicaProvision);
+  const auto ready = rec.of(core::FleetEventKind::kReplicaReady);
+  ASSERT_EQ(provision.size(), 1u);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(provision[0].replica, 3u);
+  EXPECT_EQ(provision[0].time.ns(), 15'000'000'000);
+  const double ready_s = 15 + 20 + kLlama2_7bTp2Bytes / 6e9 + 5;
+  EXPECT_NEAR(ready[0].time.seconds(), ready_s, 1e-6);
+  EXPECT_EQ(ready[0].replica, 3u);
+  // Nothing reaches the failed replica after its failure, nor the new one before it is ready.
+  for (const auto& t : rec.transfers) {
+    if (t.to_replica == 1) {
+      EXPECT_LE(t.end.ns(), 12'000'000'000);
+    }
+    if (t.to_replica == 3) {
+      EXPECT_GE(t.start, ready[0].time);
+    }
+  }
+  EXPECT_GT(rec.iterations[3].size(), 10u);
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+  EXPECT_EQ(r.summary.requests_total, 720u);
+  // GPU-hours by hand: prefill replica 0 (1 GPU) the whole run T; decode replica 1 (2 GPUs) until
+  // its failure at 12 s; decode replica 2 (2 GPUs) the whole run; replica 3 (2 GPUs) from its
+  // provisioning at 15 s.
+  const double t = r.summary.sim_seconds;
+  ASSERT_GT(t, ready_s);
+  const double decode_h = 2 * (12 + t + (t - 15)) / 3600;
+  EXPECT_NEAR(r.summary.gpu_hours, t / 3600 + decode_h, 1e-9);
+  SQLite::Database d(dir.file("f.db"), SQLite::OPEN_READONLY);
+  EXPECT_NEAR(fleet_metric(d, "decode_provisioned_gpu_hours"), decode_h, 1e-9);
+}
+
+// The only decode replica (replica 1 of replicas 1..2, the schedule wanting 1) fails for good at
+// 12 s. By hand: the evaluation at 15 s provisions replica 2, ready at 15 + 20 + 6.74 GB / 6 GB/s + 5
+// = 41.12 s. Requests prefilled in between wait on prefill replica 0, holding their KV, and move only
+// once it is ready; none fails (each waited for one replica that did not come yet, at 15 s, at most:
+// within max_reroutes = 3).
+TEST(AutoscalePdTest, OnlyDecodeReplicaFailingLeavesRequestsWaitingForTheReplacement) {
+  std::string text = kDecodeFault;
+  text.replace(text.find("replicas = 2\ntensor_parallel"), 12, "replicas = 1");
+  text.replace(text.find("max_replicas = 3"), 16, "max_replicas = 2");
+  text.replace(text.find("replicas = [2]"), 14, "replicas = [1]");
+  Recorder rec;
+  const RunResult r = run(text, &rec);
+  const auto provision = rec.of(core::FleetEventKind::kReplicaProvision);
+  const auto ready = rec.of(core::FleetEventKind::kReplicaReady);
+  ASSERT_EQ(provision.size(), 1u);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(provision[0].replica, 2u);
+  EXPECT_EQ(provision[0].time.ns(), 15'000'000'000);
+  const double ready_s = 15 + 20 + kLlama2_7bTp2Bytes / 6e9 + 5;
+  EXPECT_NEAR(ready[0].time.seconds(), ready_s, 1e-6);
+  // Prefilled while no decode replica was up, they waited: their transfers start at the readiness.
+  size_t waited = 0;
+  for (const auto& t : rec.transfers) {
+    EXPECT_EQ(t.to_replica == 1, t.end.ns() <= 12'000'000'000);
+    if (t.to_replica != 2) continue;
+    EXPECT_GE(t.start, ready[0].time);
+    if (t.ready < ready[0].time) {
+      ++waited;
+      EXPECT_EQ(t.start, ready[0].time);
+    }
+  }
+  EXPECT_GT(waited, 20u);
+  // No decode iteration runs between the failure and the readiness.
+  for (const auto& [replica, starts] : rec.iterations) {
+    if (replica == 0) continue;
+    for (const core::Time s : starts) EXPECT_TRUE(s.ns() < 12'000'000'000 || s >= ready[0].time) << replica;
+  }
+  EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
+  EXPECT_EQ(fleet_value(r, "requests_failed"), 0);
+}
+
+// With no decode replica to provision (the pool's only one, failed for good) the waiting requests
+// fail rather than wait for ever, and the run still conserves every request.
+TEST(AutoscalePdTest, DecodePoolWithNothingToProvisionFailsTheWaiting) {
+  std::string text = kDecodeFault;
+  text.replace(text.find("replicas = 2\ntensor_parallel"), 12, "replicas = 1");
+  text.replace(text.find("max_replicas = 3"), 16, "max_replicas = 1");
+  text.replace(text.find("replicas = [2]"), 14, "replicas = [1]");
+  const RunResult r = run(text);
+  EXPECT_GT(fleet_value(r, "requests_failed"), 500);
+  EXPECT_EQ(static_cast<double>(r.summary.requests_completed) + fleet_value(r, "requests_failed"),
+            static_cast<double>(r.summary.requests_total));
+}
+
+// A push called off by a failure must not keep a draining decode replica waiting for it. Pushes
+// slowed to about half a second (1 GB/s NICs; decode replica 3 on node 1) are under way to decode
+// replica 3 when the schedule drains it at 10 s; prefill replica 0 fails for good 1 ms later, calling
+// off its pushes. Replica 3 still goes off once the pushes that did arrive have decoded, and every
+// push counted to it is accounted for (the cluster's end-of-run check throws otherwise).
+TEST(AutoscalePdTest, PushCalledOffByAFailureDoesNotHoldADrainingReplica) {
+  std::string text = pd_base("replicas = 2", R"(replicas = 2
+tensor_parallel = 2
+[cluster.decode.autoscaler]
+kind = "schedule"
+max_replicas = 2
+times_s = [10]
+replicas = [1]
+interval_s = 5
+stabilization_s = 0
+)", "[faults]\n[[faults.events]]\nreplica = 0\nat_s = 10.001\n");
+  text.replace(text.find("[network]\ngpus_per_node = 4"), 27, "[network]\ngpus_per_node = 4\nnic_gb_s = 1");
+  text.replace(text.find("[cluster.prefill]"), 17, "[cluster]\npd_pull = \"push\"\n[cluster.prefill]");
+  Recorder rec;
+  const RunResult r = run(text, &rec);
+  size_t called_off = 0;  // pushes from replica 0 to replica 3 under way at its failure
+  for (const auto& e : rec.of(core::FleetEventKind::kRequestRerouted, 0)) {
+    (void)e;
+    ++called_off;
+  }
+  const auto drain = rec.of(core::FleetEventKind::kReplicaDrain, 3);
+  ASSERT_EQ(drain.size(), 1u);
+  EXPECT_EQ(drain[0].time.ns(), 10'000'000'000);
+  const auto off = rec.of(core::FleetEventKind::kReplicaOff, 3);
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_GT(off[0].time, drain[0].time);
+  EXPECT_LT(off[0].time.seconds(), r.summary.sim_seconds);
+  // No push from the failed replica arrived after its failure; none reached replica 3 after it went off.
+  size_t before_drain = 0;
+  for (const auto& t : rec.transfers) {
+    if (t.from_replica == 0) {
+      EXPECT_LE(t.end.ns(), 10'001'000'000);
+    }
+    if (t.to_replica == 3) {
+      EXPECT_LE(t.end, off[0].time);
+      before_drain += t.start.ns() < 10'000'000'000 && t.end.ns() > 10'000'000'000;
+    }
+  }
+  EXPECT_GT(before_drain, 0u);
+  EXPECT_GT(called_off, 0u);
   EXPECT_EQ(r.summary.requests_completed, r.summary.requests_total);
 }
 

@@ -531,11 +531,6 @@ std::vector<ErrorCase> cases() {
                                         "[cluster.decode.autoscaler]\nkind = \"target_utilisation\"\n"
                                         "target_requests = 8\nmax_replicas = 2\n")}},
        run_azure, 2, {"run.toml", "cluster.decode.replicas", "[1, 2]"}});
-  add({"pool_autoscaler_with_replica_faults", "a pool autoscaler with replica faults",
-       {{"run.toml", poisson_config("", pd + "[cluster.decode.autoscaler]\nkind = \"target_utilisation\"\n"
-                                             "target_requests = 8\nmax_replicas = 2\n[faults]\nmtbf_s = 100\n"
-                                             "mttr_s = 10\n")}},
-       run_azure, 2, {"run.toml", "faults"}});
   add({"pool_autoscaler_zero_max", "a pool autoscaler with max_replicas = 0",
        {{"run.toml", poisson_config("", pd + "[cluster.prefill.autoscaler]\nkind = \"target_utilisation\"\n"
                                              "target_requests = 8\nmax_replicas = 0\n")}},

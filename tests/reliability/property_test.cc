@@ -514,12 +514,13 @@ Draw draw_config(uint64_t seed) {
     t += a;
   }
   // Autoscaling of disaggregated pools (issue 17) on a third of the disaggregated draws without
-  // replica faults (link failures may come with them), from its own stream: each pool autoscaled or
+  // replica faults (link failures may come with them) and a quarter of those with them (a failed
+  // replica leaves its pool, which provisions a replacement), from its own stream: each pool autoscaled or
   // fixed (at least one autoscaled), up to two replicas off, the pool's kinds (prefill: slo,
   // target_utilisation, schedule; decode: tpot, target_utilisation, schedule), short intervals and
   // cold starts.
   core::Rng pd_scale_rng(seed, "property-autoscale-pd");
-  if (d.disaggregated && !d.faults && pd_scale_rng.uniform_int(3) == 0) {
+  if (d.disaggregated && pd_scale_rng.uniform_int(d.faults ? 4 : 3) == 0) {
     d.autoscale = d.pd_autoscale = true;
     const uint64_t which = 1 + pd_scale_rng.uniform_int(3);  // bit 0: prefill, bit 1: decode
     for (const char* role : {"prefill", "decode"}) {
@@ -699,7 +700,8 @@ struct Tally {
   uint64_t timed_out = 0, timeout_runs = 0, pool_prefix_hit_tokens = 0, timed_out_disaggregated = 0;
   uint64_t expert_parallel = 0;
   uint64_t fault_runs = 0, replica_failures = 0, rerouted = 0, failed = 0, link_fault_runs = 0, link_failures = 0, link_mtbf_runs = 0, link_speed_changes = 0, node_mtbf_runs = 0,
-           autoscaled_fault_runs = 0, pd_fault_runs = 0;
+           autoscaled_fault_runs = 0, pd_fault_runs = 0,
+           pd_autoscaled_fault_runs = 0;
   uint64_t class_runs = 0, admission_runs = 0, shed = 0, priority_runs = 0, fair_runs = 0, preempt_to_admit_runs = 0,
            fair_cluster_runs = 0;
   uint64_t retry_runs = 0, retries = 0, retried_and_answered = 0, node_failure_runs = 0, closed_loop_retry_runs = 0;
@@ -773,6 +775,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
       tally.node_mtbf_runs += d.node_mtbf;
       tally.pd_fault_runs += d.disaggregated && d.faults && fleet("replica_failures") > 0;
       tally.autoscaled_fault_runs += d.autoscale && d.faults;
+      tally.pd_autoscaled_fault_runs += d.pd_autoscale && d.faults && fleet("replica_failures") > 0;
       tally.link_failures += fleet("link_failures");
       tally.link_mtbf_runs += d.link_mtbf;
       tally.link_speed_changes += fleet("link_speed_changes");
@@ -989,6 +992,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
   EXPECT_GT(tally.node_mtbf_runs, kSeeds / 100);
   EXPECT_GT(tally.autoscaled_fault_runs, kSeeds / 100);  // failures in autoscaled pools
   EXPECT_GT(tally.pd_fault_runs, kSeeds / 40);           // replica failures on disaggregated clusters
+  EXPECT_GT(tally.pd_autoscaled_fault_runs, kSeeds / 200);  // ... in autoscaled pools
   EXPECT_GT(tally.link_failures, kSeeds / 40);
   EXPECT_GT(tally.link_mtbf_runs, kSeeds / 40);  // drawn link failures and degraded links
   EXPECT_GT(tally.link_speed_changes, kSeeds / 40);
@@ -1012,7 +1016,7 @@ TEST(PropertyTest, RandomClustersKeepEveryInvariantOverAThousandSeeds) {
             << tally.prefix_hit_tokens << " hit tokens), " << tally.swap << " swapping, " << tally.expert_parallel
             << " expert-parallel, " << tally.kv_transfers
             << " KV transfers, " << tally.timed_out << " timed out in " << tally.timeout_runs
-            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.pd_fault_runs << " disaggregated with replica failures, " << tally.link_fault_runs << " with link failures ("
+            << " runs with a client time-out, " << tally.fault_runs << " with faults (" << tally.node_failure_runs << " with a node failure, " << tally.node_mtbf_runs << " with drawn node failures, " << tally.autoscaled_fault_runs << " autoscaled, " << tally.pd_fault_runs << " disaggregated with replica failures (" << tally.pd_autoscaled_fault_runs << " autoscaled), " << tally.link_fault_runs << " with link failures ("
             << tally.link_failures << " links failed, " << tally.link_mtbf_runs << " with drawn and degraded links, "
             << tally.link_speed_changes << " link speed changes), " << tally.replica_failures
             << " replica failures, " << tally.rerouted << " requests rerouted, " << tally.failed << " failed), "
