@@ -488,7 +488,7 @@ void Cluster::hand_off(RequestId id, uint32_t from, bool overlap, core::Time rea
       transfers_[id.slot] = PendingTransfer{from, kNoDecode, ready, ready, 0, 0};
       r.state = RequestState::kAwaitingPull;
       decode_waiting_.push_back(id);
-      const std::optional<core::Time> at = next_decode_up();
+      const std::optional<core::Time> at = next_up(first, replicas_.size());
       schedule_decode_wake(at ? std::max(*at, sim_.now()) : sim_.now());
       return;
     }

@@ -390,8 +390,11 @@ class Cluster final : public EventHandler,
   // The same within replicas [first, first + count).
   uint32_t up_in(uint32_t pick, size_t first, size_t count) const;
   size_t router_pool() const { return disaggregated() ? layout_.prefill_replicas : replicas_.size(); }
-  // Whether a replica of [first, first + count) that is down will be repaired.
-  bool repair_pending(size_t first, size_t count) const;
+  // When a replica of the pool [first, end) may next be up: its first repair or, autoscaled, a start
+  // under way or the next evaluation that can provision one; unset when none will.
+  std::optional<core::Time> next_up(size_t first, size_t end) const;
+  // Repairs of replicas in [first, end) due now whose weak events have not fired yet: done now.
+  void repair_due(size_t first, size_t end);
   // Disaggregated: the hand-offs from or to replica i, which fails now (from: before its requests
   // are dropped, so that its KV is freed first; to: after): KV transfers under way are called off
   // (their flows leave the network at once), pulls waiting are taken out of their queue, and their
@@ -408,9 +411,6 @@ class Cluster final : public EventHandler,
   // autoscaled decode pool's replica that did not come.
   void wake_decode_waiting(bool timer = false);
   void schedule_decode_wake(core::Time t);
-  // Disaggregated: when a decode replica may next be up (the first decode repair, or autoscaled, a
-  // start under way or the next evaluation); unset when none will.
-  std::optional<core::Time> next_decode_up() const;
   void fail_request(RequestId id);
   void park(RequestId id);
   void on_park_timer();

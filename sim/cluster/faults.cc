@@ -352,10 +352,16 @@ void Cluster::drop_handoffs(uint32_t i) {
   }
 }
 
-bool Cluster::repair_pending(size_t first, size_t count) const {
-  for (size_t i = first; i < first + count; ++i)
-    if (repair_at_[i]) return true;
-  return false;
+std::optional<core::Time> Cluster::next_up(size_t first, size_t end) const {
+  std::optional<core::Time> at = autoscaler_ ? next_scale_up(first) : std::nullopt;
+  for (size_t i = first; i < end; ++i)
+    if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
+  return at;
+}
+
+void Cluster::repair_due(size_t first, size_t end) {
+  for (size_t i = first; i < end; ++i)
+    if (replicas_[i]->down() && repair_at_[i] && *repair_at_[i] <= sim_.now()) repair_replica(static_cast<uint32_t>(i));
 }
 
 void Cluster::schedule_decode_wake(core::Time t) {
@@ -364,24 +370,15 @@ void Cluster::schedule_decode_wake(core::Time t) {
   sim_.schedule_at(t, &decode_wake_);  // strong: it keeps the run going for the waiting requests
 }
 
-std::optional<core::Time> Cluster::next_decode_up() const {
-  std::optional<core::Time> at = autoscaler_ ? next_scale_up(layout_.prefill_replicas) : std::nullopt;
-  for (size_t i = layout_.prefill_replicas; i < replicas_.size(); ++i)
-    if (repair_at_[i] && (!at || *repair_at_[i] < *at)) at = repair_at_[i];
-  return at;
-}
-
 void Cluster::wake_decode_waiting(bool timer) {
   if (decode_wake_at_ && *decode_wake_at_ <= sim_.now()) decode_wake_at_.reset();
   const size_t first = layout_.prefill_replicas, count = replicas_.size() - first;
-  // Repairs due now whose weak events have not fired yet (each hands the waiting requests off).
-  for (size_t i = first; i < replicas_.size(); ++i)
-    if (replicas_[i]->down() && repair_at_[i] && *repair_at_[i] <= sim_.now()) repair_replica(static_cast<uint32_t>(i));
+  repair_due(first, replicas_.size());  // each hands the waiting requests off
   if (decode_waiting_.empty()) return;
   const bool up = up_in(static_cast<uint32_t>(first), first, count) < replicas_.size();
   std::deque<RequestId> waiting;
   if (!up) {
-    if (const std::optional<core::Time> at = next_decode_up()) {
+    if (const std::optional<core::Time> at = next_up(first, replicas_.size())) {
       // Autoscaled, the replica they waited for did not come (the evaluation did not provision, or
       // the repaired one is off until provisioned): more than max_reroutes such waits fail a request
       // (as a parked one), so that failures faster than a cold start cannot keep it waiting for ever.
@@ -465,8 +462,7 @@ void Cluster::route_again(RequestId id) {
   }
   // No replica is up (disaggregated: no prefill replica): wait for the first repair (or, autoscaled,
   // a replica provisioned), or fail when none will come.
-  const bool pending = (autoscaler_ && next_scale_up(0).has_value()) || repair_pending(0, pool);
-  if (pending) {
+  if (next_up(0, pool)) {
     park(id);
   } else {
     fail_request(id);
@@ -479,24 +475,15 @@ void Cluster::park(RequestId id) {
   if (park_timer_pending_) return;
   // Repairs (and autoscaling's evaluations and starts) are weak events: a strong one at the first
   // keeps the run going for the parked.
-  const std::optional<core::Time> scale_up = autoscaler_ ? next_scale_up(0) : std::nullopt;
-  bool found = scale_up.has_value();
-  core::Time first = found ? *scale_up : core::Time();
-  for (size_t i = 0; i < router_pool(); ++i)  // disaggregated: the prefill pool's
-    if (const auto& at = repair_at_[i]; at && (!found || *at < first)) {
-      first = *at;
-      found = true;
-    }
-  if (!found) throw core::Error("internal: a request parked with no repair or scale-up to wait for");
+  const std::optional<core::Time> first = next_up(0, router_pool());  // disaggregated: the prefill pool
+  if (!first) throw core::Error("internal: a request parked with no repair or scale-up to wait for");
   park_timer_pending_ = true;
-  sim_.schedule_at(first, &park_timer_);
+  sim_.schedule_at(*first, &park_timer_);
 }
 
 void Cluster::on_park_timer() {
   park_timer_pending_ = false;
-  // Repairs due now that have not fired yet (their weak events may come after this one).
-  for (uint32_t i = 0; i < replicas_.size(); ++i)
-    if (replicas_[i]->down() && repair_at_[i] && *repair_at_[i] <= sim_.now()) repair_replica(i);
+  repair_due(0, replicas_.size());  // their weak events may come after this one
   unpark();
   if (parked_.empty()) return;
   // Still none up (a repair moved to its lost iteration's end, or repaired and failed again): park
