@@ -10,6 +10,11 @@ CostModelRegistry& cost_model_registry() {
   return r;
 }
 
+void StepCostModel::decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const {
+  BatchShape s = shape;
+  for (int j = 0; j < count; ++j, s.decode_context_tokens += stride) out[j] = step(s);
+}
+
 BatchShape busiest_rank(const BatchShape& s, int64_t ranks) {
   if (ranks <= 1) return s;
   auto ceil_div = [&](int64_t n) { return (n + ranks - 1) / ranks; };

@@ -110,6 +110,12 @@ class StepCostModel {
  public:
   virtual ~StepCostModel() = default;
   virtual StepCost step(const BatchShape& shape) const = 0;
+  // The steps of `count` decode-only iterations of one batch, as a replica's run of them asks
+  // (Replica::decode_window): out[j] = step(shape with decode_context_tokens + j x stride), the same
+  // bits, for j = 0 .. count - 1 (every other field as in `shape`). This one asks step() each time;
+  // a model may compute them together (RooflineCostModel: the memo looked up once).
+  virtual void decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const;
+  static constexpr int kMaxDecodeSteps = 8;  // the most a replica asks decode_steps() for at once
   virtual const ModelSpec& model() const = 0;
   virtual const GpuSpec& gpu() const = 0;
   virtual int64_t tensor_parallel() const = 0;

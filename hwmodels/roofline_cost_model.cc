@@ -1062,50 +1062,118 @@ inline RooflineCostModel::Term RooflineCostModel::memo_attention_term(const Deco
   return {l.layers * seconds, group_flops, l.layers_t * bytes, group_flops / attn_peak_};
 }
 
+RooflineCostModel::DecodeTerms* RooflineCostModel::decode_memo(const BatchShape& shape) const {
+  if (shape.prefill_tokens != 0 || shape.prefill_seqs != 0 || shape.decode_seqs <= 0 ||
+      shape.decode_seqs >= kMemoDecodeSeqs || shape.decode_extra_tokens != 0 || ep_.enabled())
+    return nullptr;
+  const size_t b = static_cast<size_t>(shape.decode_seqs);
+  if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
+  DecodeTerms& memo = decode_memo_[b];
+  // Batches of one size launch the same way under one engine: a launch unlike the memo's (a probe
+  // before the run, such as check_iteration_times' eager one-token decode, or a model shared by
+  // engines that launch differently) re-primes it for the new launch. (Evaluating afresh instead
+  // left every later decode of that size unmemoised once a probe had primed it: S2 evaluated
+  // 395k of its 1.8M steps afresh.)
+  if (!memo.ready || memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens)
+    fill_decode_memo(memo, shape);
+  return &memo;
+}
+
+[[gnu::always_inline]] inline StepCost RooflineCostModel::memo_step(const DecodeTerms& memo, const BatchShape& shape,
+                                                                    int64_t context) const {
+  StepCost total;
+  total.seconds = memo.before.seconds;
+  total.flops = memo.before.flops;
+  total.bytes = memo.before.bytes;
+  total.peak_flop_seconds = memo.before.peak_flop_seconds;
+  auto add = [&](const Term& attention) {
+    total.seconds += attention.seconds;
+    total.flops += attention.flops;
+    total.bytes += attention.bytes;
+    total.peak_flop_seconds += attention.peak_flop_seconds;
+  };
+  if (sparse_layers_ == 0) {
+    // decode_context_terms' full and window layers from the memo's batch-size parts.
+    if (full_layers_ > 0) add(memo_attention_term(memo, full_decode_, context));
+    if (window_layers_ > 0) add(memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
+  } else {
+    auto terms = [&](const BatchShape& at) {
+      decode_context_terms(at.launch == LaunchMode::kFullGraph, at,
+                           [&](std::string_view, double, const Term& attention) { add(attention); });
+    };
+    if (context == shape.decode_context_tokens) {
+      terms(shape);
+    } else {
+      BatchShape at = shape;
+      at.decode_context_tokens = context;
+      terms(at);
+    }
+  }
+  total.seconds = add_in_order(total.seconds, memo.after_seconds);
+  total.peak_flop_seconds = add_in_order(total.peak_flop_seconds, memo.after_peak);
+  total.flops = context <= memo.flops_exact_context ? total.flops + memo.after_flops_sum
+                                                    : add_in_order(total.flops, memo.after_flops);
+  total.bytes = context <= memo.bytes_exact_context ? total.bytes + memo.after_bytes_sum
+                                                    : add_in_order(total.bytes, memo.after_bytes);
+  return total;
+}
+
 StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // Decode-only iterations (most of a run's): every term but the attention's depends on the batch
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
   // which gives the same bits as evaluating afresh.
-  if (shape.prefill_tokens == 0 && shape.prefill_seqs == 0 && shape.decode_seqs > 0 &&
-      shape.decode_seqs < kMemoDecodeSeqs && shape.decode_extra_tokens == 0 && !ep_.enabled()) {
-    const size_t b = static_cast<size_t>(shape.decode_seqs);
-    if (decode_memo_.size() <= b) decode_memo_.resize(std::min<size_t>(kMemoDecodeSeqs, 2 * b + 16));
-    DecodeTerms& memo = decode_memo_[b];
-    // Batches of one size launch the same way under one engine: a launch unlike the memo's (a probe
-    // before the run, such as check_iteration_times' eager one-token decode, or a model shared by
-    // engines that launch differently) re-primes it for the new launch. (Evaluating afresh instead
-    // left every later decode of that size unmemoised once a probe had primed it: S2 evaluated
-    // 395k of its 1.8M steps afresh.)
-    if (!memo.ready || memo.launch != shape.launch || memo.graph_tokens != shape.graph_tokens)
-      fill_decode_memo(memo, shape);
-    StepCost total;
-    total.seconds = memo.before.seconds;
-    total.flops = memo.before.flops;
-    total.bytes = memo.before.bytes;
-    total.peak_flop_seconds = memo.before.peak_flop_seconds;
+  if (const DecodeTerms* memo = decode_memo(shape)) return memo_step(*memo, shape, shape.decode_context_tokens);
+  return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
+}
+
+void RooflineCostModel::decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const {
+  // step()'s memo path, the memo looked up once for all of them.
+  const DecodeTerms* memo = decode_memo(shape);
+  if (!memo) return StepCostModel::decode_steps(shape, stride, count, out);
+  if (sparse_layers_ != 0 || count > kMaxDecodeSteps) {
+    int64_t context = shape.decode_context_tokens;
+    for (int j = 0; j < count; ++j, context += stride) out[j] = memo_step(*memo, shape, context);
+    return;
+  }
+  // memo_step's operations, iteration j in lane j: each lane's sums take the same terms in the same
+  // order, so each lane has step()'s bits; the later terms are added to every lane at once (the
+  // lanes past `count` add them to zeros, unused).
+  constexpr int kLanes = kMaxDecodeSteps;
+  double seconds[kLanes], peak[kLanes], flops[kLanes], bytes[kLanes];
+  int64_t context[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    context[j] = shape.decode_context_tokens + j * stride;
+    seconds[j] = peak[j] = flops[j] = bytes[j] = 0;
+  }
+  for (int j = 0; j < count; ++j) {
+    Term total = memo->before;
     auto add = [&](const Term& attention) {
       total.seconds += attention.seconds;
       total.flops += attention.flops;
       total.bytes += attention.bytes;
       total.peak_flop_seconds += attention.peak_flop_seconds;
     };
-    if (sparse_layers_ == 0) {
-      // decode_context_terms' full and window layers from the memo's batch-size parts.
-      if (full_layers_ > 0) add(memo_attention_term(memo, full_decode_, shape.decode_context_tokens));
-      if (window_layers_ > 0) add(memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
-    } else {
-      decode_context_terms(shape.launch == LaunchMode::kFullGraph, shape,
-                           [&](std::string_view, double, const Term& attention) { add(attention); });
-    }
-    total.seconds = add_in_order(total.seconds, memo.after_seconds);
-    total.peak_flop_seconds = add_in_order(total.peak_flop_seconds, memo.after_peak);
-    total.flops = shape.decode_context_tokens <= memo.flops_exact_context ? total.flops + memo.after_flops_sum
-                                                                          : add_in_order(total.flops, memo.after_flops);
-    total.bytes = shape.decode_context_tokens <= memo.bytes_exact_context ? total.bytes + memo.after_bytes_sum
-                                                                          : add_in_order(total.bytes, memo.after_bytes);
-    return total;
+    if (full_layers_ > 0) add(memo_attention_term(*memo, full_decode_, context[j]));
+    if (window_layers_ > 0) add(memo_attention_term(*memo, window_decode_, shape.decode_window_context_tokens));
+    seconds[j] = total.seconds;
+    peak[j] = total.peak_flop_seconds;
+    flops[j] = total.flops;
+    bytes[j] = total.bytes;
   }
-  return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
+  for (const double x : memo->after_seconds)
+    for (int j = 0; j < kLanes; ++j) seconds[j] += x;
+  for (const double x : memo->after_peak)
+    for (int j = 0; j < kLanes; ++j) peak[j] += x;
+  for (int j = 0; j < count; ++j) {
+    StepCost& c = out[j];
+    c = StepCost{};
+    c.seconds = seconds[j];
+    c.peak_flop_seconds = peak[j];
+    c.flops = context[j] <= memo->flops_exact_context ? flops[j] + memo->after_flops_sum
+                                                      : add_in_order(flops[j], memo->after_flops);
+    c.bytes = context[j] <= memo->bytes_exact_context ? bytes[j] + memo->after_bytes_sum
+                                                      : add_in_order(bytes[j], memo->after_bytes);
+  }
 }
 
 std::vector<OperatorCost> RooflineCostModel::breakdown(const BatchShape& shape) const {

@@ -94,6 +94,7 @@ class RooflineCostModel final : public StepCostModel {
                     const CalibrationProfile* profile = nullptr, ProfileUse use = {}, ExpertParallelism ep = {});
 
   StepCost step(const BatchShape& shape) const override;
+  void decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const override;
   const ModelSpec& model() const override { return model_; }
   const GpuSpec& gpu() const override { return gpu_; }
   int64_t tensor_parallel() const override { return tp_; }
@@ -221,6 +222,11 @@ class RooflineCostModel final : public StepCostModel {
   static constexpr int64_t kMemoDecodeSeqs = 8192;
   mutable std::vector<DecodeTerms> decode_memo_;  // one simulation uses a model from one thread
   void fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const;
+  // The memo of a decode-only shape step() memoises (primed for its launch), or null.
+  DecodeTerms* decode_memo(const BatchShape& shape) const;
+  // step() of a decode-only shape with decode_context_tokens = `context`, from its memo.
+  [[gnu::always_inline]] inline StepCost memo_step(const DecodeTerms& memo, const BatchShape& shape,
+                                                   int64_t context) const;
   // The full or sliding-window layers' decode attention, what decode_attention_term multiplies by
   // the layers (same products, formed once).
   struct DecodeLayers {

@@ -64,15 +64,28 @@ CalibrationDraw calibration_quantile(const CalibrationUncertainty& u, double p) 
 ScaledCostModel::ScaledCostModel(std::unique_ptr<StepCostModel> inner, double scale)
     : inner_(std::move(inner)), scale_(scale) {}
 
+namespace {
+
+void scale_times(StepCost& c, double scale) {
+  c.seconds *= scale;
+  AllToAllTime& a = c.all_to_all;
+  a.compute_s *= scale;
+  a.fixed_s *= scale;
+  a.nvlink_s *= scale;
+  a.scaleout_s *= scale;
+}
+
+}  // namespace
+
 StepCost ScaledCostModel::step(const BatchShape& shape) const {
   StepCost c = inner_->step(shape);
-  c.seconds *= scale_;
-  AllToAllTime& a = c.all_to_all;
-  a.compute_s *= scale_;
-  a.fixed_s *= scale_;
-  a.nvlink_s *= scale_;
-  a.scaleout_s *= scale_;
+  scale_times(c, scale_);
   return c;
+}
+
+void ScaledCostModel::decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const {
+  inner_->decode_steps(shape, stride, count, out);
+  for (int j = 0; j < count; ++j) scale_times(out[j], scale_);
 }
 
 }  // namespace servesim::hwmodels

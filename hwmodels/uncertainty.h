@@ -63,6 +63,7 @@ class ScaledCostModel final : public StepCostModel {
  public:
   ScaledCostModel(std::unique_ptr<StepCostModel> inner, double scale);
   StepCost step(const BatchShape& shape) const override;
+  void decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const override;
   const ModelSpec& model() const override { return inner_->model(); }
   const GpuSpec& gpu() const override { return inner_->gpu(); }
   int64_t tensor_parallel() const override { return inner_->tensor_parallel(); }

@@ -782,7 +782,13 @@ void Replica::try_start_iteration() {
                                                                 core::IterationRecord& rec) {
   hwmodels::EngineModel::IterationTerms engine_terms;
   if (engine_) engine_terms = engine_->launch(shape, cost_.model().num_layers);
-  const hwmodels::StepCost cost = cost_.step(shape);
+  return step_seconds(cost_.step(shape), engine_terms, shape, after_idle, rec);
+}
+
+[[gnu::always_inline]] inline double Replica::step_seconds(const hwmodels::StepCost& cost,
+                                                           const hwmodels::EngineModel::IterationTerms& engine_terms,
+                                                           const hwmodels::BatchShape& shape, bool after_idle,
+                                                           core::IterationRecord& rec) {
   if (!(cost.seconds > 0) || !std::isfinite(cost.seconds))
     throw core::Error("internal: cost model returned a non-positive iteration time");
   double gpu_s = cost.seconds;
@@ -862,6 +868,13 @@ void Replica::try_start_iteration() {
   shape.decode_sparse_context_tokens = plan_.decode_sparse_context_tokens;
   core::IterationRecord rec;
   const auto seqs = static_cast<int64_t>(n);
+  hwmodels::EngineModel::IterationTerms engine_terms;
+  if (engine_) engine_terms = engine_->launch(shape, cost_.model().num_layers);
+  // The step costs of the next few iterations, asked of the cost model together
+  // (StepCostModel::decode_steps: the same bits as one step() each): as many as are likely to run,
+  // from the last iteration's duration and the horizon, at most hwmodels::StepCostModel::kMaxDecodeSteps and never past K's.
+  hwmodels::StepCost costs[hwmodels::StepCostModel::kMaxDecodeSteps];
+  int costs_next = 0, costs_have = 0;
   // Running ahead (set_run_ahead), `horizon` (window_worth_trying) is the replica's next arrival:
   // the run goes on past other replicas' events, with the replica's time (`prev`) ahead of the
   // clock, and ends with an iteration through the queue (so that the next plan is made at its
@@ -877,7 +890,15 @@ void Replica::try_start_iteration() {
     const int64_t blocks = window_blocks_[phase];
     if (blocks > kv_.available()) break;  // a reserve fails: the scheduler's plan (decode_running preempts)
     shape.decode_context_tokens = c0 + seqs * j;
-    const double seconds = iteration_seconds(shape, false, rec);
+    if (costs_next == costs_have) {
+      const int64_t limit = ahead_ ? horizon : sim_.in_line_horizon_ns();
+      const int64_t step_ns = std::max<int64_t>(1, last_duration_.ns());  // the last iteration's
+      const int64_t more = limit > prev.ns() ? std::min<int64_t>((limit - prev.ns()) / step_ns, hwmodels::StepCostModel::kMaxDecodeSteps - 1) : 0;
+      costs_have = static_cast<int>(std::min<int64_t>(more + 1, k - j + 1));
+      costs_next = 0;
+      cost_.decode_steps(shape, seqs, costs_have, costs);
+    }
+    const double seconds = step_seconds(costs[costs_next++], engine_terms, shape, false, rec);
     if (blocks > 0 && !kv_.try_allocate(blocks)) throw core::Error("internal: decode blocks checked but not allocated");
     plan_.decode_context_tokens = shape.decode_context_tokens;
     const core::Duration duration = step_duration(seconds);

@@ -489,6 +489,9 @@ class Replica final : public EventHandler {
   // The time of an iteration of `shape` (s, at the replica's speed) from the engine's and the cost
   // model's terms; fills `rec`'s figures.
   double iteration_seconds(hwmodels::BatchShape& shape, bool after_idle, core::IterationRecord& rec);
+  // The same from the step's cost and the engine's terms for `shape` (its launch() already made).
+  double step_seconds(const hwmodels::StepCost& cost, const hwmodels::EngineModel::IterationTerms& engine_terms,
+                      const hwmodels::BatchShape& shape, bool after_idle, core::IterationRecord& rec);
   // An iteration of `seconds` on the clock: rounded to the nanosecond, at least one.
   static core::Duration step_duration(double seconds) {
     return core::Duration::from_ns(std::max<int64_t>(1, core::Duration::from_seconds(seconds).ns()));

@@ -102,7 +102,9 @@ sample_interval_ms = 50
   const auto x = metrics::flatten(a.summary), y = metrics::flatten(b.summary);
   ASSERT_EQ(x.size(), y.size());
   for (size_t k = 0; k < x.size(); ++k)
-    if (x[k].name != "wall_seconds") EXPECT_TRUE(same_bits(x[k].value, y[k].value)) << x[k].name;
+    if (x[k].name != "wall_seconds") {
+      EXPECT_TRUE(same_bits(x[k].value, y[k].value)) << x[k].name;
+    }
 }
 
 }  // namespace

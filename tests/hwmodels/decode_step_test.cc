@@ -14,6 +14,7 @@
 #include "hwmodels/calibration_profile.h"
 #include "hwmodels/roofline.h"
 #include "hwmodels/roofline_cost_model.h"
+#include "hwmodels/uncertainty.h"
 #include "tests/test_paths.h"
 
 namespace servesim::hwmodels {
@@ -142,6 +143,56 @@ TEST(DecodeStepTest, ReplicaOrderOfStepsEqualsTheGeneralEvaluation) {
         }
       }
     }
+}
+
+// decode_steps(), with which a replica's run of decode iterations asks for a few steps at once
+// (Replica::decode_window): out[j] is the general evaluation at the context + j x stride, bit for
+// bit, for every count a run asks (1 .. kMaxDecodeSteps), with the memo primed or not, sparse
+// layers (the per-step path) included; and through the uncertainty decorator, the inner model's
+// steps with their times scaled as its step() scales them.
+TEST(DecodeStepTest, DecodeStepsEqualTheGeneralEvaluationOfEachStep) {
+  std::mt19937_64 rng(19);
+  std::uniform_real_distribution<double> log_context(0.0, std::log(131072.0));
+  int64_t checked = 0;
+  for (const std::string& gpu : kGpus)
+    for (Profile kind : {Profile::kNone, Profile::kShipped, Profile::kDecodeTable}) {
+      const std::optional<CalibrationProfile> profile = profile_for(gpu, kind);
+      for (const std::string& model : kModels) {
+        const auto cost = make(model, gpu, 1, profile ? &*profile : nullptr);
+        ASSERT_TRUE(cost);
+        for (int64_t seqs = 1; seqs <= 300; seqs += 7)
+          for (int count = 1; count <= StepCostModel::kMaxDecodeSteps; ++count) {
+            const LaunchMode launch = static_cast<LaunchMode>((seqs + count) % 3);
+            const int64_t context = std::max<int64_t>(1, std::llround(std::exp(log_context(rng))));
+            const BatchShape s = decodes(cost->model(), seqs, context, launch);
+            StepCost out[StepCostModel::kMaxDecodeSteps];
+            cost->decode_steps(s, seqs, count, out);
+            for (int j = 0; j < count; ++j) {
+              BatchShape at = s;
+              at.decode_context_tokens += j * seqs;
+              const Bits fast = bits(out[j]), slow = bits(general(*cost, at));
+              ASSERT_EQ(std::memcmp(&fast, &slow, sizeof(Bits)), 0)
+                  << model << " on " << gpu << " profile " << static_cast<int>(kind) << ": " << seqs << " seqs, step "
+                  << j << " of " << count << ", " << fast.v[0] << " s against " << slow.v[0];
+              ++checked;
+            }
+          }
+      }
+    }
+  EXPECT_EQ(checked, 2 * 3 * 6 * 43 * 36);  // GPUs x profiles x models x batch sizes x (1 + 2 + ... + 8)
+
+  const ScaledCostModel scaled(make("llama-3-8b", "h100-sxm", 1, nullptr), 1.25);
+  const BatchShape s = decodes(scaled.model(), 40, 40 * 900, LaunchMode::kFullGraph);
+  StepCost out[StepCostModel::kMaxDecodeSteps];
+  scaled.decode_steps(s, 40, 5, out);
+  for (int j = 0; j < 5; ++j) {
+    BatchShape at = s;
+    at.decode_context_tokens += j * 40;
+    StepCost inner = general(static_cast<const RooflineCostModel&>(scaled.inner()), at);
+    inner.seconds *= 1.25;
+    const Bits fast = bits(out[j]), slow = bits(inner);
+    EXPECT_EQ(std::memcmp(&fast, &slow, sizeof(Bits)), 0) << j;
+  }
 }
 
 // Table2D::at_x, which the memo slices the decode table with: the column's curve gives the table's

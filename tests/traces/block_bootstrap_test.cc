@@ -89,7 +89,9 @@ TEST(BlockBootstrapTest, EachBlockIsASourceBlockMovedToItsPlace) {
     EXPECT_EQ(out[i].session, src.session);
     EXPECT_EQ(out[i].block_hashes, src.block_hashes);
     EXPECT_EQ(out[i].hashed_tokens, 700);
-    if (i > 0) EXPECT_GE(out[i].arrival, out[i - 1].arrival);
+    if (i > 0) {
+      EXPECT_GE(out[i].arrival, out[i - 1].arrival);
+    }
   }
 }
 

@@ -247,7 +247,9 @@ TEST(RateProfileTest, TheSameSeedGivesTheSameArrivals) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].arrival.ns(), b[i].arrival.ns());
     differs = differs || a[i].arrival.ns() != c[i].arrival.ns();
-    if (i > 0) EXPECT_GE(a[i].arrival.ns(), a[i - 1].arrival.ns());
+    if (i > 0) {
+      EXPECT_GE(a[i].arrival.ns(), a[i - 1].arrival.ns());
+    }
   }
   EXPECT_TRUE(differs);
 }

@@ -66,7 +66,9 @@ TEST(MessagesTest, LongValuesAreCutShortWhereverTheyAreEchoed) {
       SCOPED_TRACE(std::to_string(n) + ": " + m.substr(0, 200));
       ASSERT_FALSE(m.empty());
       EXPECT_LT(m.size(), 1200u);
-      if (n > 200) EXPECT_NE(m.find("more bytes)"), std::string::npos);
+      if (n > 200) {
+        EXPECT_NE(m.find("more bytes)"), std::string::npos);
+      }
     }
   }
 }
