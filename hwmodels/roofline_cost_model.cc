@@ -1062,7 +1062,7 @@ inline RooflineCostModel::Term RooflineCostModel::memo_attention_term(const Deco
   return {l.layers * seconds, group_flops, l.layers_t * bytes, group_flops / attn_peak_};
 }
 
-RooflineCostModel::DecodeTerms* RooflineCostModel::decode_memo(const BatchShape& shape) const {
+[[gnu::always_inline]] inline RooflineCostModel::DecodeTerms* RooflineCostModel::decode_memo(const BatchShape& shape) const {
   if (shape.prefill_tokens != 0 || shape.prefill_seqs != 0 || shape.decode_seqs <= 0 ||
       shape.decode_seqs >= kMemoDecodeSeqs || shape.decode_extra_tokens != 0 || ep_.enabled())
     return nullptr;
@@ -1130,15 +1130,25 @@ void RooflineCostModel::decode_steps(const BatchShape& shape, int64_t stride, in
   // step()'s memo path, the memo looked up once for all of them.
   const DecodeTerms* memo = decode_memo(shape);
   if (!memo) return StepCostModel::decode_steps(shape, stride, count, out);
-  if (sparse_layers_ != 0 || count > kMaxDecodeSteps) {
+  if (sparse_layers_ != 0 || count == 1 || count > kMaxDecodeSteps) {
     int64_t context = shape.decode_context_tokens;
     for (int j = 0; j < count; ++j, context += stride) out[j] = memo_step(*memo, shape, context);
-    return;
+  } else if (count == 2) {
+    memo_steps<2>(*memo, shape, stride, count, out);
+  } else if (count <= 4) {
+    memo_steps<4>(*memo, shape, stride, count, out);
+  } else {
+    memo_steps<8>(*memo, shape, stride, count, out);
   }
+}
+
+template <int kLanes>
+void RooflineCostModel::memo_steps(const DecodeTerms& memo, const BatchShape& shape, int64_t stride, int count,
+                                   StepCost* out) const {
   // memo_step's operations, iteration j in lane j: each lane's sums take the same terms in the same
   // order, so each lane has step()'s bits; the later terms are added to every lane at once (the
   // lanes past `count` add them to zeros, unused).
-  constexpr int kLanes = kMaxDecodeSteps;
+  static_assert(kLanes <= kMaxDecodeSteps);
   double seconds[kLanes], peak[kLanes], flops[kLanes], bytes[kLanes];
   int64_t context[kLanes];
   for (int j = 0; j < kLanes; ++j) {
@@ -1146,33 +1156,33 @@ void RooflineCostModel::decode_steps(const BatchShape& shape, int64_t stride, in
     seconds[j] = peak[j] = flops[j] = bytes[j] = 0;
   }
   for (int j = 0; j < count; ++j) {
-    Term total = memo->before;
+    Term total = memo.before;
     auto add = [&](const Term& attention) {
       total.seconds += attention.seconds;
       total.flops += attention.flops;
       total.bytes += attention.bytes;
       total.peak_flop_seconds += attention.peak_flop_seconds;
     };
-    if (full_layers_ > 0) add(memo_attention_term(*memo, full_decode_, context[j]));
-    if (window_layers_ > 0) add(memo_attention_term(*memo, window_decode_, shape.decode_window_context_tokens));
+    if (full_layers_ > 0) add(memo_attention_term(memo, full_decode_, context[j]));
+    if (window_layers_ > 0) add(memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
     seconds[j] = total.seconds;
     peak[j] = total.peak_flop_seconds;
     flops[j] = total.flops;
     bytes[j] = total.bytes;
   }
-  for (const double x : memo->after_seconds)
+  for (const double x : memo.after_seconds)
     for (int j = 0; j < kLanes; ++j) seconds[j] += x;
-  for (const double x : memo->after_peak)
+  for (const double x : memo.after_peak)
     for (int j = 0; j < kLanes; ++j) peak[j] += x;
   for (int j = 0; j < count; ++j) {
     StepCost& c = out[j];
     c = StepCost{};
     c.seconds = seconds[j];
     c.peak_flop_seconds = peak[j];
-    c.flops = context[j] <= memo->flops_exact_context ? flops[j] + memo->after_flops_sum
-                                                      : add_in_order(flops[j], memo->after_flops);
-    c.bytes = context[j] <= memo->bytes_exact_context ? bytes[j] + memo->after_bytes_sum
-                                                      : add_in_order(bytes[j], memo->after_bytes);
+    c.flops = context[j] <= memo.flops_exact_context ? flops[j] + memo.after_flops_sum
+                                                     : add_in_order(flops[j], memo.after_flops);
+    c.bytes = context[j] <= memo.bytes_exact_context ? bytes[j] + memo.after_bytes_sum
+                                                     : add_in_order(bytes[j], memo.after_bytes);
   }
 }
 

@@ -223,10 +223,13 @@ class RooflineCostModel final : public StepCostModel {
   mutable std::vector<DecodeTerms> decode_memo_;  // one simulation uses a model from one thread
   void fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const;
   // The memo of a decode-only shape step() memoises (primed for its launch), or null.
-  DecodeTerms* decode_memo(const BatchShape& shape) const;
+  [[gnu::always_inline]] inline DecodeTerms* decode_memo(const BatchShape& shape) const;
   // step() of a decode-only shape with decode_context_tokens = `context`, from its memo.
   [[gnu::always_inline]] inline StepCost memo_step(const DecodeTerms& memo, const BatchShape& shape,
                                                    int64_t context) const;
+  // decode_steps() for 2 <= count <= kLanes, the later terms added to kLanes sums at once.
+  template <int kLanes>
+  void memo_steps(const DecodeTerms& memo, const BatchShape& shape, int64_t stride, int count, StepCost* out) const;
   // The full or sliding-window layers' decode attention, what decode_attention_term multiplies by
   // the layers (same products, formed once).
   struct DecodeLayers {
