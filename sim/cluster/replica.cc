@@ -873,7 +873,7 @@ void Replica::try_start_iteration() {
   // The step costs of the next few iterations, asked of the cost model together
   // (StepCostModel::decode_steps: the same bits as one step() each): as many as are likely to run,
   // from the last iteration's duration and the horizon, at most hwmodels::StepCostModel::kMaxDecodeSteps and never past K's.
-  hwmodels::StepCost costs[hwmodels::StepCostModel::kMaxDecodeSteps];
+  hwmodels::StepCost* costs = window_costs_;
   int costs_next = 0, costs_have = 0;
   // Running ahead (set_run_ahead), `horizon` (window_worth_trying) is the replica's next arrival:
   // the run goes on past other replicas' events, with the replica's time (`prev`) ahead of the
@@ -892,9 +892,12 @@ void Replica::try_start_iteration() {
     shape.decode_context_tokens = c0 + seqs * j;
     if (costs_next == costs_have) {
       const int64_t limit = ahead_ ? horizon : sim_.in_line_horizon_ns();
-      const int64_t step_ns = std::max<int64_t>(1, last_duration_.ns());  // the last iteration's
-      const int64_t more = limit > prev.ns() ? std::min<int64_t>((limit - prev.ns()) / step_ns, hwmodels::StepCostModel::kMaxDecodeSteps - 1) : 0;
-      costs_have = static_cast<int>(std::min<int64_t>(more + 1, k - j + 1));
+      const int64_t step_ns = std::clamp<int64_t>(last_duration_.ns(), 1, INT64_MAX / 8);  // the last iteration's
+      // (Counted up rather than divided: a 64-bit division takes longer than the few steps.)
+      const int64_t room = limit - prev.ns(), most = std::min<int64_t>(k - j + 1, hwmodels::StepCostModel::kMaxDecodeSteps);
+      int64_t likely = 1;
+      while (likely < most && likely * step_ns <= room) ++likely;
+      costs_have = static_cast<int>(likely);
       costs_next = 0;
       cost_.decode_steps(shape, seqs, costs_have, costs);
     }

@@ -700,6 +700,7 @@ class Replica final : public EventHandler {
   // Decode runs handled in line (decode_window); off only to check them against the queue's way.
   bool windows_ = true;
   uint64_t in_line_iterations_ = 0;
+  hwmodels::StepCost window_costs_[hwmodels::StepCostModel::kMaxDecodeSteps];  // decode_window's next steps
   std::vector<int64_t> window_blocks_;  // decode_window: requests by the iteration (mod B) they take a block
   RunAhead* ahead_ = nullptr;           // set_run_ahead
   bool down_ = false;
