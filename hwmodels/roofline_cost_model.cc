@@ -1079,42 +1079,49 @@ inline RooflineCostModel::Term RooflineCostModel::memo_attention_term(const Deco
   return &memo;
 }
 
+[[gnu::always_inline]] inline void RooflineCostModel::add_term(Term& total, const Term& term) {
+  total.seconds += term.seconds;
+  total.flops += term.flops;
+  total.bytes += term.bytes;
+  total.peak_flop_seconds += term.peak_flop_seconds;
+}
+
+[[gnu::always_inline]] inline RooflineCostModel::Term RooflineCostModel::memo_through_attention(
+    const DecodeTerms& memo, const BatchShape& shape, int64_t context) const {
+  if (sparse_layers_ != 0) [[unlikely]] return sparse_through_attention(memo, shape, context);
+  // decode_context_terms' full and window layers from the memo's batch-size parts.
+  Term total = memo.before;
+  if (full_layers_ > 0) add_term(total, memo_attention_term(memo, full_decode_, context));
+  if (window_layers_ > 0) add_term(total, memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
+  return total;
+}
+
+// Sparse layers keep the general attention terms (out of line: in line, the shape's copy and the
+// callback weigh on every dense step's registers).
+[[gnu::noinline]] RooflineCostModel::Term RooflineCostModel::sparse_through_attention(const DecodeTerms& memo,
+                                                                                      const BatchShape& shape,
+                                                                                      int64_t context) const {
+  Term total = memo.before;
+  BatchShape at = shape;
+  at.decode_context_tokens = context;
+  decode_context_terms(at.launch == LaunchMode::kFullGraph, at,
+                       [&](std::string_view, double, const Term& attention) { add_term(total, attention); });
+  return total;
+}
+
+[[gnu::always_inline]] inline void RooflineCostModel::memo_counts(const DecodeTerms& memo, int64_t context, double flops,
+                                                                  double bytes, StepCost& out) const {
+  out.flops = context <= memo.flops_exact_context ? flops + memo.after_flops_sum : add_in_order(flops, memo.after_flops);
+  out.bytes = context <= memo.bytes_exact_context ? bytes + memo.after_bytes_sum : add_in_order(bytes, memo.after_bytes);
+}
+
 [[gnu::always_inline]] inline StepCost RooflineCostModel::memo_step(const DecodeTerms& memo, const BatchShape& shape,
                                                                     int64_t context) const {
+  const Term t = memo_through_attention(memo, shape, context);
   StepCost total;
-  total.seconds = memo.before.seconds;
-  total.flops = memo.before.flops;
-  total.bytes = memo.before.bytes;
-  total.peak_flop_seconds = memo.before.peak_flop_seconds;
-  auto add = [&](const Term& attention) {
-    total.seconds += attention.seconds;
-    total.flops += attention.flops;
-    total.bytes += attention.bytes;
-    total.peak_flop_seconds += attention.peak_flop_seconds;
-  };
-  if (sparse_layers_ == 0) {
-    // decode_context_terms' full and window layers from the memo's batch-size parts.
-    if (full_layers_ > 0) add(memo_attention_term(memo, full_decode_, context));
-    if (window_layers_ > 0) add(memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
-  } else {
-    auto terms = [&](const BatchShape& at) {
-      decode_context_terms(at.launch == LaunchMode::kFullGraph, at,
-                           [&](std::string_view, double, const Term& attention) { add(attention); });
-    };
-    if (context == shape.decode_context_tokens) {
-      terms(shape);
-    } else {
-      BatchShape at = shape;
-      at.decode_context_tokens = context;
-      terms(at);
-    }
-  }
-  total.seconds = add_in_order(total.seconds, memo.after_seconds);
-  total.peak_flop_seconds = add_in_order(total.peak_flop_seconds, memo.after_peak);
-  total.flops = context <= memo.flops_exact_context ? total.flops + memo.after_flops_sum
-                                                    : add_in_order(total.flops, memo.after_flops);
-  total.bytes = context <= memo.bytes_exact_context ? total.bytes + memo.after_bytes_sum
-                                                    : add_in_order(total.bytes, memo.after_bytes);
+  total.seconds = add_in_order(t.seconds, memo.after_seconds);
+  total.peak_flop_seconds = add_in_order(t.peak_flop_seconds, memo.after_peak);
+  memo_counts(memo, context, t.flops, t.bytes, total);
   return total;
 }
 
@@ -1130,7 +1137,7 @@ void RooflineCostModel::decode_steps(const BatchShape& shape, int64_t stride, in
   // step()'s memo path, the memo looked up once for all of them.
   const DecodeTerms* memo = decode_memo(shape);
   if (!memo) return StepCostModel::decode_steps(shape, stride, count, out);
-  if (sparse_layers_ != 0 || count == 1 || count > kMaxDecodeSteps) {
+  if (count == 1 || count > kMaxDecodeSteps) {
     int64_t context = shape.decode_context_tokens;
     for (int j = 0; j < count; ++j, context += stride) out[j] = memo_step(*memo, shape, context);
   } else if (count == 2) {
@@ -1146,29 +1153,21 @@ template <int kLanes>
 void RooflineCostModel::memo_steps(const DecodeTerms& memo, const BatchShape& shape, int64_t stride, int count,
                                    StepCost* out) const {
   // memo_step's operations, iteration j in lane j: each lane's sums take the same terms in the same
-  // order, so each lane has step()'s bits; the later terms are added to every lane at once (the
+  // order, so each lane has step()'s bits; the later seconds are added to every lane at once (the
   // lanes past `count` add them to zeros, unused).
   static_assert(kLanes <= kMaxDecodeSteps);
   double seconds[kLanes], peak[kLanes], flops[kLanes], bytes[kLanes];
   int64_t context[kLanes];
   for (int j = 0; j < kLanes; ++j) {
     context[j] = shape.decode_context_tokens + j * stride;
-    seconds[j] = peak[j] = flops[j] = bytes[j] = 0;
+    seconds[j] = peak[j] = 0;
   }
   for (int j = 0; j < count; ++j) {
-    Term total = memo.before;
-    auto add = [&](const Term& attention) {
-      total.seconds += attention.seconds;
-      total.flops += attention.flops;
-      total.bytes += attention.bytes;
-      total.peak_flop_seconds += attention.peak_flop_seconds;
-    };
-    if (full_layers_ > 0) add(memo_attention_term(memo, full_decode_, context[j]));
-    if (window_layers_ > 0) add(memo_attention_term(memo, window_decode_, shape.decode_window_context_tokens));
-    seconds[j] = total.seconds;
-    peak[j] = total.peak_flop_seconds;
-    flops[j] = total.flops;
-    bytes[j] = total.bytes;
+    const Term t = memo_through_attention(memo, shape, context[j]);
+    seconds[j] = t.seconds;
+    peak[j] = t.peak_flop_seconds;
+    flops[j] = t.flops;
+    bytes[j] = t.bytes;
   }
   for (const double x : memo.after_seconds)
     for (int j = 0; j < kLanes; ++j) seconds[j] += x;
@@ -1179,10 +1178,7 @@ void RooflineCostModel::memo_steps(const DecodeTerms& memo, const BatchShape& sh
     c = StepCost{};
     c.seconds = seconds[j];
     c.peak_flop_seconds = peak[j];
-    c.flops = context[j] <= memo.flops_exact_context ? flops[j] + memo.after_flops_sum
-                                                     : add_in_order(flops[j], memo.after_flops);
-    c.bytes = context[j] <= memo.bytes_exact_context ? bytes[j] + memo.after_bytes_sum
-                                                     : add_in_order(bytes[j], memo.after_bytes);
+    memo_counts(memo, context[j], flops[j], bytes[j], c);
   }
 }
 

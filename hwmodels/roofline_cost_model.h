@@ -224,6 +224,16 @@ class RooflineCostModel final : public StepCostModel {
   void fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const;
   // The memo of a decode-only shape step() memoises (primed for its launch), or null.
   [[gnu::always_inline]] inline DecodeTerms* decode_memo(const BatchShape& shape) const;
+  // evaluate()'s running sums just after the attention terms, for a decode-only shape at summed
+  // context `context`: the memo's terms before them plus the attention's.
+  [[gnu::always_inline]] inline Term memo_through_attention(const DecodeTerms& memo, const BatchShape& shape,
+                                                            int64_t context) const;
+  // evaluate()'s running sums plus one more term, added as evaluate() adds it.
+  [[gnu::always_inline]] static inline void add_term(Term& total, const Term& term);
+  Term sparse_through_attention(const DecodeTerms& memo, const BatchShape& shape, int64_t context) const;
+  // The step's FLOPs and bytes: the later counts added to those sums as evaluate() adds them.
+  [[gnu::always_inline]] inline void memo_counts(const DecodeTerms& memo, int64_t context, double flops, double bytes,
+                                                 StepCost& out) const;
   // step() of a decode-only shape with decode_context_tokens = `context`, from its memo.
   [[gnu::always_inline]] inline StepCost memo_step(const DecodeTerms& memo, const BatchShape& shape,
                                                    int64_t context) const;

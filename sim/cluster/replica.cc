@@ -870,10 +870,9 @@ void Replica::try_start_iteration() {
   const auto seqs = static_cast<int64_t>(n);
   hwmodels::EngineModel::IterationTerms engine_terms;
   if (engine_) engine_terms = engine_->launch(shape, cost_.model().num_layers);
-  // The step costs of the next few iterations, asked of the cost model together
+  // The step costs of the next few iterations (window_costs_), asked of the cost model together
   // (StepCostModel::decode_steps: the same bits as one step() each): as many as are likely to run,
-  // from the last iteration's duration and the horizon, at most hwmodels::StepCostModel::kMaxDecodeSteps and never past K's.
-  hwmodels::StepCost* costs = window_costs_;
+  // from the last iteration's duration and the horizon, at most kMaxDecodeSteps and never past K's.
   int costs_next = 0, costs_have = 0;
   // Running ahead (set_run_ahead), `horizon` (window_worth_trying) is the replica's next arrival:
   // the run goes on past other replicas' events, with the replica's time (`prev`) ahead of the
@@ -899,9 +898,9 @@ void Replica::try_start_iteration() {
       while (likely < most && likely * step_ns <= room) ++likely;
       costs_have = static_cast<int>(likely);
       costs_next = 0;
-      cost_.decode_steps(shape, seqs, costs_have, costs);
+      cost_.decode_steps(shape, seqs, costs_have, window_costs_);
     }
-    const double seconds = step_seconds(costs[costs_next++], engine_terms, shape, false, rec);
+    const double seconds = step_seconds(window_costs_[costs_next++], engine_terms, shape, false, rec);
     if (blocks > 0 && !kv_.try_allocate(blocks)) throw core::Error("internal: decode blocks checked but not allocated");
     plan_.decode_context_tokens = shape.decode_context_tokens;
     const core::Duration duration = step_duration(seconds);
