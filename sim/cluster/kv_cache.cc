@@ -57,13 +57,6 @@ double KvCache::request_bytes(int64_t tokens) const {
   return layout_.full_bytes_per_token * t + layout_.window_bytes_per_token * w + layout_.state_bytes;
 }
 
-bool KvCache::try_allocate(int64_t blocks) {
-  if (blocks > available()) return false;
-  evict_until(blocks);
-  private_ += blocks;
-  return true;
-}
-
 void KvCache::release(int64_t blocks) {
   if (blocks < 0 || blocks > private_)
     throw core::Error("internal: KV release of " + std::to_string(blocks) + " blocks with " +

@@ -115,7 +115,13 @@ class KvCache {
 
   // Private blocks; evicts unreferenced units as needed. False (and nothing changes) when fewer
   // than `blocks` are available.
-  bool try_allocate(int64_t blocks);
+  // Inline (every decode block of every request comes through here); the eviction is the slow path.
+  bool try_allocate(int64_t blocks) {
+    if (blocks > available()) return false;
+    if (free() < blocks) evict_until(blocks);
+    private_ += blocks;
+    return true;
+  }
   void release(int64_t blocks);
 
   // ---- prefix units ----

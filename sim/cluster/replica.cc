@@ -926,7 +926,17 @@ void Replica::try_start_iteration() {
     // iteration (the queue, the running set and the cache are as they were): it would tell the
     // observers nothing. The first one publishes what the iteration before changed (requests that
     // completed: the running set and the cache), as run_iteration does.
-    if (blocks > 0 || j == 0) publish_state_at(now);
+    if (j == 0) {
+      publish_state_at(now);
+    } else if (blocks > 0) {
+      // What publish_state_at would publish: since the first iteration published (or found equal)
+      // the queue, the running set, the pulls and the cache's size, nothing but the blocks in use
+      // has changed, and they have (more are taken), so the state differs in that alone.
+      load_.kv_blocks_used = kv_.in_use();
+      published_state_.time = now;
+      published_state_.kv_blocks_used = load_.kv_blocks_used;
+      signals_->on_replica_state(published_state_);
+    }
     const bool queued =
         j == k || (ahead_ ? end.ns() >= horizon ||
                                 window_blocks_[phase + 1 == static_cast<size_t>(bs) ? 0 : phase + 1] > kv_.available()

@@ -94,7 +94,7 @@ class MetricsCollector final : public core::LifecycleObserver {
   // Replica state, for sampling and the time-weighted KV use.
   std::vector<core::ReplicaState> state_;
   int64_t pulls_waiting_ = 0;  // over the replicas, as their last states say
-  std::vector<long double> kv_block_ns_;  // integral of blocks used over time, per replica
+  std::vector<__int128> kv_block_ns_;  // integral of blocks used over time, per replica (exact)
   // The arrival window: the last arrival, and what had completed by then.
   struct WindowCounts {
     core::Time end;

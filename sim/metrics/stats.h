@@ -25,7 +25,7 @@ double percentile_sorted(const std::vector<double>& sorted, double p);
 LatencyStats summarize(std::vector<double>& samples);
 
 // Non-negative integer samples (nanoseconds) in buckets of relative width below 2^-10 (0.1%):
-// values below 2048 are exact. Mean is exact.
+// values below 2048 are exact. The sum is an exact integer, so the mean is the exact one rounded.
 class LogHistogram {
  public:
   LogHistogram() : buckets_(kBuckets, 0) {}
@@ -34,7 +34,7 @@ class LogHistogram {
     const uint64_t v = value < 0 ? 0 : static_cast<uint64_t>(value);
     buckets_[index_of(v)] += count;
     count_ += count;
-    sum_ += static_cast<long double>(v) * count;
+    sum_ += static_cast<unsigned __int128>(v) * count;  // (a long double sum took the x87 unit every token)
   }
   uint64_t count() const { return count_; }
   double mean() const;
@@ -59,7 +59,7 @@ class LogHistogram {
 
   std::vector<uint64_t> buckets_;
   uint64_t count_ = 0;
-  long double sum_ = 0;
+  unsigned __int128 sum_ = 0;
 };
 
 // ---- Bounded-memory percentiles ------------------------------------------------------------------
