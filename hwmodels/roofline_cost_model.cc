@@ -1130,6 +1130,18 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
   // which gives the same bits as evaluating afresh.
   if (const DecodeTerms* memo = decode_memo(shape)) return memo_step(*memo, shape, shape.decode_context_tokens);
+  if (shape.decode_seqs == 0 && shape.prefill_seqs > 0) {
+    if (prefill_memo_.empty()) prefill_memo_.resize(size_t{1} << kPrefillMemoBits);
+    const uint64_t h = static_cast<uint64_t>(shape.prefill_tokens) * 0x9E3779B97F4A7C15ULL ^
+                       static_cast<uint64_t>(shape.prefill_context_tokens) * 0xC2B2AE3D27D4EB4FULL ^
+                       static_cast<uint64_t>(shape.prefill_seqs);
+    PrefillEntry& e = prefill_memo_[static_cast<size_t>(h >> (64 - kPrefillMemoBits))];
+    if (e.valid && e.shape == shape) return e.cost;
+    e.cost = evaluate(shape, [](std::string_view, int64_t, const Term&) {});
+    e.shape = shape;
+    e.valid = true;
+    return e.cost;
+  }
   return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
 }
 

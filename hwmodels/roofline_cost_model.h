@@ -220,6 +220,18 @@ class RooflineCostModel final : public StepCostModel {
     bool ready = false;
   };
   static constexpr int64_t kMemoDecodeSeqs = 8192;
+  // step()'s memo of iterations without decodes (a scheduler that prefills apart, such as the
+  // continuous one, runs one per arriving request): direct-mapped on the chunks' tokens and cached
+  // context, keyed by the whole shape, so a hit is a shape step() has costed before and returns
+  // what it returned (step() is a function of the shape alone: the same bits). Allocated at the
+  // first such step; a miss replaces the entry.
+  struct PrefillEntry {
+    BatchShape shape;
+    StepCost cost;
+    bool valid = false;
+  };
+  static constexpr int kPrefillMemoBits = 12;
+  mutable std::vector<PrefillEntry> prefill_memo_;
   mutable std::vector<DecodeTerms> decode_memo_;  // one simulation uses a model from one thread
   void fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const;
   // The memo of a decode-only shape step() memoises (primed for its launch), or null.

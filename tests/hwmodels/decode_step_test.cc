@@ -195,6 +195,49 @@ TEST(DecodeStepTest, DecodeStepsEqualTheGeneralEvaluationOfEachStep) {
   }
 }
 
+// step()'s memo of steps without decodes (RooflineCostModel::prefill_memo_, keyed by the whole
+// shape in a direct-mapped table): a replica's prefill-only steps, prompts drawn from a small pool
+// so that most repeat (hits), some after cached context (prefix hits, chunks), one to three chunks,
+// completing the prompt or not, under each launch mode, each equal to the general evaluation bit
+// for bit. Shapes that share a slot's tokens, context and chunk count but differ in their launch or
+// logits come one after another: a memo keyed by less than the shape would return the other's cost.
+TEST(DecodeStepTest, PrefillOnlyStepsEqualTheGeneralEvaluation) {
+  std::mt19937_64 rng(20);
+  int64_t checked = 0;
+  for (const std::string& gpu : kGpus)
+    for (Profile kind : {Profile::kNone, Profile::kShipped}) {
+      const std::optional<CalibrationProfile> profile = profile_for(gpu, kind);
+      for (const std::string& model : kModels) {
+        const auto cost = make(model, gpu, 1, profile ? &*profile : nullptr);
+        ASSERT_TRUE(cost);
+        const AttentionLimits limits = cost->model().attention_limits();
+        const std::vector<int64_t> pool = {1, 7, 128, 129, 512, 1000, 2048, 3333, 8192, 20000};
+        for (int step = 0; step < 400; ++step) {
+          BatchShape s;
+          const int chunks = 1 + static_cast<int>(rng() % 3 == 0 ? rng() % 3 : 0);
+          for (int c = 0; c < chunks; ++c) {
+            const int64_t prior = rng() % 4 == 0 ? pool[rng() % pool.size()] : 0;
+            add_prefill_chunk(s, limits, prior, pool[rng() % pool.size()], rng() % 5 != 0);
+          }
+          const auto launch = static_cast<LaunchMode>(rng() % 3);
+          for (int variant = 0; variant < 3; ++variant) {
+            BatchShape v = s;
+            v.launch = variant == 0 ? launch : static_cast<LaunchMode>((static_cast<int>(launch) + variant) % 3);
+            v.graph_tokens = v.launch == LaunchMode::kEager ? 0 : ((v.tokens() + 7) / 8) * 8;
+            if (variant == 2) v.prefill_logits = v.prefill_logits > 0 ? v.prefill_logits - 1 : 1;
+            const Bits fast = bits(cost->step(v)), slow = bits(general(*cost, v));
+            ASSERT_EQ(std::memcmp(&fast, &slow, sizeof(Bits)), 0)
+                << model << " on " << gpu << " profile " << static_cast<int>(kind) << ", step " << step << " variant "
+                << variant << ": " << v.prefill_seqs << " chunks, " << v.prefill_tokens << " tokens after "
+                << v.prefill_context_tokens << ", " << fast.v[0] << " s against " << slow.v[0];
+            ++checked;
+          }
+        }
+      }
+    }
+  EXPECT_EQ(checked, 2 * 2 * 6 * 400 * 3);  // GPUs x profiles x models x steps x variants
+}
+
 // Table2D::at_x, which the memo slices the decode table with: the column's curve gives the table's
 // value at every y, bit for bit, on nodes, between them and beyond both ends.
 TEST(DecodeStepTest, TableColumnEqualsTheTable) {
