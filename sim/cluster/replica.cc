@@ -842,11 +842,16 @@ void Replica::try_start_iteration() {
   int64_t k = INT64_MAX, c0 = 0;
   const RequestId* running = running_.data();
   const RequestId* decodes = plan_.decodes.data();
+  // Whether some request's last token was not the last iteration's (it sat out a prefill iteration)
+  // or was its first (its next gap is shortened by the first-token delay): then the first
+  // iteration's gaps are told request by request, and every later one's are all the same.
+  bool uneven = false;
   size_t i = 0;
   for (; i < n; ++i) {
     const Request& r = requests_[running[i]];
     const int64_t j0 = r.kv_blocks * bs - r.kv_tokens;
-    if (running[i] != decodes[i] || r.last_token != t0 || r.generated < 2 || j0 < 0 || j0 >= bs) break;
+    if (running[i] != decodes[i] || r.generated < 1 || j0 < 0 || j0 >= bs) break;
+    uneven = uneven || r.last_token != t0 || r.generated < 2;
     k = std::min(k, r.output_tokens - r.generated - 1);
     c0 += r.kv_tokens + 1;
     ++window_blocks_[static_cast<size_t>(j0)];
@@ -953,11 +958,16 @@ void Replica::try_start_iteration() {
     else
       sim_.advance_in_line(end);
     ++in_line_iterations_;
-    // The iteration's end (on_event): every request emits one token, one gap after its last.
+    // The iteration's end (on_event): every request emits one token, one gap after its last (the
+    // first iteration's, when uneven, each its own, in running order as on_event tells them).
     busy_ = false;
     chained_ = true;
     gaps_.clear();
-    gaps_.push_back({(end - prev).ns(), seqs, 1});
+    if (uneven && j == 0) [[unlikely]] {
+      for (size_t m = 0; m < n; ++m) add_gap(token_gap(requests_[running[m]], end), 1);
+    } else {
+      gaps_.push_back({(end - prev).ns(), seqs, 1});
+    }
     signals_->on_token_gaps(gaps_);
     load_.oracle_remaining_tokens -= seqs;
     prev = end;
@@ -1192,16 +1202,26 @@ void Replica::on_event(uint64_t payload) {
   if (!gaps_.empty()) signals_->on_token_gaps(gaps_);
   // Nothing but token counts changed, or requests completed out of an all-decode plan: the plan
   // keeps its decodes (the running ones) for try_start_iteration to repeat or decode_window to run.
-  repeat_ = repeats_ && plan_.prefills.empty() && (!leaving || completions_only);
-  if (!repeat_)
+  // So too after prefills that all completed their prompts, with nobody leaving: every running
+  // request now decodes, which is the plan such a scheduler makes when nothing waits (and
+  // try_start_iteration asks it when something does).
+  const bool after_prefill = repeats_ && !plan_.prefills.empty() && !leaving &&
+                             std::all_of(running_.begin(), running_.end(),
+                                         [&](RequestId id) { return requests_[id].decoding; });
+  repeat_ = (repeats_ && plan_.prefills.empty() && (!leaving || completions_only)) || after_prefill;
+  if (!repeat_) {
     plan_.clear();
-  else if (leaving)
+  } else if (after_prefill) {
+    plan_.clear();
     plan_.decodes.assign(running_.begin(), running_.end());
+  } else if (leaving) {
+    plan_.decodes.assign(running_.begin(), running_.end());
+  }
   for (RequestId id : handoffs) listener_->on_prefill_done(*this, id);
   handoffs.clear();
   chained_ = true;
   int64_t horizon = 0;
-  if (!repeat_ || !window_worth_trying(horizon) || !decode_window(horizon)) try_start_iteration();
+  if (!repeat_ || !window_worth_trying(horizon, after_prefill) || !decode_window(horizon)) try_start_iteration();
   // Pulls waiting for room get what the next iteration has left (vLLM's scheduler allocates for
   // its running requests first, then for the waiting ones, remote-KV ones included).
   if (pulls_waiting_ > 0) [[unlikely]] listener_->on_kv_freed(*this);

@@ -478,11 +478,12 @@ class Replica final : public EventHandler {
   // replicas another replica's iteration usually comes first). A guess that keeps the attempt off
   // the hot path, not a rule: decode_window checks every iteration exactly.
   // `horizon`: set to the time the run must end before (running ahead: the replica's own horizon).
-  bool window_worth_trying(int64_t& horizon) const {
+  // After a prefill the last iteration's length says nothing of a decode's: only the horizon counts.
+  bool window_worth_trying(int64_t& horizon, bool after_prefill) const {
     if (!windows_) return false;
     horizon = ahead_ ? ahead_->horizon_ns(index_) : sim_.in_line_horizon_ns();
     const int64_t now = sim_.now().ns();
-    return horizon > now && last_duration_.ns() < horizon - now;
+    return horizon > now && (after_prefill || last_duration_.ns() < horizon - now);
   }
   // `last_token`: when the run's last token came (the time the replica has reached).
   void flush_window(int64_t tokens, int64_t block_iterations, core::Time last_token);
@@ -502,18 +503,25 @@ class Replica final : public EventHandler {
     if (r.generated == 0) {
       r.first_token = now;
     } else {
-      // The gap as the client sees it: its first token reached it first_token_s late (the engine's
-      // first chunk), which shortens the gap to the second.
-      int64_t gap = (now - r.last_token).ns();
-      if (r.generated == 1 && first_token_delay_ns_ > 0) gap = std::max<int64_t>(0, gap - first_token_delay_ns_);
-      if (!gaps_.empty() && gaps_.back().gap_ns == gap && gaps_.back().tokens == tokens) {
-        ++gaps_.back().count;
-      } else {
-        gaps_.push_back({gap, 1, tokens});
-      }
+      add_gap(token_gap(r, now), tokens);
     }
     r.last_token = now;
     r.generated += tokens;
+  }
+  // The gap before `r`'s next token at `now`, as the client sees it: its first token reached it
+  // first_token_s late (the engine's first chunk), which shortens the gap to the second.
+  int64_t token_gap(const Request& r, core::Time now) const {
+    int64_t gap = (now - r.last_token).ns();
+    if (r.generated == 1 && first_token_delay_ns_ > 0) gap = std::max<int64_t>(0, gap - first_token_delay_ns_);
+    return gap;
+  }
+  // One more gap of `tokens` tokens into gaps_ (equal ones in a row make one run).
+  void add_gap(int64_t gap, int64_t tokens) {
+    if (!gaps_.empty() && gaps_.back().gap_ns == gap && gaps_.back().tokens == tokens) {
+      ++gaps_.back().count;
+    } else {
+      gaps_.push_back({gap, 1, tokens});
+    }
   }
   // Speculative decoding at the start of an iteration: draws how many of each decode's drafts the
   // target accepts, proposes the next drafts, and puts the verification and the drafter's passes

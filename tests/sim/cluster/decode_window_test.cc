@@ -69,26 +69,26 @@ void expect_same(const Harness& a, const Harness& b) {
 }
 
 // One request, prompt 3, output 10, blocks of 4 tokens, 10 ms iterations. By hand: the prefill
-// [0, 10) emits token 1; the first decode [10, 20) (context 3 + 1 = 4, in its one block) is planned
-// by the scheduler (the iteration before had a prefill) and emits token 2. Then nothing else is
-// queued, so from 20 ms the replica runs its decodes in line: iteration j (j = 0, 1, ...) decodes
-// at context 5 + j and emits token 3 + j; it stops before the end of the iteration that emits the
-// last token (K = 10 - 2 - 1 = 7: j = 0..6, contexts 5..11, ending at 30, ..., 90 ms), which the run
-// starts too (context 12) and leaves to the queue: its end at 100 ms. Blocks: the context passes 4
-// at j = 0 and 8 at j = 4 (blocks 2 and 3). So 7 iterations in line; the gaps are all 10 ms.
+// [0, 10) emits token 1. It completed the prompt, nothing waits and nothing else is queued, so from
+// 10 ms the replica runs its decodes in line: iteration j (j = 0, 1, ...) decodes at context 4 + j
+// and emits token 2 + j (the first, j = 0, is the request's second token: its gap told on its
+// own); it stops before the end of the iteration that emits the last token (K = 10 - 1 - 1 = 8:
+// j = 0..7, contexts 4..11, ending at 20, ..., 90 ms), which the run starts too (context 12) and
+// leaves to the queue: its end at 100 ms. Blocks: the context passes 4 at j = 1 (20 ms) and 8 at
+// j = 5 (60 ms) (blocks 2 and 3). So 8 iterations in line; the gaps are all 10 ms.
 TEST(DecodeWindowTest, RunsTheDecodesInLineUpToTheIterationThatFinishes) {
   ClusterSetup s;
   s.block_size = 4;
   s.base_s = 0.010;
   std::unique_ptr<Harness> h = run({spec(0.0, 3, 10)}, s, true);
-  EXPECT_EQ(in_line(*h), 7u);
+  EXPECT_EQ(in_line(*h), 8u);
   ASSERT_EQ(h->cost.shapes.size(), 10u);
   const std::vector<int64_t> context = {0, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   for (size_t i = 0; i < 10; ++i) EXPECT_EQ(h->cost.shapes[i].decode_context_tokens, context[i]) << i;
   ASSERT_EQ(h->obs.done.size(), 1u);
   EXPECT_EQ(h->obs.done[0].finish.ns(), 100 * kMs);
   EXPECT_EQ(h->obs.gaps, std::vector<int64_t>(9, 10 * kMs));
-  // The KV the replica reported: 1 block from the prefill, 2 from j = 0 (at 20 ms), 3 from j = 4
+  // The KV the replica reported: 1 block from the prefill, 2 from j = 1 (at 20 ms), 3 from j = 5
   // (at 60 ms); 0 once the request has left.
   std::vector<std::pair<int64_t, int64_t>> blocks;
   for (const core::ReplicaState& st : h->obs.states) blocks.emplace_back(st.time.ns() / kMs, st.kv_blocks_used);
@@ -100,20 +100,22 @@ TEST(DecodeWindowTest, RunsTheDecodesInLineUpToTheIterationThatFinishes) {
 }
 
 // An arrival ends the run: A (prompt 3, output 10) at 0 and B (prompt 2, output 3) at 55 ms, 10 ms
-// iterations. A's decodes run in line from 20 ms: [20, 30), [30, 40), [40, 50); the next, [50, 60),
-// would end after B's arrival at 55 ms, so it goes into the queue. At 60 ms B is admitted and
-// prefilled alone [60, 70) (an iteration is all prefills or all decodes), then A and B decode
-// [70, 80) and [80, 90) (B has 3 tokens: K = 0, nothing in line; B leaves at 90). B completed out
-// of an all-decode plan, so A's run starts at once at 90 ms: A has 8 tokens, K = 1, [90, 100) in
-// line and [100, 110) (A's 10th token) started by the run, its end through the queue. So 4
-// iterations in line, B done at 90 ms and A at 110 ms.
+// iterations. A's decodes run in line from its prefill's end: [10, 20), [20, 30), [30, 40),
+// [40, 50); the next, [50, 60), would end after B's arrival at 55 ms, so it goes into the queue. At
+// 60 ms B is admitted and prefilled alone [60, 70) (an iteration is all prefills or all decodes),
+// then A and B decode from 70 ms in a run (A has 6 tokens, B 1: K = min(3, 1) = 1): [70, 80) in line
+// (A's gap 20 ms, B's its first, each told on its own), [80, 90) started by the run, its end (B's
+// last token) through the queue; B leaves at 90. B completed out of an all-decode plan, so A's run
+// starts at once at 90 ms: A has 8 tokens, K = 1, [90, 100) in line and [100, 110) (A's 10th token)
+// started by the run, its end through the queue. So 6 iterations in line, B done at 90 ms and A at
+// 110 ms.
 TEST(DecodeWindowTest, AnArrivalDuringTheRunSendsTheNextIterationThroughTheQueue) {
   ClusterSetup s;
   s.block_size = 4;
   s.base_s = 0.010;
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.055, 2, 3)};
   std::unique_ptr<Harness> h = run(specs, s, true);
-  EXPECT_EQ(in_line(*h), 4u);
+  EXPECT_EQ(in_line(*h), 6u);
   ASSERT_NE(h->obs.find(0), nullptr);
   ASSERT_NE(h->obs.find(1), nullptr);
   EXPECT_EQ(h->obs.find(1)->finish.ns(), 90 * kMs);
@@ -138,6 +140,7 @@ TEST(DecodeWindowTest, AgreesWithTheQueueOnRandomWorkloads) {
     s.per_token_s = 0.00002;
     hwmodels::EngineModel e;
     e.async_scheduling = true;
+    e.first_token_s = seed == 1 ? 0.0 : 0.0025;  // shortens each request's second gap (a run's first may hold it)
     s.engine = e;
     s.client_timeout = core::Duration::from_seconds(seed == 3 ? 0.3 : 60.0);
     std::unique_ptr<Harness> a = run(specs, s, true), b = run(specs, s, false);

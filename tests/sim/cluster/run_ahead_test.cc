@@ -91,10 +91,10 @@ ClusterSetup two_replicas() {
 }
 
 // Two requests (prompt 3, output 10) at 0 and 1 ms, one per replica (in turn). By hand, replica 0:
-// prefill [0, 10), first decode [10, 20) (planned: the iteration before had a prefill), then pure
-// decodes from 20 ms. The request has 2 tokens, so K = 10 - 2 - 1 = 7: the ends of [20, 30) ...
-// [80, 90) are handled in line (7), and the run starts [90, 100), whose end (the last token) goes
-// through the queue: done at 100 ms. Replica 1 the same 1 ms later (done at 101 ms). No request
+// prefill [0, 10), then pure decodes from 10 ms (the prefill completed the prompt and nothing
+// waits). The request has 1 token, so K = 10 - 1 - 1 = 8: the ends of [10, 20) ... [80, 90) are
+// handled in line (8), and the run starts [90, 100), whose end (the last token) goes through the
+// queue: done at 100 ms. Replica 1 the same 1 ms later (done at 101 ms). No request
 // comes after, so neither has a horizon. Through the queue alone no run is ever tried: the other
 // replica's iteration, 1 ms away, is always the next event.
 TEST(RunAheadTest, EachReplicaRunsItsDecodesPastTheOthersEvents) {
@@ -102,8 +102,8 @@ TEST(RunAheadTest, EachReplicaRunsItsDecodesPastTheOthersEvents) {
   std::unique_ptr<Harness> a = run(specs, two_replicas(), true), b = run(specs, two_replicas(), false);
   EXPECT_TRUE(a->cluster->runs_ahead());
   EXPECT_FALSE(b->cluster->runs_ahead());
-  EXPECT_EQ(in_line(*a, 0), 7u);
-  EXPECT_EQ(in_line(*a, 1), 7u);
+  EXPECT_EQ(in_line(*a, 0), 8u);
+  EXPECT_EQ(in_line(*a, 1), 8u);
   EXPECT_EQ(in_line(*b, 0) + in_line(*b, 1), 0u);
   ASSERT_EQ(a->obs.done.size(), 2u);
   EXPECT_EQ(a->obs.done[0].finish.ns(), 100 * kMs);
@@ -118,24 +118,24 @@ TEST(RunAheadTest, EachReplicaRunsItsDecodesPastTheOthersEvents) {
 }
 
 // A third request at 55 ms (to replica 0, in turn) bounds replica 0's run. By hand (replica 0's
-// request 0 emits tokens at 10, 20, ... ms): the run from 20 ms handles in line the iterations that
-// end before 55 ms (at 30, 40, 50 ms); the one from 50 ms ends at 60 ms and goes through the queue.
-// The continuous scheduler then prefills request 2 alone [60, 70), decodes both [70, 80) (request
-// 2's first decode, planned), and from 80 ms runs both: request 0 has 7 tokens, K = 10 - 7 - 1 = 2,
-// so [80, 90) and [90, 100) in line, [100, 110) started by the run and ended through the queue
-// (request 0 done at 110 ms). Request 0 completed out of an all-decode plan, so request 2's run
-// starts at once: it has 5 tokens (at 70, 80, ..., 110 ms), K = 4: [110, 120) ... [140, 150) in
-// line, [150, 160) started by the run. 3 + 2 + 4 = 9, request 2 done at 160 ms. The queue alone
-// runs nothing in line while replica 1 is busy (its iteration, 1 ms after replica 0's, is always
-// the next event); after it is done (101 ms), replica 0's last run from 110 ms: the same 4.
-// With an ingress of 5 ms on the client path every request reaches its replica 5 ms after it is
-// sent, the third at 60 ms, which is replica 0's horizon: the same schedule 5 ms later (the run from
-// 25 ms handles the iterations ending at 35, 45, 55 ms; the one ending at 65 ms goes through the
-// queue), 9 in line, request 2 done at 165 ms.
+// request 0 emits tokens at 10, 20, ... ms): the run from 10 ms handles in line the iterations that
+// end before 55 ms (at 20, 30, 40, 50 ms); the one from 50 ms ends at 60 ms and goes through the
+// queue. The continuous scheduler then prefills request 2 alone [60, 70), and from 70 ms runs both:
+// request 0 has 6 tokens, request 2 one, K = min(10 - 6 - 1, 10 - 1 - 1) = 3, so [70, 80) (each
+// request's gap told on its own), [80, 90) and [90, 100) in line, [100, 110) started by the run and
+// ended through the queue (request 0 done at 110 ms). Request 0 completed out of an all-decode
+// plan, so request 2's run starts at once: it has 5 tokens (at 70, 80, ..., 110 ms), K = 4:
+// [110, 120) ... [140, 150) in line, [150, 160) started by the run. 4 + 3 + 4 = 11, request 2 done
+// at 160 ms. The queue alone runs nothing in line while replica 1 is busy (its iteration, 1 ms
+// after replica 0's, is always the next event); after it is done (101 ms), replica 0's last run
+// from 110 ms: the same 4. With an ingress of 5 ms on the client path every request reaches its
+// replica 5 ms after it is sent, the third at 60 ms, which is replica 0's horizon: the same
+// schedule 5 ms later (the run from 15 ms handles the iterations ending at 25, 35, 45, 55 ms; the
+// one ending at 65 ms goes through the queue), 11 in line, request 2 done at 165 ms.
 TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.001, 3, 10), spec(0.055, 3, 10)};
   std::unique_ptr<Harness> a = run(specs, two_replicas(), true), b = run(specs, two_replicas(), false);
-  EXPECT_EQ(in_line(*a, 0), 9u);
+  EXPECT_EQ(in_line(*a, 0), 11u);
   EXPECT_EQ(in_line(*b, 0), 4u);
   EXPECT_EQ(in_line(*b, 1), 0u);
   ASSERT_EQ(a->obs.done.size(), 3u);
@@ -152,7 +152,7 @@ TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   ClusterSetup s = two_replicas();
   s.client.ingress_s = 0.005;
   std::unique_ptr<Harness> c = run(specs, s, true), d = run(specs, s, false);
-  EXPECT_EQ(in_line(*c, 0), 9u);
+  EXPECT_EQ(in_line(*c, 0), 11u);
   ASSERT_EQ(c->obs.done.size(), 3u);
   EXPECT_EQ(c->obs.done[2].finish.ns(), 165 * kMs);
   expect_same(*c, *d, 2);
@@ -185,6 +185,7 @@ TEST(RunAheadTest, AgreesWithTheQueueOnRandomWorkloads) {
     s.per_token_s = 0.00002;
     hwmodels::EngineModel e;
     e.async_scheduling = true;
+    e.first_token_s = seed == 1 ? 0.0 : 0.0025;  // shortens each request's second gap (a run's first may hold it)
     s.engine = e;
     s.client.ingress_s = seed == 2 ? 0.0 : 0.003;
     s.client.ingress_s_per_prompt_token = seed == 3 ? 0.0004 : 0.0;
