@@ -60,7 +60,6 @@ struct BatchShape {
 
   int64_t tokens() const { return prefill_tokens + decode_seqs + decode_extra_tokens; }
   bool empty() const { return prefill_tokens == 0 && decode_seqs == 0; }
-  bool operator==(const BatchShape&) const = default;  // every field (RooflineCostModel's prefill memo)
 };
 
 // The part of a step the busiest of `ranks` data-parallel attention ranks runs (expert parallelism:

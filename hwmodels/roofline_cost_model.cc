@@ -1130,19 +1130,44 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
   // size alone, so the terms of each batch size are kept and summed again in evaluate()'s order,
   // which gives the same bits as evaluating afresh.
   if (const DecodeTerms* memo = decode_memo(shape)) return memo_step(*memo, shape, shape.decode_context_tokens);
-  if (shape.decode_seqs == 0 && shape.prefill_seqs > 0) {
+  if (PrefillKey key; !ep_.enabled() && prefill_memo_key(shape, key)) {
     if (prefill_memo_.empty()) prefill_memo_.resize(size_t{1} << kPrefillMemoBits);
     const uint64_t h = static_cast<uint64_t>(shape.prefill_tokens) * 0x9E3779B97F4A7C15ULL ^
                        static_cast<uint64_t>(shape.prefill_context_tokens) * 0xC2B2AE3D27D4EB4FULL ^
                        static_cast<uint64_t>(shape.prefill_seqs);
     PrefillEntry& e = prefill_memo_[static_cast<size_t>(h >> (64 - kPrefillMemoBits))];
-    if (e.valid && e.shape == shape) return e.cost;
-    e.cost = evaluate(shape, [](std::string_view, int64_t, const Term&) {});
-    e.shape = shape;
-    e.valid = true;
-    return e.cost;
+    StepCost cost;
+    if (e.key == key) {
+      cost.seconds = e.seconds;
+      cost.flops = e.flops;
+      cost.bytes = e.bytes;
+      cost.peak_flop_seconds = e.peak_flop_seconds;
+      return cost;
+    }
+    cost = evaluate(shape, [](std::string_view, int64_t, const Term&) {});
+    e = {key, cost.seconds, cost.flops, cost.bytes, cost.peak_flop_seconds};
+    return cost;
   }
   return evaluate(shape, [](std::string_view, int64_t, const Term&) {});
+}
+
+bool RooflineCostModel::prefill_memo_key(const BatchShape& s, PrefillKey& key) {
+  // A field added to BatchShape must join the key or the test below (or step() would return the
+  // cost of a shape that differs in it).
+  static_assert(sizeof(BatchShape) == 192, "BatchShape changed: update prefill_memo_key");
+  const BatchShape none;
+  if (s.prefill_seqs <= 0 || s.decode_seqs != 0 || s.decode_context_tokens != 0 ||
+      s.decode_window_context_tokens != 0 || s.decode_sparse_context_tokens != 0 || s.decode_extra_tokens != 0 ||
+      s.decode_extra_pairs != 0 || s.decode_extra_window_pairs != 0 || s.decode_extra_sparse_pairs != 0 ||
+      s.decode_extra_logits != none.decode_extra_logits || s.draft_passes != 0 || s.draft_seqs != 0 ||
+      s.draft_context_tokens != 0 || s.draft_catchup_tokens != 0 || s.draft_catchup_pairs != 0)
+    return false;
+  key = {s.prefill_seqs,           s.prefill_tokens,
+         s.prefill_logits,         s.prefill_context_tokens,
+         s.prefill_attention_pairs, static_cast<int64_t>(s.launch),
+         s.graph_tokens,           s.prefill_window_pairs,
+         s.prefill_window_context_tokens, s.prefill_sparse_pairs};
+  return true;
 }
 
 void RooflineCostModel::decode_steps(const BatchShape& shape, int64_t stride, int count, StepCost* out) const {

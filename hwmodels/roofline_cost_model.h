@@ -221,16 +221,20 @@ class RooflineCostModel final : public StepCostModel {
   };
   static constexpr int64_t kMemoDecodeSeqs = 8192;
   // step()'s memo of iterations without decodes (a scheduler that prefills apart, such as the
-  // continuous one, runs one per arriving request): direct-mapped on the chunks' tokens and cached
-  // context, keyed by the whole shape, so a hit is a shape step() has costed before and returns
-  // what it returned (step() is a function of the shape alone: the same bits). Allocated at the
-  // first such step; a miss replaces the entry.
+  // continuous one, runs one per arriving request), off under expert parallelism: direct-mapped on
+  // the chunks' tokens and cached context, keyed by every field such a shape can have non-zero (the
+  // rest must be their defaults: prefill_memo_key), so a hit is a shape step() has costed before and
+  // returns what it returned (step() is a function of the shape alone: the same bits). Small
+  // entries in a small table: the table is read at random, and a larger one (4,096 entries of whole
+  // shapes) made S1 slower with fewer instructions. Allocated at the first such step; a miss
+  // replaces the entry.
+  using PrefillKey = std::array<int64_t, 10>;
+  static bool prefill_memo_key(const BatchShape& s, PrefillKey& key);
   struct PrefillEntry {
-    BatchShape shape;
-    StepCost cost;
-    bool valid = false;
+    PrefillKey key{};  // key[0] = prefill_seqs: 0 while empty
+    double seconds = 0, flops = 0, bytes = 0, peak_flop_seconds = 0;
   };
-  static constexpr int kPrefillMemoBits = 12;
+  static constexpr int kPrefillMemoBits = 11;
   mutable std::vector<PrefillEntry> prefill_memo_;
   mutable std::vector<DecodeTerms> decode_memo_;  // one simulation uses a model from one thread
   void fill_decode_memo(DecodeTerms& memo, const BatchShape& shape) const;
