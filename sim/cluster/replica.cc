@@ -808,7 +808,8 @@ void Replica::try_start_iteration() {
 
 // A run of decode iterations handled here, one after another, without the event queue or a walk
 // over the batch per iteration. Entered where try_start_iteration would repeat the decodes
-// (repeat_decodes: nothing waits, the running set is the last iteration's decodes), it runs each
+// (repeat_decodes: nothing waits, the running set is the last iteration's decodes, or every running
+// request decodes after prefills that completed their prompts: on_event), it runs each
 // next iteration in line (Simulation::advance_in_line) while that iteration is the next event of the
 // whole simulation - nothing else (an arrival, another replica, a sample, a timer) comes before its
 // end, so nothing can look at this replica in between - or, running ahead (set_run_ahead), while it
@@ -819,8 +820,10 @@ void Replica::try_start_iteration() {
 // per-token bookkeeping, done once for the run:
 //   - iteration j of the run (j = 0, 1, ...) decodes every running request r at context
 //     kv_tokens + j + 1 (batch context C0 + n j), and emits its token at the iteration's end: one
-//     gap run {that iteration's duration, n requests} (every request's last token was the previous
-//     iteration's end; none is at its second token, whose gap the first-token delay shortens);
+//     gap run {that iteration's duration, n requests} (from j = 1 every request's last token was
+//     the previous iteration's end and none is at its second token, whose gap the first-token
+//     delay shortens; at j = 0, when that is not so ("uneven": after a prefill iteration), the
+//     gaps are told request by request, as on_event tells them);
 //   - r needs a block in iteration j when kv_tokens + j + 1 passes its blocks' tokens: first at
 //     j0 = kv_blocks x B - kv_tokens, then every B iterations, so the blocks taken in iteration j are
 //     the requests with j0 = j mod B (all j0 < B, or the run is not entered);
