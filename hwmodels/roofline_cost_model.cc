@@ -1132,9 +1132,9 @@ StepCost RooflineCostModel::step(const BatchShape& shape) const {
   if (const DecodeTerms* memo = decode_memo(shape)) return memo_step(*memo, shape, shape.decode_context_tokens);
   if (PrefillKey key; !ep_.enabled() && prefill_memo_key(shape, key)) {
     if (prefill_memo_.empty()) prefill_memo_.resize(size_t{1} << kPrefillMemoBits);
+    // The slot: the top bits of the tokens and cached context, each multiplied by an odd constant.
     const uint64_t h = static_cast<uint64_t>(shape.prefill_tokens) * 0x9E3779B97F4A7C15ULL ^
-                       static_cast<uint64_t>(shape.prefill_context_tokens) * 0xC2B2AE3D27D4EB4FULL ^
-                       static_cast<uint64_t>(shape.prefill_seqs);
+                       static_cast<uint64_t>(shape.prefill_context_tokens) * 0xC2B2AE3D27D4EB4FULL;
     PrefillEntry& e = prefill_memo_[static_cast<size_t>(h >> (64 - kPrefillMemoBits))];
     StepCost cost;
     if (e.key == key) {
