@@ -313,10 +313,14 @@ class Cluster final : public EventHandler,
   void on_arrival(uint64_t id, core::Time t) override { observer_.on_arrival(id, t); }
   void on_request_done(const core::RequestRecord& r) override;
   void on_preempt(uint64_t id, uint32_t replica, core::Time t) override;
-  // The replicas send these three straight to observer_ (Replica::set_signals): forwarded unchanged.
+  // The replicas send these four straight to observer_ (Replica::set_signals): forwarded unchanged.
   void on_iteration(const core::IterationRecord& it) override { observer_.on_iteration(it); }
   void on_token_gaps(std::span<const core::GapRun> runs) override { observer_.on_token_gaps(runs); }
   void on_replica_state(const core::ReplicaState& s) override { observer_.on_replica_state(s); }
+  void on_decode_steps(const core::IterationRecord& base, const core::ReplicaState& state,
+                       std::span<const core::DecodeStep> steps) override {
+    observer_.on_decode_steps(base, state, steps);
+  }
   void on_prefix_lookup(const core::PrefixLookup& l) override { observer_.on_prefix_lookup(l); }
   void on_kv_transfer(const core::KvTransfer& t) override { observer_.on_kv_transfer(t); }
   // ReplicaListener: a prefill replica's request is ready to move.

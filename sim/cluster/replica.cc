@@ -3,6 +3,7 @@
 #include <span>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -890,6 +891,17 @@ void Replica::try_start_iteration() {
   core::Time prev = t0;
   int64_t j = 0;
   size_t phase = 0;  // j mod B
+  // The signals of iterations 1, 2, ... go to the observers together (on_decode_steps: the same
+  // calls in the same order, told before the run returns, so before anything else is told), up to
+  // kRunSteps at a time; iteration 0's, which publishes the state the iteration before left and may
+  // tell its gaps request by request, are told one by one.
+  constexpr size_t kRunSteps = 32;
+  static thread_local std::array<core::DecodeStep, kRunSteps> steps;
+  size_t told = 0;  // steps[0 .. told) not told yet
+  const auto tell = [&] {
+    if (told > 0) signals_->on_decode_steps(rec, published_state_, std::span<const core::DecodeStep>(steps.data(), told));
+    told = 0;
+  };
   // Iterations 0 .. k: the ends of 0 .. k - 1 may be handled in line; k's (a request emits its last
   // token) always goes through the queue, but the run starts it as try_start_iteration would have
   // (the same decodes, the same blocks: nothing can have come between).
@@ -922,28 +934,39 @@ void Replica::try_start_iteration() {
     last_duration_ = duration;
     ++iteration_;
     if (duration.ns() > INT64_MAX - now.ns()) [[unlikely]] {
+      tell();
       flush_window(j, j + 1, now);
       sim_.clock_limit_from(now, duration);  // throws, as schedule_after(duration) at `now` would
     }
     const core::Time end = now + duration;
     const uint64_t seq = sim_.reserve_seq();
-    rec.start = now;
-    rec.duration = duration;
-    signals_->on_iteration(rec);
     // Without a new block nothing publish_state() reports has changed since the run's first
     // iteration (the queue, the running set and the cache are as they were): it would tell the
     // observers nothing. The first one publishes what the iteration before changed (requests that
     // completed: the running set and the cache), as run_iteration does.
     if (j == 0) {
+      rec.start = now;
+      rec.duration = duration;
+      signals_->on_iteration(rec);
       publish_state_at(now);
-    } else if (blocks > 0) {
-      // What publish_state_at would publish: since the first iteration published (or found equal)
-      // the queue, the running set, the pulls and the cache's size, nothing but the blocks in use
-      // has changed, and they have (more are taken), so the state differs in that alone.
-      load_.kv_blocks_used = kv_.in_use();
-      published_state_.time = now;
-      published_state_.kv_blocks_used = load_.kv_blocks_used;
-      signals_->on_replica_state(published_state_);
+    } else {
+      core::DecodeStep& step = steps[told++];
+      step.start = now;
+      step.duration = duration;
+      step.flops = rec.flops;
+      step.bytes = rec.bytes;
+      step.peak_flop_seconds = rec.peak_flop_seconds;
+      step.kv_blocks_used = -1;
+      step.emits = false;
+      if (blocks > 0) {
+        // What publish_state_at would publish: since the first iteration published (or found
+        // equal) the queue, the running set, the pulls and the cache's size, nothing but the blocks
+        // in use has changed, and they have (more are taken), so the state differs in that alone.
+        load_.kv_blocks_used = kv_.in_use();
+        published_state_.time = now;
+        published_state_.kv_blocks_used = load_.kv_blocks_used;
+        step.kv_blocks_used = load_.kv_blocks_used;
+      }
     }
     const bool queued =
         j == k || (ahead_ ? end.ns() >= horizon ||
@@ -952,6 +975,7 @@ void Replica::try_start_iteration() {
     if (queued) {
       // Not the next event (or, running ahead, not one the replica may handle before its time):
       // it goes into the queue with the number it has, its end handled by on_event.
+      tell();
       flush_window(j, j + 1, now);
       sim_.schedule_reserved(end, seq, this, iteration_);
       return true;
@@ -965,16 +989,22 @@ void Replica::try_start_iteration() {
     // first iteration's, when uneven, each its own, in running order as on_event tells them).
     busy_ = false;
     chained_ = true;
-    gaps_.clear();
-    if (uneven && j == 0) [[unlikely]] {
-      for (size_t m = 0; m < n; ++m) add_gap(token_gap(requests_[running[m]], end), 1);
+    if (j > 0) {
+      steps[told - 1].emits = true;  // one gap of the iteration's duration (end - prev) per request
+      if (told == kRunSteps) tell();
     } else {
-      gaps_.push_back({(end - prev).ns(), seqs, 1});
+      gaps_.clear();
+      if (uneven) [[unlikely]] {
+        for (size_t m = 0; m < n; ++m) add_gap(token_gap(requests_[running[m]], end), 1);
+      } else {
+        gaps_.push_back({(end - prev).ns(), seqs, 1});
+      }
+      signals_->on_token_gaps(gaps_);
     }
-    signals_->on_token_gaps(gaps_);
     load_.oracle_remaining_tokens -= seqs;
     prev = end;
   }
+  tell();
   flush_window(j, j, prev);
   repeat_ = true;
   try_start_iteration();

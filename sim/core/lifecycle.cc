@@ -32,4 +32,27 @@ std::string_view fleet_event_name(FleetEventKind kind) {
   return "unknown";
 }
 
+void LifecycleObserver::on_decode_steps(const IterationRecord& base, const ReplicaState& state,
+                                        std::span<const DecodeStep> steps) {
+  IterationRecord it = base;
+  ReplicaState st = state;
+  for (const DecodeStep& step : steps) {
+    it.start = step.start;
+    it.duration = step.duration;
+    it.flops = step.flops;
+    it.bytes = step.bytes;
+    it.peak_flop_seconds = step.peak_flop_seconds;
+    on_iteration(it);
+    if (step.kv_blocks_used >= 0) {
+      st.time = step.start;
+      st.kv_blocks_used = step.kv_blocks_used;
+      on_replica_state(st);
+    }
+    if (step.emits) {
+      const GapRun gap{step.duration.ns(), base.decode_tokens, 1};
+      on_token_gaps(std::span<const GapRun>(&gap, 1));
+    }
+  }
+}
+
 }  // namespace servesim::core

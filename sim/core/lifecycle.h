@@ -157,6 +157,16 @@ struct GapRun {
   int64_t tokens = 1;
 };
 
+// One iteration of a run of decode-only iterations on one replica (Replica::decode_window): what
+// differs from the run's other iterations. See LifecycleObserver::on_decode_steps.
+struct DecodeStep {
+  Time start;
+  Duration duration;
+  double flops = 0, bytes = 0, peak_flop_seconds = 0;  // as IterationRecord's
+  int64_t kv_blocks_used = -1;  // >= 0: the replica's state changed in that alone, at `start`
+  bool emits = true;            // its end emitted a token per sequence, one gap of `duration` each
+};
+
 class LifecycleObserver {
  public:
   virtual ~LifecycleObserver() = default;
@@ -169,6 +179,12 @@ class LifecycleObserver {
   // several tokens (speculative decoding).
   virtual void on_token_gaps(std::span<const GapRun> /*runs*/) {}
   virtual void on_replica_state(const ReplicaState& /*state*/) {}
+  // Consecutive iterations of one replica's decode-only batch, told at once: for each step in
+  // order, on_iteration(`base` with the step's start, duration and costs), then, where
+  // kv_blocks_used >= 0, on_replica_state(`state` with the step's start and blocks), then, where it
+  // emits, on_token_gaps({{duration, base.decode_tokens, 1}}). This default makes exactly those
+  // calls; an observer may do the same work faster (MetricsCollector), never differently.
+  virtual void on_decode_steps(const IterationRecord& base, const ReplicaState& state, std::span<const DecodeStep> steps);
   virtual void on_prefix_lookup(const PrefixLookup& /*lookup*/) {}
   virtual void on_kv_transfer(const KvTransfer& /*transfer*/) {}
   virtual void on_fleet_event(const FleetEvent& /*event*/) {}

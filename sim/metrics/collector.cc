@@ -317,6 +317,48 @@ void MetricsCollector::on_token_gaps(std::span<const core::GapRun> runs) {
   }
 }
 
+void MetricsCollector::on_decode_steps(const core::IterationRecord& base, const core::ReplicaState& state,
+                                       std::span<const core::DecodeStep> steps) {
+  // What on_iteration, on_replica_state and on_token_gaps do for each step (LifecycleObserver's
+  // order), the replica's sums held in registers: the same additions in the same order, so the same
+  // bits. The integer counts are added once.
+  if (base.draft_tokens > 0 || base.prefill_tokens != 0) [[unlikely]] {
+    core::LifecycleObserver::on_decode_steps(base, state, steps);
+    return;
+  }
+  const ReplicaHardware& hw = config_.replicas[base.replica];
+  const auto batch = static_cast<double>(base.batch_size);
+  Busy b = replica_busy_[base.replica];
+  core::ReplicaState st = state;
+  uint64_t emitting = 0;
+  for (const core::DecodeStep& step : steps) {
+    const double d = step.duration.seconds();
+    b.seconds += d;
+    b.gpu_seconds += d * hw.gpus;
+    b.peak_bytes += d * hw.hbm_bandwidth;
+    b.peak_flop_seconds += step.peak_flop_seconds;
+    b.bytes += step.bytes;
+    b.batch_seconds += d * batch;
+    if (step.kv_blocks_used >= 0) {
+      st.time = step.start;
+      st.kv_blocks_used = step.kv_blocks_used;
+      on_replica_state(st);
+    }
+    if (step.emits) {
+      itl_ns_.add(step.duration.ns(), static_cast<uint64_t>(base.decode_tokens));
+      ++emitting;
+    }
+  }
+  replica_busy_[base.replica] = b;
+  const auto n = static_cast<uint64_t>(steps.size());
+  s_.iterations += n;
+  ReplicaStats& r = replica_stats_[base.replica];
+  r.iterations += n;
+  r.decode_tokens += base.decode_tokens * static_cast<int64_t>(n);
+  gaps_ += base.decode_tokens * static_cast<int64_t>(emitting);
+  gap_tokens_ += base.decode_tokens * static_cast<int64_t>(emitting);
+}
+
 void MetricsCollector::flush_samples_until(int64_t t_exclusive) {
   if (config_.sample_interval_ns <= 0) return;
   if (next_sample_ns_ < t_exclusive) {

@@ -61,6 +61,8 @@ class MetricsCollector final : public core::LifecycleObserver {
   void on_iteration(const core::IterationRecord& it) override;
   void on_token_gaps(std::span<const core::GapRun> runs) override;
   void on_replica_state(const core::ReplicaState& s) override;
+  void on_decode_steps(const core::IterationRecord& base, const core::ReplicaState& state,
+                       std::span<const core::DecodeStep> steps) override;
   void on_prefix_lookup(const core::PrefixLookup& l) override;
   void on_kv_transfer(const core::KvTransfer& t) override;
   void on_fleet_event(const core::FleetEvent& e) override;

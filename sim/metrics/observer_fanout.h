@@ -33,6 +33,10 @@ class ObserverFanout final : public core::LifecycleObserver {
   void on_replica_state(const core::ReplicaState& state) override {
     for (auto* o : observers_) o->on_replica_state(state);
   }
+  void on_decode_steps(const core::IterationRecord& base, const core::ReplicaState& state,
+                       std::span<const core::DecodeStep> steps) override {
+    for (auto* o : observers_) o->on_decode_steps(base, state, steps);
+  }
   void on_prefix_lookup(const core::PrefixLookup& lookup) override {
     for (auto* o : observers_) o->on_prefix_lookup(lookup);
   }

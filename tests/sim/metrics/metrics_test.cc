@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "sim/metrics/collector.h"
@@ -422,6 +424,155 @@ TEST(CollectorTest, SamplesAndKvUseOverTime) {
   EXPECT_EQ(sink.samples[2].running, 3);
   EXPECT_EQ(sink.samples[4].time_ns, 20);
   EXPECT_DOUBLE_EQ(s.kv_util_mean, 0.25);
+}
+
+// LifecycleObserver::on_decode_steps (a decode run's iterations told at once) stands for calls in
+// a stated order: each step's iteration, then its state (where it has one), then its gaps (where it
+// emits). Three steps by hand: a state at the second, gaps at the first and third.
+TEST(LifecycleObserverTest, DecodeStepsAreTheirCallsInOrder) {
+  struct Log final : core::LifecycleObserver {
+    std::vector<std::string> calls;
+    void on_iteration(const core::IterationRecord& it) override {
+      calls.push_back("iteration " + std::to_string(it.replica) + " " + std::to_string(it.start.ns()) + "+" +
+                      std::to_string(it.duration.ns()) + " n=" + std::to_string(it.decode_tokens) + " bytes=" +
+                      std::to_string(static_cast<int>(it.bytes)));
+    }
+    void on_replica_state(const core::ReplicaState& s) override {
+      calls.push_back("state " + std::to_string(s.time.ns()) + " kv=" + std::to_string(s.kv_blocks_used) +
+                      " running=" + std::to_string(s.running));
+    }
+    void on_token_gaps(std::span<const core::GapRun> runs) override {
+      for (const auto& r : runs)
+        calls.push_back("gaps " + std::to_string(r.gap_ns) + " x" + std::to_string(r.count) + " t" + std::to_string(r.tokens));
+    }
+  } log;
+  core::IterationRecord base;
+  base.replica = 2;
+  base.decode_tokens = 5;
+  base.batch_size = 5;
+  core::ReplicaState state;
+  state.replica = 2;
+  state.running = 5;
+  state.kv_blocks_used = 7;
+  auto step = [](int64_t start, int64_t duration, double bytes, int64_t kv, bool emits) {
+    core::DecodeStep s;
+    s.start = core::Time::from_ns(start);
+    s.duration = core::Duration::from_ns(duration);
+    s.bytes = bytes;
+    s.kv_blocks_used = kv;
+    s.emits = emits;
+    return s;
+  };
+  const core::DecodeStep steps[] = {step(100, 10, 1, -1, true), step(110, 11, 2, 8, false), step(121, 12, 3, -1, true)};
+  log.on_decode_steps(base, state, steps);
+  const std::vector<std::string> want = {"iteration 2 100+10 n=5 bytes=1", "gaps 10 x5 t1",
+                                         "iteration 2 110+11 n=5 bytes=2", "state 110 kv=8 running=5",
+                                         "iteration 2 121+12 n=5 bytes=3", "gaps 12 x5 t1"};
+  EXPECT_EQ(log.calls, want);
+}
+
+// MetricsCollector::on_decode_steps does the calls' work its own way (the replica's sums in
+// registers, counts added once): every figure, sample and per-replica statistic must be what the
+// calls themselves give, to the bit. Random runs on two replicas (durations, costs, states, gaps;
+// one run with speculative drafts, which takes the calls' way), the calls made by hand.
+TEST(CollectorTest, DecodeStepsGiveWhatTheirCallsGive) {
+  struct Stats final : ResultSink {
+    std::vector<ReplicaSample> samples;
+    std::vector<std::vector<NamedValue>> replicas;
+    void begin_run(RunInfo&) override {}
+    void add_request(const core::RequestRecord&, const RequestMetrics&) override {}
+    void add_sample(const ReplicaSample& s) override { samples.push_back(s); }
+    void add_replica_stats(const ReplicaStats& r) override { replicas.push_back(flatten(r)); }
+    void end_run(const RunSummary&) override {}
+  };
+  CollectorConfig cfg;
+  ReplicaHardware hw;
+  hw.gpus = 2;
+  hw.hbm_bandwidth = 3.35e12;
+  hw.usd_per_hour = 4;
+  cfg.replicas = {hw, hw};
+  cfg.sample_interval_ns = 7'000'000;
+  Stats sa, sb;
+  MetricsCollector batched(cfg, {&sa}), calls(cfg, {&sb});
+  core::ReplicaState states[2];
+  for (uint32_t r = 0; r < 2; ++r) {
+    states[r].replica = r;
+    states[r].kv_blocks_total = 1000;
+    states[r].running = 3;
+    batched.on_replica_state(states[r]);
+    calls.on_replica_state(states[r]);
+  }
+  uint64_t x = 12345;
+  auto next = [&](uint64_t m) {  // a small LCG: the same draws everywhere
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (x >> 33) % m;
+  };
+  int64_t t[2] = {0, 0};
+  uint64_t steps_told = 0;
+  for (int run = 0; run < 60; ++run) {
+    const uint32_t r = static_cast<uint32_t>(next(2));
+    core::IterationRecord base;
+    base.replica = r;
+    base.decode_tokens = static_cast<int64_t>(1 + next(200));
+    base.batch_size = base.decode_tokens;
+    if (run == 17) base.draft_tokens = 4;  // not a decode_window run: the calls' way
+    std::vector<core::DecodeStep> steps(1 + next(32));
+    int64_t kv = states[r].kv_blocks_used;
+    for (auto& s : steps) {
+      s.start = core::Time::from_ns(t[r]);
+      s.duration = core::Duration::from_ns(static_cast<int64_t>(5'000'000 + next(40'000'000)));
+      t[r] += s.duration.ns();
+      s.flops = 1e12 * static_cast<double>(1 + next(1000)) / 7.0;
+      s.bytes = 1e9 * static_cast<double>(1 + next(1000)) / 3.0;
+      s.peak_flop_seconds = static_cast<double>(1 + next(1000)) / 11.0;
+      s.kv_blocks_used = next(3) == 0 ? (kv += static_cast<int64_t>(1 + next(4))) : -1;
+      s.emits = next(8) != 0;
+    }
+    steps_told += steps.size();
+    batched.on_decode_steps(base, states[r], steps);
+    // The calls, by hand.
+    for (const auto& s : steps) {
+      core::IterationRecord it = base;
+      it.start = s.start;
+      it.duration = s.duration;
+      it.flops = s.flops;
+      it.bytes = s.bytes;
+      it.peak_flop_seconds = s.peak_flop_seconds;
+      calls.on_iteration(it);
+      if (s.kv_blocks_used >= 0) {
+        states[r].time = s.start;
+        states[r].kv_blocks_used = s.kv_blocks_used;
+        calls.on_replica_state(states[r]);
+      }
+      if (s.emits) {
+        const core::GapRun g[] = {{s.duration.ns(), base.decode_tokens, 1}};
+        calls.on_token_gaps(g);
+      }
+    }
+  }
+  const core::Time end = core::Time::from_ns(std::max(t[0], t[1]));
+  const std::vector<NamedValue> a = flatten(batched.finish(end, 1, 0)), b = flatten(calls.finish(end, 1, 0));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(std::memcmp(&a[i].value, &b[i].value, sizeof(double)), 0)
+        << a[i].name << ": " << a[i].value << " vs " << b[i].value;
+    if (a[i].name == "iterations") EXPECT_EQ(a[i].value, static_cast<double>(steps_told));
+  }
+  ASSERT_EQ(sa.replicas.size(), 2u);
+  ASSERT_EQ(sa.replicas.size(), sb.replicas.size());
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(sa.replicas[r].size(), sb.replicas[r].size());
+    for (size_t i = 0; i < sa.replicas[r].size(); ++i)
+      EXPECT_EQ(std::memcmp(&sa.replicas[r][i].value, &sb.replicas[r][i].value, sizeof(double)), 0)
+          << "replica " << r << " " << sa.replicas[r][i].name;
+  }
+  ASSERT_GT(sa.samples.size(), 10u);
+  ASSERT_EQ(sa.samples.size(), sb.samples.size());
+  for (size_t i = 0; i < sa.samples.size(); ++i) {
+    EXPECT_EQ(sa.samples[i].time_ns, sb.samples[i].time_ns) << i;
+    EXPECT_EQ(sa.samples[i].kv_blocks_used, sb.samples[i].kv_blocks_used) << i;
+  }
 }
 
 RunInfo info() {
