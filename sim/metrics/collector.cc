@@ -330,6 +330,13 @@ void MetricsCollector::on_decode_steps(const core::IterationRecord& base, const 
   const auto batch = static_cast<double>(base.batch_size);
   Busy b = replica_busy_[base.replica];
   core::ReplicaState st = state;
+  core::ReplicaState& prev = state_[base.replica];
+  // A state that differs from the last one in its time and blocks alone (as a run's always do:
+  // Replica::decode_window) changes neither level nor the pulls: on_replica_state would flush the
+  // samples due, add the blocks' time and keep the state, which is all it does here.
+  const bool blocks_only = st.queued == prev.queued && st.running == prev.running &&
+                           st.pulls_waiting == prev.pulls_waiting && st.kv_blocks_total == prev.kv_blocks_total;
+  __int128& kv_block_ns = kv_block_ns_[base.replica];
   uint64_t emitting = 0;
   for (const core::DecodeStep& step : steps) {
     const double d = step.duration.seconds();
@@ -340,9 +347,17 @@ void MetricsCollector::on_decode_steps(const core::IterationRecord& base, const 
     b.bytes += step.bytes;
     b.batch_seconds += d * batch;
     if (step.kv_blocks_used >= 0) {
-      st.time = step.start;
-      st.kv_blocks_used = step.kv_blocks_used;
-      on_replica_state(st);
+      if (blocks_only) [[likely]] {
+        const int64_t t = step.start.ns();
+        if (next_sample_ns_ < t && config_.sample_interval_ns > 0) flush_samples_until(t);
+        kv_block_ns += static_cast<__int128>(prev.kv_blocks_used) * (t - prev.time.ns());
+        prev.time = step.start;
+        prev.kv_blocks_used = step.kv_blocks_used;
+      } else {
+        st.time = step.start;
+        st.kv_blocks_used = step.kv_blocks_used;
+        on_replica_state(st);
+      }
     }
     if (step.emits) {
       itl_ns_.add(step.duration.ns(), static_cast<uint64_t>(base.decode_tokens));
