@@ -1940,6 +1940,8 @@ RunResult run_simulation(const core::Params& config, const RunOutputs& outputs) 
                              "changed while the run read it (its content digest, part of the run's identity, was "
                              "taken before); run again once it stays the same");
   result.summary = collector.finish(simulation.now(), simulation.events_processed(), wall);
+  result.ran_ahead = cluster.runs_ahead();
+  result.events_in_line = simulation.events_in_line();
   if (host_tier || kv_store || nvme_tier) append_kv_tier_metrics(cluster, result.summary, outputs.check);
   if (swapping && network) append_swap_metrics(cluster, result.summary);
   if (result.summary.requests_total == 0)

@@ -66,6 +66,10 @@ struct RunResult {
     std::string engine_kind;
   };
   std::vector<PoolInfo> pools;
+  // How the run went, not what it gave (the results are the same either way): whether its replicas
+  // ran ahead of the clock (sim::Cluster::runs_ahead), and the events handled in line or ahead.
+  bool ran_ahead = false;
+  uint64_t events_in_line = 0;
 };
 
 // Runs the simulation. Throws core::ConfigError for inconsistent settings (before anything is

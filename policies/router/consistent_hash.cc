@@ -32,6 +32,7 @@ class ConsistentHashRouter final : public sim::Router {
     if (it == ring_.end()) it = ring_.begin();
     return it->second;
   }
+  bool ignores_decode_progress() const override { return true; }  // the request's key alone
 
  private:
   void build(size_t n) {

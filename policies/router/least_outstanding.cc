@@ -18,6 +18,7 @@ class LeastOutstandingRouter final : public sim::Router {
       if (lighter(replicas[i], replicas[best], oracle_)) best = i;
     return best;
   }
+  bool ignores_decode_progress() const override { return !oracle_; }  // counts; an oracle reads tokens
 
  private:
   bool oracle_;

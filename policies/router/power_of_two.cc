@@ -19,6 +19,7 @@ class PowerOfTwoRouter final : public sim::Router {
     const uint32_t lo = std::min(a, b), hi = std::max(a, b);
     return lighter(replicas[hi], replicas[lo], oracle_) ? hi : lo;  // ties to the lower index
   }
+  bool ignores_decode_progress() const override { return !oracle_; }  // counts; an oracle reads tokens
 
  private:
   core::Rng rng_;

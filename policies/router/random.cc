@@ -11,6 +11,7 @@ class RandomRouter final : public sim::Router {
   uint32_t route(const sim::Request& /*request*/, std::span<const sim::ReplicaLoad> replicas) override {
     return static_cast<uint32_t>(rng_.uniform_int(replicas.size()));
   }
+  bool ignores_decode_progress() const override { return true; }
 
  private:
   core::Rng rng_;

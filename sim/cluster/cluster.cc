@@ -168,7 +168,7 @@ void Cluster::start() {
   });
   runs_ahead_ = layout_.run_ahead && !shared_scheduling && !disaggregated() && !admission_ && !autoscaler_ &&
                 !faults_ && !timeout_ && !retry_.any() && !closed_loop_ && network_ == nullptr && kv_stores_.empty() &&
-                router_->next_in_turn(replicas_.size()) >= 0;
+                (router_->next_in_turn(replicas_.size()) >= 0 || router_->ignores_decode_progress());
   if (runs_ahead_) {
     ingress_due_.assign(replicas_.size(), {});
     for (auto& r : replicas_) r->set_run_ahead(this);
@@ -224,10 +224,23 @@ int64_t Cluster::horizon_ns(uint32_t replica) {
   }
   for (const int64_t t : ingress_due_[replica]) h = std::min(h, t);  // on the client path to it now
   if (!has_next_) return h;
-  // The router takes the replicas in turn: the next request (next_) goes to `first`, the k-th after
-  // it to first + k, whatever happens to them (a rejected one too has had its turn).
+  // No request sent at or after `s` reaches a queue before s's arrival plus the fixed part of the
+  // client path's ingress (as admit() schedules it, rounded the same way): a later request with a
+  // shorter prompt may reach its queue before `s` does, never before that.
+  const auto soonest_ns = [&](const traces::RequestSpec& s) {
+    int64_t t = s.arrival.ns();
+    if (layout_.client.ingress_s > 0) t += core::Duration::from_seconds(layout_.client.ingress_s).ns();
+    return t;
+  };
   const size_t n = replicas_.size();
-  const auto first = static_cast<size_t>(router_->next_in_turn(n));
+  const int64_t turn = router_->next_in_turn(n);
+  // A router that ignores decode progress may send the next request anywhere: every replica stops
+  // where it, or one after it, could reach a queue.
+  if (turn < 0) return std::min(h, soonest_ns(next_));
+  // The router takes the replicas in turn: the next request (next_) goes to `first`, the k-th after
+  // it to first + k, whatever happens to them (a rejected one too has had its turn); none after that
+  // one comes to this replica before it is sent.
+  const auto first = static_cast<size_t>(turn);
   const size_t k = (replica + n - first) % n;
   while (ahead_.size() < k && !source_done_) {
     ahead_.emplace_back();
@@ -237,12 +250,7 @@ int64_t Cluster::horizon_ns(uint32_t replica) {
     }
   }
   if (k > ahead_.size()) return h;  // no request will come to it
-  const traces::RequestSpec& s = k == 0 ? next_ : ahead_[k - 1];
-  // Where admit() puts it: its arrival, plus the ingress on the client path, as schedule_after rounds it.
-  const double ingress_s = ingress_seconds(s.prompt_tokens);
-  int64_t t = s.arrival.ns();
-  if (ingress_s > 0) t += core::Duration::from_seconds(ingress_s).ns();
-  return std::min(h, t);
+  return std::min(h, soonest_ns(k == 0 ? next_ : ahead_[k - 1]));
 }
 
 void Cluster::reject(const Request& r, uint32_t replica, core::RequestOutcome why) {

@@ -38,6 +38,14 @@ class Router {
   // whatever the replicas' state; the one after it goes to the following index, and so on. -1 for
   // every other router. It lets the cluster know each replica's next arrival (Cluster: run ahead).
   virtual int64_t next_in_turn(size_t /*replicas*/) const { return -1; }
+  // For a router whose choice reads nothing a replica's decode-only iterations change: only the
+  // request, draws of its own stream and the loads' counts that change at arrivals, admissions,
+  // prefills and completions (queued, running, prompt tokens waiting, up), never the blocks in use,
+  // the tokens generated (an oracle's remaining work) or a prefix cache's contents. The next
+  // request may go to any replica, but it finds each in the state it would find without any
+  // replica's decodes run ahead of the clock; so the replicas may run them ahead up to the time
+  // that request could reach a queue (Cluster: run ahead).
+  virtual bool ignores_decode_progress() const { return false; }
 };
 
 // Admission control at the router (implementations in policies/router/admission.cc, family

@@ -28,6 +28,8 @@ struct Recorder final : metrics::ResultSink {
 struct Outcome {
   Recorder rec;
   metrics::RunSummary summary;
+  bool ran_ahead = false;
+  uint64_t events_in_line = 0;
 };
 
 void run(const std::string& toml, bool queue, Outcome& out) {
@@ -36,15 +38,23 @@ void run(const std::string& toml, bool queue, Outcome& out) {
   o.check = true;
   o.sinks.push_back(&out.rec);
   if (queue) o.observers.push_back(&watcher);
-  out.summary = run_simulation(core::parse_config(toml, "run_ahead.toml", run_schema()), o).summary;
+  const RunResult r = run_simulation(core::parse_config(toml, "run_ahead.toml", run_schema()), o);
+  out.summary = r.summary;
+  out.ran_ahead = r.ran_ahead;
+  out.events_in_line = r.events_in_line;
 }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// 4,000 Poisson requests on 8 Llama-3-8B replicas on H100 taken in turn, at about 70% load, the
-// vLLM V1 engine (client path, async scheduling), a time series every 50 ms.
-TEST(RunAheadRunTest, TheSameResultsWithAndWithoutRunningAhead) {
-  const std::string toml = R"(seed = 3
+// 4,000 Poisson requests on 8 Llama-3-8B replicas on H100, at about 70% load, the vLLM V1 engine
+// (client path, async scheduling), a time series every 50 ms; the replicas taken in turn (each
+// replica's next request known: it runs ahead up to it) or chosen by a router that ignores decode
+// progress (Router::ignores_decode_progress: every replica runs ahead up to the next request's time
+// in a queue): by load (least_outstanding, power_of_two), at random, by the request's key.
+class RunAheadRunTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RunAheadRunTest, TheSameResultsWithAndWithoutRunningAhead) {
+  std::string toml = R"(seed = 3
 [workload]
 kind = "poisson"
 rate = 60.0
@@ -68,13 +78,19 @@ kind = "h100-sxm"
 [cluster]
 replicas = 8
 [router]
-kind = "round_robin"
+kind = "ROUTER"
 [output]
 sample_interval_ms = 50
 )";
+  toml.replace(toml.find("ROUTER"), 6, GetParam());
   Outcome a, b;
   run(toml, false, a);
   run(toml, true, b);
+  // The first ran ahead, and handled most of its iterations so (6,000 requests' decodes: far more
+  // than the 4,000 requests' prefills); the second, watched, kept to the queue's order.
+  EXPECT_TRUE(a.ran_ahead);
+  EXPECT_FALSE(b.ran_ahead);
+  EXPECT_GT(a.events_in_line, a.summary.iterations / 2);
   ASSERT_EQ(a.rec.requests.size(), 4000u);
   ASSERT_EQ(a.rec.requests.size(), b.rec.requests.size());
   for (size_t i = 0; i < a.rec.requests.size(); ++i) {
@@ -105,6 +121,42 @@ sample_interval_ms = 50
     if (x[k].name != "wall_seconds") {
       EXPECT_TRUE(same_bits(x[k].value, y[k].value)) << x[k].name;
     }
+}
+
+INSTANTIATE_TEST_SUITE_P(Routers, RunAheadRunTest,
+                         ::testing::Values("round_robin", "least_outstanding", "power_of_two", "random",
+                                           "consistent_hash"));
+
+// Routers that read what a decode run changes keep the replicas in the queue's order: an oracle's
+// remaining tokens, a prefix cache's contents.
+TEST(RunAheadRunTest, RoutersThatReadDecodeProgressDoNotRunAhead) {
+  for (const char* router : {"kind = \"least_outstanding\"\noracle = true", "kind = \"power_of_two\"\noracle = true",
+                             "kind = \"prefix_affinity\""}) {
+    const std::string toml = std::string(R"(seed = 3
+[workload]
+kind = "poisson"
+rate = 60.0
+max_requests = 200
+[workload.prompt]
+kind = "fixed"
+value = 300
+[workload.output]
+kind = "fixed"
+value = 40
+[model]
+kind = "llama-3-8b"
+[gpu]
+kind = "h100-sxm"
+[cluster]
+replicas = 4
+prefix_caching = true
+[router]
+)") + router + "\n";
+    Outcome a;
+    run(toml, false, a);
+    EXPECT_FALSE(a.ran_ahead) << router;
+    EXPECT_EQ(a.rec.requests.size(), 200u) << router;
+  }
 }
 
 }  // namespace

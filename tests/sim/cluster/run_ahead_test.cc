@@ -158,14 +158,46 @@ TEST(RunAheadTest, AReplicasNextArrivalEndsItsRun) {
   expect_same(*c, *d, 2);
 }
 
-// What couples the replicas keeps them in the queue's order: a router that reads their load.
-TEST(RunAheadTest, OnlyARouterThatTakesTheReplicasInTurnLetsThemRunAhead) {
+// A later request with a shorter prompt reaches its queue before an earlier one when the client
+// path's ingress grows with the prompt (1 ms per prompt token here, nothing fixed): the horizon is
+// the next request's arrival plus the fixed part, not its own time in the queue. Replica 0 (in
+// turn: requests 0, 2, 4): request 0 (prompt 3) reaches it at 3 ms, prefilled [3, 13), decodes from
+// 13 ms; request 2, sent at 20 ms with a 60-token prompt, reaches it at 80 ms, but request 4, sent at
+// 22 ms with a 3-token prompt, at 25 ms. A run from 13 ms bounded by request 2's 80 ms would have
+// run replica 0 past 25 ms before request 4 came (the invariant checker stops such a run: a state
+// signal back in time); bounded by 20 ms it handles the end at 23 ms through the queue, request 4
+// waits in the queue from 25 ms, and everything is as the queue alone gives it. The same with
+// least_outstanding, whose horizon is the next request's for every replica.
+TEST(RunAheadTest, ALaterShorterPromptCanReachItsQueueFirst) {
+  const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 20), spec(0.001, 3, 20), spec(0.020, 60, 5),
+                                                  spec(0.021, 3, 5), spec(0.022, 3, 5)};
+  for (const char* router : {"round_robin", "least_outstanding"}) {
+    SCOPED_TRACE(router);
+    ClusterSetup s = two_replicas();
+    s.router = std::string("kind = \"") + router + "\"\n";
+    s.client.ingress_s_per_prompt_token = 0.001;
+    std::unique_ptr<Harness> a = run(specs, s, true), b = run(specs, s, false);
+    EXPECT_TRUE(a->cluster->runs_ahead());
+    ASSERT_EQ(a->obs.done.size(), 5u);
+    expect_same(*a, *b, 2);
+  }
+}
+
+// What couples the replicas keeps them in the queue's order: a router that reads what their decodes
+// change (an oracle's remaining tokens), a time-out. One that reads only the counts a decode run
+// leaves alone (least_outstanding) lets them run ahead, each up to the next request's arrival.
+TEST(RunAheadTest, RoutersThatReadDecodeProgressAndTimeOutsKeepTheQueuesOrder) {
   const std::vector<traces::RequestSpec> specs = {spec(0.0, 3, 10), spec(0.001, 3, 10)};
   ClusterSetup s = two_replicas();
-  s.router = "kind = \"least_outstanding\"\n";
+  s.router = "kind = \"least_outstanding\"\noracle = true\n";
   std::unique_ptr<Harness> a = run(specs, s, true);
   EXPECT_FALSE(a->cluster->runs_ahead());
   EXPECT_EQ(in_line(*a, 0) + in_line(*a, 1), 0u);
+  s.router = "kind = \"least_outstanding\"\n";
+  std::unique_ptr<Harness> b = run(specs, s, true), c = run(specs, s, false);
+  EXPECT_TRUE(b->cluster->runs_ahead());
+  EXPECT_GT(in_line(*b, 0) + in_line(*b, 1), 0u);
+  expect_same(*b, *c, 2);
   ClusterSetup t = two_replicas();
   t.client_timeout = core::Duration::from_seconds(60.0);  // a time-out event can reach any replica
   EXPECT_FALSE(run(specs, t, true)->cluster->runs_ahead());
@@ -173,9 +205,13 @@ TEST(RunAheadTest, OnlyARouterThatTakesTheReplicasInTurnLetsThemRunAhead) {
 
 // Random workloads on 4 replicas in turn: async scheduling, a KV-starved cache (preemptions), an
 // ingress on the client path that depends on the prompt (requests reach their replica out of send
-// order), continuous arrival times.
+// order), continuous arrival times. The replicas taken in turn, or by a router that ignores decode
+// progress (least_outstanding by load, random), which lets every replica run up to the next
+// request's time in a queue.
 TEST(RunAheadTest, AgreesWithTheQueueOnRandomWorkloads) {
+  for (const char* router : {"round_robin", "least_outstanding", "random"})
   for (const uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(router);
     const std::vector<traces::RequestSpec> specs = testing::random_specs(seed, "run-ahead", 600, 0.2);
     ClusterSetup s;
     s.replicas = 4;
@@ -189,6 +225,7 @@ TEST(RunAheadTest, AgreesWithTheQueueOnRandomWorkloads) {
     s.engine = e;
     s.client.ingress_s = seed == 2 ? 0.0 : 0.003;
     s.client.ingress_s_per_prompt_token = seed == 3 ? 0.0004 : 0.0;
+    s.router = std::string("kind = \"") + router + "\"\n";
     std::unique_ptr<Harness> a = run(specs, s, true), b = run(specs, s, false);
     ASSERT_TRUE(a->cluster->runs_ahead());
     expect_same(*a, *b, 4);
