@@ -34,6 +34,12 @@ class ChunkedScheduler final : public sim::BatchScheduler {
     return static_cast<int64_t>(watermark_ * static_cast<double>(kv.total()));
   }
 
+  // With nothing waiting and every running request decoding, plan_batch plans decode_running alone
+  // (no chunk to continue, none to admit), capped by the token budget at one token per decode;
+  // priority orders the decodes otherwise and fair charges every plan.
+  bool decodes_running_when_nothing_waits() const override { return !priority_ && !fair_; }
+  int64_t decodes_running_limit() const override { return budget_; }
+
   bool shares_state_across_replicas() const override { return fair_ && fair_->cluster_wide(); }
 
   void plan(sim::Replica& replica, sim::IterationPlan& plan) override {

@@ -35,6 +35,7 @@ Replica::Replica(const ReplicaConfig& config, Simulation& sim, RequestTable& req
       kv_(config.kv_blocks, config.block_size, config.role == ReplicaRole::kDecode ? 0 : config.prefix_unit_tokens,
           config.kv_layout) {
   plan_.limits = cost_.model().attention_limits();
+  repeat_limit_ = scheduler_->decodes_running_limit();
   repeats_ = scheduler_->decodes_running_when_nothing_waits() && !speculator_ && !kv_.prefix_caching() &&
              !kv_.hybrid() && plan_.limits.window == 0 && plan_.limits.topk == 0;
   if (role_ == ReplicaRole::kPrefill && !listener_)
@@ -696,7 +697,8 @@ void Replica::admit_arrivals(bool chained) {
 // hybrid layout, reserve only tests and grows r.kv_blocks; a failed one changes nothing).
 bool Replica::repeat_decodes() {
   const size_t n = plan_.decodes.size();
-  if (n != running_.size()) return false;
+  // (Past decodes_running_limit the scheduler's budget caps the decodes: it plans.)
+  if (n != running_.size() || static_cast<int64_t>(n) > repeat_limit_) return false;
   const RequestId* decodes = plan_.decodes.data();
   const RequestId* running = running_.data();
   int64_t context = 0;
@@ -839,7 +841,8 @@ void Replica::try_start_iteration() {
   const size_t n = running_.size();
   const core::Time t0 = sim_.now();
   if (n == 0 || n != plan_.decodes.size() || !arriving_.empty() || !waiting_.empty() || aborts_pending_ > 0 ||
-      pulls_waiting_ > 0 || !swap_copies_.empty() || pending_swap_seconds_ != 0 || !plan_.prefills.empty())
+      pulls_waiting_ > 0 || !swap_copies_.empty() || pending_swap_seconds_ != 0 || !plan_.prefills.empty() ||
+      static_cast<int64_t>(n) > repeat_limit_)
     return false;
   const int64_t bs = kv_.block_size();
   if (window_blocks_.size() != static_cast<size_t>(bs)) window_blocks_.assign(static_cast<size_t>(bs), 0);

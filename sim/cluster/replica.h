@@ -106,10 +106,13 @@ class BatchScheduler {
   // total - reserved blocks can never run and is rejected on arrival.
   virtual int64_t reserved_blocks(const KvCache& /*kv*/) const { return 0; }
   // Whether plan() is exactly policies::decode_running (each running request, in order, reserving
-  // its next token, the newest preempted when a block runs out, no token budget) whenever the
-  // waiting queue is empty and every running request decodes. The replica then repeats its last
+  // its next token, the newest preempted when a block runs out) whenever the waiting queue is empty,
+  // every running request decodes and they are no more than decodes_running_limit(). The replica then repeats its last
   // decodes without asking while nothing but token counts changed (Replica::repeat_decodes).
   virtual bool decodes_running_when_nothing_waits() const { return false; }
+  // The most running requests for which that holds: a token budget that takes one token per decode
+  // caps them (chunked: max_num_batched_tokens); with more, the replica asks for every plan.
+  virtual int64_t decodes_running_limit() const { return std::numeric_limits<int64_t>::max(); }
   // Whether it reads state that other replicas' schedulers write (fair_scope = "cluster": one set
   // of tenant counters): the cluster then keeps every replica on the event queue's clock
   // (Cluster::runs_ahead is off), so that each plan reads the counters as of its own time.
@@ -705,6 +708,7 @@ class Replica final : public EventHandler {
   // whether plan_ still holds its decodes because nothing but token counts changed.
   bool repeats_ = false;
   bool repeat_ = false;
+  int64_t repeat_limit_ = 0;  // BatchScheduler::decodes_running_limit
   // Decode runs handled in line (decode_window); off only to check them against the queue's way.
   bool windows_ = true;
   uint64_t in_line_iterations_ = 0;

@@ -27,6 +27,7 @@ struct Probe final : BatchScheduler {
   bool decodes_running_when_nothing_waits() const override {
     return repeat && inner->decodes_running_when_nothing_waits();
   }
+  int64_t decodes_running_limit() const override { return inner->decodes_running_limit(); }
 };
 
 ClusterSetup probed(int* plans, bool repeat) {
@@ -76,8 +77,12 @@ TEST(DecodeRepeatTest, RepeatsOnlyWhenNothingButTokenCountsChanged) {
 // out: a repeated reserve fails, the scheduler plans instead and preempts the newest. Against the
 // same run without the fast path (the oracle: the scheduler planning every iteration), every
 // iteration, request record, token gap and preemption must be the same, and at least a tenth of the
-// iterations must have been repeats.
-TEST(DecodeRepeatTest, AgreesWithTheSchedulerUnderPreemption) {
+// iterations must have been repeats. Continuous batching, and chunked prefill (chunks of 8 tokens
+// within a budget of 16, so prompts span iterations and share them with decodes); and chunked with
+// a budget of 3, below the running set at times, where the budget caps the decodes.
+class DecodeRepeatSchedulers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DecodeRepeatSchedulers, AgreesWithTheSchedulerUnderPreemption) {
   std::vector<traces::RequestSpec> specs;
   core::Rng rng(7, "decode-repeat");
   double t = 0;
@@ -87,6 +92,7 @@ TEST(DecodeRepeatTest, AgreesWithTheSchedulerUnderPreemption) {
   }
   auto run = [&](bool repeat, int* plans) {
     ClusterSetup s = probed(plans, repeat);
+    s.scheduler = GetParam();
     s.block_size = 4;
     s.kv_blocks = 24;
     s.per_token_s = 0.0001;  // iteration times follow the batch's tokens
@@ -114,10 +120,26 @@ TEST(DecodeRepeatTest, AgreesWithTheSchedulerUnderPreemption) {
   EXPECT_EQ(fast->obs.gaps, slow->obs.gaps);
   EXPECT_EQ(fast->obs.preempted, slow->obs.preempted);
   EXPECT_GT(slow->obs.preempted.size(), 10u);  // the fallback was exercised
-  // 3,118 iterations, 216 preemptions; 632 iterations repeated (measured): at least a tenth.
+  // Continuous: 3,118 iterations, 216 preemptions; 632 iterations repeated (measured): at least a
+  // tenth. Chunked likewise.
   EXPECT_EQ(plans_slow, static_cast<int>(slow->obs.iterations.size()));
-  EXPECT_LT(plans_fast, plans_slow - static_cast<int>(fast->obs.iterations.size()) / 10);
+  if (std::string(GetParam()).find("= 3\n") == std::string::npos) {
+    EXPECT_LT(plans_fast, plans_slow - static_cast<int>(fast->obs.iterations.size()) / 10);
+  } else {
+    // A budget of 3: some iterations decode only 3 of more running requests (the cap was met; the
+    // replica repeats only a plan that decoded every running request, which the budget bounds).
+    const auto capped = std::count_if(fast->obs.iterations.begin(), fast->obs.iterations.end(),
+                                      [](const core::IterationRecord& it) { return it.decode_tokens == 3; });
+    EXPECT_GT(capped, 10);
+    EXPECT_LT(plans_fast, plans_slow);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    DecodeRepeatTest, DecodeRepeatSchedulers,
+    ::testing::Values("kind = \"continuous\"\nwatermark = 0.0\n",
+                      "kind = \"chunked\"\nwatermark = 0.0\nmax_num_batched_tokens = 16\nchunk_size = 8\n",
+                      "kind = \"chunked\"\nwatermark = 0.0\nmax_num_batched_tokens = 3\n"));
 
 }  // namespace
 }  // namespace servesim::sim
