@@ -297,13 +297,7 @@ void MetricsCollector::on_iteration(const core::IterationRecord& it) {
     s_.spec_draft_tokens += it.draft_tokens;
     s_.spec_accepted_tokens += it.accepted_tokens;
   }
-  Busy& b = replica_busy_[it.replica];
-  b.seconds += d;
-  b.gpu_seconds += d * hw.gpus;
-  b.peak_bytes += d * hw.hbm_bandwidth;
-  b.peak_flop_seconds += it.peak_flop_seconds;
-  b.bytes += it.bytes;
-  b.batch_seconds += d * static_cast<double>(it.batch_size);
+  replica_busy_[it.replica].add(d, hw, static_cast<double>(it.batch_size), it.peak_flop_seconds, it.bytes);
 }
 
 void MetricsCollector::on_token_gaps(std::span<const core::GapRun> runs) {
@@ -339,13 +333,7 @@ void MetricsCollector::on_decode_steps(const core::IterationRecord& base, const 
   __int128& kv_block_ns = kv_block_ns_[base.replica];
   uint64_t emitting = 0;
   for (const core::DecodeStep& step : steps) {
-    const double d = step.duration.seconds();
-    b.seconds += d;
-    b.gpu_seconds += d * hw.gpus;
-    b.peak_bytes += d * hw.hbm_bandwidth;
-    b.peak_flop_seconds += step.peak_flop_seconds;
-    b.bytes += step.bytes;
-    b.batch_seconds += d * batch;
+    b.add(step.duration.seconds(), hw, batch, step.peak_flop_seconds, step.bytes);
     if (step.kv_blocks_used >= 0) {
       if (blocks_only) [[likely]] {
         const int64_t t = step.start.ns();

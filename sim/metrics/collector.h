@@ -88,6 +88,17 @@ class MetricsCollector final : public core::LifecycleObserver {
   // figures add the replicas' in replica order at finish() (indifferent to how replicas interleave).
   struct Busy {
     double seconds = 0, gpu_seconds = 0, peak_flop_seconds = 0, peak_bytes = 0, bytes = 0, batch_seconds = 0;
+    // One iteration of `d` seconds with `batch` sequences (on_iteration and on_decode_steps alike:
+    // the results' bits depend on both adding the same terms).
+    void add(double d, const ReplicaHardware& hw, double batch, double iteration_peak_flop_seconds,
+             double iteration_bytes) {
+      seconds += d;
+      gpu_seconds += d * hw.gpus;
+      peak_bytes += d * hw.hbm_bandwidth;
+      peak_flop_seconds += iteration_peak_flop_seconds;
+      bytes += iteration_bytes;
+      batch_seconds += d * batch;
+    }
   };
   std::vector<Busy> replica_busy_;
   LogHistogram itl_ns_;
